@@ -1,0 +1,62 @@
+#include "media.h"
+
+#include <unistd.h>
+
+#include <atomic>
+
+#include "builtin_transporters.h"
+
+namespace fjord::test {
+namespace {
+
+std::string unique_suffix() {
+  static std::atomic<unsigned> counter{0};
+  return std::to_string(::getpid()) + std::to_string(counter.fetch_add(1));
+}
+
+std::string common(const char* type, NodeId a, NodeId b) {
+  return std::string("[") + type + "]\nNodeId1=" + std::to_string(a) + "\nNodeId2=" + std::to_string(b) +
+         "\nNodeIdServer=" + std::to_string(a) + "\n";
+}
+
+std::string tcp_section(NodeId a, NodeId b, const std::string& extra) {
+  return common("tcp", a, b) + "HostName1=127.0.0.1\nHostName2=127.0.0.1\nPortNumber=0\n" + extra;
+}
+
+std::string shm_section(NodeId a, NodeId b, const std::string& extra) {
+  return common("shm", a, b) + "ShmKey=" + unique_suffix() + "\n" + extra;
+}
+
+std::string sim_section(NodeId a, NodeId b, const std::string& extra) {
+  return common("sim", a, b) + "SimEndpoint=" + unique_suffix() + "\n" + extra;
+}
+
+std::string rdma_section(NodeId a, NodeId b, const std::string& extra) {
+  const char* ip = ::getenv("RXE_IP");
+  const std::string host = ip ? ip : "127.0.0.1";
+  return common("rdma", a, b) + "HostName1=" + host + "\nHostName2=" + host + "\nPortNumber=0\n" + extra;
+}
+
+const Medium kAll[] = {
+    {"tcp", tcp_section},
+    {"shm", shm_section},
+    {"sim", sim_section},
+    {"rdma", rdma_section},
+};
+
+}  // namespace
+
+std::vector<Medium> contract_media() {
+  std::vector<Medium> out;
+  for (const Medium& m : kAll)
+    if (tools::builtin_registry().find(m.type)) out.push_back(m);
+  return out;
+}
+
+const Medium* find_medium(const std::string& type) {
+  for (const Medium& m : kAll)
+    if (m.type == type) return &m;
+  return nullptr;
+}
+
+}  // namespace fjord::test

@@ -1,0 +1,27 @@
+// The media the contract suite runs over, and how to configure a link of
+// each for a test. Adding a transporter to the suite = one entry in media.cpp.
+#pragma once
+
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "fjord/transport/types.h"
+
+namespace fjord::test {
+
+struct Medium {
+  std::string type;   // registered transporter name
+  // One config section for a link between a and b (a is the server), with
+  // extra "Key=value" lines appended. Must give each call a fresh endpoint.
+  std::string (*section)(NodeId a, NodeId b, const std::string& extra_lines);
+};
+
+// For readable test names and failure messages.
+inline void PrintTo(const Medium& medium, std::ostream* os) { *os << medium.type; }
+
+// Media with a registered factory in this build (not yet probed).
+std::vector<Medium> contract_media();
+const Medium* find_medium(const std::string& type);
+
+}  // namespace fjord::test

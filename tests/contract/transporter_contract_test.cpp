@@ -1,0 +1,363 @@
+// The transporter contract suite: every registered transporter runs every
+// test here (docs/transport.md lists the guarantees). A medium that cannot
+// run on this machine (no RDMA device) is skipped with the probe's reason.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <fstream>
+#include <thread>
+
+#include "fjord/base/clock.h"
+#include "link_harness.h"
+
+extern char** environ;
+
+namespace fjord::test {
+namespace {
+
+using transport::FlushStatus;
+using transport::LinkState;
+using transport::SendPressure;
+using transport::WaitResult;
+
+constexpr uint64_t kSecond = 1'000'000'000ULL;
+
+class ContractTest : public ::testing::TestWithParam<Medium> {
+ protected:
+  void SetUp() override {
+    transport::TransporterFactory* factory = test_registry().find(GetParam().type);
+    ASSERT_NE(factory, nullptr);
+    if (Status probe = factory->probe(); !probe) GTEST_SKIP() << GetParam().type << " unavailable: " << probe.message();
+  }
+  LinkPair pair(const std::string& extra = "") {
+    auto p = make_pair(GetParam(), extra);
+    EXPECT_TRUE(p.is_ok()) << p.status().to_string();
+    return p.is_ok() ? std::move(p).value() : LinkPair{};
+  }
+};
+
+// Alternates sending (until the ring is full or `count` sent) and receiving,
+// in one thread, checking order and content.
+void pump(transport::Transporter& from, transport::Transporter& to, uint64_t count,
+          std::size_t (*payload)(uint64_t)) {
+  uint64_t sent = 0, received = 0;
+  const uint64_t deadline = monotonic_ns() + 60 * kSecond;
+  while (received < count) {
+    while (sent < count && send_sequenced(from, sent, payload(sent))) ++sent;
+    ASSERT_NE(from.flush(), FlushStatus::kDown) << from.down_reason().to_string();
+    const uint64_t before = received;
+    const std::string error = receive_sequenced(to, &received, std::min<uint64_t>(sent - received, 64), 10 * kSecond);
+    ASSERT_EQ(error, "") << "after " << before << " frames";
+    ASSERT_LT(monotonic_ns(), deadline) << "stalled at " << received << " of " << count;
+  }
+}
+
+TEST_P(ContractTest, DeliversInOrderBothWays) {
+  LinkPair p = pair();
+  ASSERT_TRUE(p.server && p.client);
+  EXPECT_EQ(p.server->remote_node(), 2);
+  EXPECT_EQ(p.client->remote_node(), 1);
+  pump(*p.client, *p.server, 5000, [](uint64_t) -> std::size_t { return 40; });
+  pump(*p.server, *p.client, 5000, [](uint64_t s) -> std::size_t { return s % 300; });
+  const transport::LinkStats cs = p.client->stats();
+  const transport::LinkStats ss = p.server->stats();
+  EXPECT_EQ(cs.frames_sent, 5000u);
+  EXPECT_EQ(ss.frames_received, 5000u);
+  EXPECT_EQ(cs.bytes_sent, ss.bytes_received);
+  EXPECT_EQ(ss.frames_sent, 5000u);
+  EXPECT_EQ(cs.frames_received, 5000u);
+  EXPECT_GE(cs.sends, 1u);
+  EXPECT_EQ(cs.connects, 1u);
+}
+
+TEST_P(ContractTest, SmallAndLargeFramesWithChecksum) {
+  LinkPair p = pair("Checksum=1\n");
+  ASSERT_TRUE(p.server && p.client);
+  EXPECT_TRUE(p.client->config().checksum);
+  pump(*p.client, *p.server, 3000, mixed_payload_bytes);
+}
+
+TEST_P(ContractTest, WrapsAroundASmallBufferManyTimes) {
+  LinkPair p = pair("SendBufferMemory=64K\n");
+  ASSERT_TRUE(p.server && p.client);
+  // ~40 MB through a 64 KB send memory: hundreds of wrap-arounds at odd offsets.
+  pump(*p.client, *p.server, 20000, [](uint64_t s) -> std::size_t { return 1000 + (s * 37) % 3000; });
+}
+
+TEST_P(ContractTest, BackPressureWhenPeerDoesNotReadLosesNothing) {
+  LinkPair p = pair("SendBufferMemory=128K\n");
+  ASSERT_TRUE(p.server && p.client);
+  uint64_t sent = 0;
+  int refused = 0;
+  const uint64_t deadline = monotonic_ns() + 20 * kSecond;
+  // Send until reserve() keeps refusing: the peer never reads meanwhile.
+  while (refused < 200 && monotonic_ns() < deadline) {
+    if (send_sequenced(*p.client, sent, 900)) {
+      ++sent;
+      refused = 0;
+    } else {
+      ++refused;
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+  }
+  ASSERT_TRUE(p.client->is_up());
+  ASSERT_GT(sent, 10u);
+  EXPECT_EQ(p.client->send_pressure(), SendPressure::kOverload);
+  const transport::LinkStats full = p.client->stats();
+  EXPECT_GE(full.overload_count, 1u);
+  EXPECT_GE(full.slowdown_count, 1u);
+  EXPECT_GT(p.client->send_buffer_used(), 0u);
+  // Everything accepted before the refusal arrives, in order, and the link
+  // accepts more once the peer reads.
+  // The sender keeps flushing (kPending means "again later") while the
+  // receiver drains.
+  uint64_t received = 0;
+  while (received < sent) {
+    ASSERT_NE(p.client->flush(), FlushStatus::kDown);
+    ASSERT_EQ(receive_sequenced(*p.server, &received, std::min<uint64_t>(sent - received, 16), 20 * kSecond), "");
+  }
+  ASSERT_TRUE(send_sequenced(*p.client, sent, 900) || (p.client->flush(), send_sequenced(*p.client, sent, 900)));
+  ASSERT_EQ(receive_sequenced(*p.server, &received, 1, 10 * kSecond), "");
+}
+
+TEST_P(ContractTest, CloseIsSeenOnBothSidesWithAReason) {
+  LinkPair p = pair();
+  ASSERT_TRUE(p.server && p.client);
+  ASSERT_TRUE(send_sequenced(*p.client, 0, 100));
+  p.client->close("test closes the client");
+  EXPECT_EQ(p.client->state(), LinkState::kDown);
+  EXPECT_NE(p.client->down_reason().message().find("test closes the client"), std::string::npos);
+  // The frame sent before the close may or may not arrive, but the server
+  // must see the link go down, and never hang.
+  const uint64_t deadline = monotonic_ns() + 10 * kSecond;
+  while (p.server->is_up() && monotonic_ns() < deadline) {
+    transport::ReceiveBatch b = p.server->receive();
+    if (!b.bytes.empty()) p.server->release(b.bytes.size());
+    (void)p.server->wait_for_receive(50'000'000, 0);
+  }
+  EXPECT_EQ(p.server->state(), LinkState::kDown);
+  EXPECT_FALSE(p.server->down_reason().message().empty());
+  EXPECT_FALSE(p.client->send_signal({kTestSignal, {}, {}, 0}, {}));
+  EXPECT_EQ(p.client->flush(), FlushStatus::kDown);
+}
+
+TEST_P(ContractTest, SleepingReceiverIsNeverLeftAsleep) {
+  LinkPair p = pair();
+  ASSERT_TRUE(p.server && p.client);
+  constexpr int kRounds = 2000;
+  std::atomic<bool> failed{false};
+  // Echo thread: sleeps (no spinning) for each frame, answers it.
+  std::thread echo([&] {
+    uint64_t expect = 0;
+    for (int i = 0; i < kRounds && !failed; ++i) {
+      if (p.server->wait_for_receive(10 * kSecond, 0) != WaitResult::kReady) {
+        failed = true;
+        return;
+      }
+      if (!receive_sequenced(*p.server, &expect, 1, kSecond).empty() ||
+          !send_sequenced(*p.server, static_cast<uint64_t>(i), 16)) {
+        failed = true;
+        return;
+      }
+    }
+  });
+  uint64_t got = 0;
+  for (int i = 0; i < kRounds && !failed; ++i) {
+    ASSERT_TRUE(send_sequenced(*p.client, static_cast<uint64_t>(i), 16));
+    ASSERT_EQ(p.client->wait_for_receive(10 * kSecond, i % 2 ? 0 : 20'000), WaitResult::kReady)
+        << "round " << i << ": a wake-up was lost";
+    ASSERT_EQ(receive_sequenced(*p.client, &got, 1, kSecond), "");
+  }
+  echo.join();
+  EXPECT_FALSE(failed);
+}
+
+TEST_P(ContractTest, ManyBusyThreadsOnFewCores) {
+  // Three links, each with a busy sender and a busy receiver thread, plus two
+  // spinning bystanders: eight busy threads on two cores.
+  std::vector<LinkPair> pairs;
+  for (int i = 0; i < 3; ++i) {
+    pairs.push_back(pair("SendBufferMemory=128K\n"));
+    ASSERT_TRUE(pairs.back().server && pairs.back().client);
+  }
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> threads;
+  std::vector<std::string> errors(pairs.size());
+  constexpr uint64_t kFrames = 20000;
+  for (std::size_t i = 0; i < pairs.size(); ++i) {
+    threads.emplace_back([&, i] {
+      for (uint64_t s = 0; s < kFrames && !stop;) {
+        if (send_sequenced(*pairs[i].client, s, mixed_payload_bytes(s) % 2000)) ++s;
+        else if (!pairs[i].client->is_up()) return;
+      }
+    });
+    threads.emplace_back([&, i] {
+      uint64_t next = 0;
+      errors[i] = receive_sequenced(*pairs[i].server, &next, kFrames, 120 * kSecond);
+    });
+  }
+  std::vector<std::thread> bystanders;
+  for (int i = 0; i < 2; ++i)
+    bystanders.emplace_back([&] {
+      while (!stop) cpu_relax();
+    });
+  for (std::size_t i = 0; i < pairs.size(); ++i) threads[2 * i + 1].join();
+  stop = true;
+  for (std::size_t i = 0; i < pairs.size(); ++i) threads[2 * i].join();
+  for (auto& b : bystanders) b.join();
+  for (std::size_t i = 0; i < pairs.size(); ++i) EXPECT_EQ(errors[i], "") << "link " << i;
+}
+
+TEST_P(ContractTest, UnknownNodeIsRejectedWithAReason) {
+  const Medium& m = GetParam();
+  auto server_table = load_links(m.section(1, 2, ""));
+  ASSERT_TRUE(server_table) << server_table.status().to_string();
+  // Node 3 believes it has a link to node 1; node 1's config does not.
+  auto client_table = load_links(m.section(1, 3, ""));
+  ASSERT_TRUE(client_table) << client_table.status().to_string();
+  // Point node 3 at node 1's real endpoint: same endpoint keys as 1-2.
+  transport::LinkConfig wrong = *server_table->find(1, 2);
+  wrong.node2 = 3;
+  Status server_status;
+  auto result = connect_pair(*server_table, 1, wrong, 3, &server_status);
+  ASSERT_FALSE(result.is_ok());
+  EXPECT_EQ(result.status().code(), StatusCode::kRejected) << result.status().to_string();
+  EXPECT_NE(result.status().message().find("node 3"), std::string::npos) << result.status().message();
+  EXPECT_EQ(server_status.code(), StatusCode::kRejected) << server_status.to_string();
+  EXPECT_NE(server_status.message().find("not configured"), std::string::npos) << server_status.message();
+}
+
+TEST_P(ContractTest, WrongTransporterTypeIsRejectedWithAReason) {
+  const Medium& m = GetParam();
+  // Node 1 serves node 3 over this medium but has node 2 configured as a
+  // "dummy" link; node 2 thinks 1-2 is this medium.
+  auto server_table = load_links(m.section(1, 3, "") + "[dummy]\nNodeId1=1\nNodeId2=2\n");
+  ASSERT_TRUE(server_table) << server_table.status().to_string();
+  transport::LinkConfig client = *server_table->find(1, 3);
+  client.node2 = 2;
+  transport::TransporterFactory* factory = test_registry().find(m.type);
+  auto listener = factory->listen(1, *server_table);
+  ASSERT_TRUE(listener) << listener.status().to_string();
+  const transport::LinkConfig patched = client_view(client, **listener);
+  Result<std::unique_ptr<transport::Transporter>> connected(Status(StatusCode::kInternal, "not run"));
+  std::thread t([&] { connected = factory->connect(2, patched, monotonic_ns() + 10 * kSecond); });
+  auto accepted = (*listener)->accept(monotonic_ns() + 10 * kSecond);
+  t.join();
+  ASSERT_FALSE(accepted.is_ok());
+  EXPECT_NE(accepted.status().message().find("type mismatch"), std::string::npos) << accepted.status().message();
+  ASSERT_FALSE(connected.is_ok());
+  EXPECT_EQ(connected.status().code(), StatusCode::kRejected);
+  EXPECT_NE(connected.status().message().find("configured as dummy"), std::string::npos) << connected.status().message();
+}
+
+TEST_P(ContractTest, MalformedFrameClosesOnlyThatLink) {
+  const Medium& m = GetParam();
+  auto table = load_links(m.section(1, 2, "") + m.section(1, 3, ""));
+  ASSERT_TRUE(table) << table.status().to_string();
+  // Two clients of node 1 over the same listener.
+  transport::TransporterFactory* factory = test_registry().find(m.type);
+  auto listener = factory->listen(1, *table);
+  ASSERT_TRUE(listener) << listener.status().to_string();
+  std::unique_ptr<transport::Transporter> c2, c3, s2, s3;
+  for (NodeId client : {NodeId{2}, NodeId{3}}) {
+    const transport::LinkConfig link = client_view(*table->find(1, client), **listener);
+    Result<std::unique_ptr<transport::Transporter>> connected(Status(StatusCode::kInternal, "not run"));
+    std::thread t([&] { connected = factory->connect(client, link, monotonic_ns() + 10 * kSecond); });
+    auto accepted = (*listener)->accept(monotonic_ns() + 10 * kSecond);
+    t.join();
+    ASSERT_TRUE(connected) << connected.status().to_string();
+    ASSERT_TRUE(accepted) << accepted.status().to_string();
+    (client == 2 ? c2 : c3) = std::move(connected).value();
+    (accepted.value()->remote_node() == 2 ? s2 : s3) = std::move(accepted).value();
+  }
+  ASSERT_TRUE(s2 && s3);
+  // Node 2 sends two good frames, then a frame with version 9.
+  ASSERT_TRUE(send_sequenced(*c2, 0, 10));
+  ASSERT_TRUE(send_sequenced(*c2, 1, 10));
+  auto space = c2->reserve(64);
+  ASSERT_FALSE(space.empty());
+  ASSERT_EQ(pack_sequenced(space, 2, 10, false), sequenced_frame_bytes(10, false));
+  space[0] = std::byte{9};
+  c2->commit(sequenced_frame_bytes(10, false), 1);
+  ASSERT_NE(c2->flush(), FlushStatus::kDown);
+
+  uint64_t next = 0;
+  EXPECT_EQ(receive_sequenced(*s2, &next, 2, 10 * kSecond), "");   // the good frames are delivered
+  const uint64_t deadline = monotonic_ns() + 10 * kSecond;
+  while (s2->is_up() && monotonic_ns() < deadline) (void)s2->receive();
+  ASSERT_EQ(s2->state(), LinkState::kDown);
+  EXPECT_EQ(s2->down_reason().code(), StatusCode::kProtocolError);
+  EXPECT_NE(s2->down_reason().message().find("unsupported frame version"), std::string::npos)
+      << s2->down_reason().message();
+  EXPECT_TRUE(s2->receive().bytes.empty());
+  // The other link is untouched.
+  ASSERT_TRUE(s3->is_up());
+  pump(*c3, *s3, 100, [](uint64_t) -> std::size_t { return 64; });
+  pump(*s3, *c3, 100, [](uint64_t) -> std::size_t { return 64; });
+}
+
+TEST_P(ContractTest, PeerKilledMidStreamIsSeenAsDown) {
+  const char* peer = ::getenv("FJORD_CONTRACT_PEER");
+  ASSERT_NE(peer, nullptr) << "FJORD_CONTRACT_PEER must name the contract_peer program (meson sets it)";
+  const Medium& m = GetParam();
+  // One section text for both processes, so they agree on the endpoint.
+  const std::string text = m.section(1, 2, "");
+  auto table = load_links(text);
+  ASSERT_TRUE(table) << table.status().to_string();
+  const std::string config_path = ::testing::TempDir() + "contract_peer_" + std::to_string(::getpid()) + ".ini";
+  {
+    std::ofstream out(config_path);
+    out << text;
+  }
+  auto listener = test_registry().find(m.type)->listen(1, *table);
+  ASSERT_TRUE(listener) << listener.status().to_string();
+  const std::string port = std::to_string(client_view(*table->find(1, 2), **listener).port);
+  const std::string type = m.type;
+  const char* argv[] = {peer, "--type", type.c_str(), "--config", config_path.c_str(), "--port", port.c_str(), nullptr};
+  pid_t child = -1;
+  ASSERT_EQ(::posix_spawn(&child, peer, nullptr, nullptr, const_cast<char* const*>(argv), environ), 0);
+  auto accepted = (*listener)->accept(monotonic_ns() + 20 * kSecond);
+  if (!accepted) {
+    ::kill(child, SIGKILL);
+    ::waitpid(child, nullptr, 0);
+    FAIL() << accepted.status().to_string();
+  }
+  transport::Transporter& link = **accepted;
+  uint64_t next = 0;
+  const std::string first = receive_sequenced(link, &next, 2000, 20 * kSecond);
+  ::kill(child, SIGKILL);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  ::unlink(config_path.c_str());
+  ASSERT_EQ(first, "");
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << "peer exited early, status " << status;
+  // Whatever the peer managed to send before dying arrives intact and in
+  // order; then the link is declared down with a reason.
+  const uint64_t deadline = monotonic_ns() + 20 * kSecond;
+  while (link.is_up() || !link.receive().bytes.empty()) {
+    ASSERT_LT(monotonic_ns(), deadline) << "dead peer not detected";
+    transport::ReceiveBatch batch = link.receive();
+    frame::FrameCursor cursor(batch.bytes);
+    frame::SignalView view;
+    while (cursor.next(view)) {
+      ASSERT_EQ(check_sequenced(view, next), "");
+      ++next;
+    }
+    link.release(batch.bytes.size());
+    if (batch.bytes.empty()) (void)link.wait_for_receive(100'000'000, 0);
+  }
+  EXPECT_GE(next, 2000u);
+  EXPECT_EQ(link.state(), LinkState::kDown);
+  EXPECT_FALSE(link.down_reason().message().empty());
+}
+
+INSTANTIATE_TEST_SUITE_P(AllTransporters, ContractTest, ::testing::ValuesIn(contract_media()),
+                         [](const ::testing::TestParamInfo<Medium>& param_info) { return param_info.param.type; });
+
+}  // namespace
+}  // namespace fjord::test

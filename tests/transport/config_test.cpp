@@ -1,0 +1,132 @@
+// Config file parsing and the link table: every error names file, line, key
+// and the accepted range.
+#include <gtest/gtest.h>
+
+#include "builtin_transporters.h"
+#include "fjord/transport/config_file.h"
+#include "fjord/transport/link_config.h"
+
+namespace fjord::transport {
+namespace {
+
+Result<LinkTable> load(const std::string& text, std::span<const NodeAddress> nodes = {}) {
+  auto file = config::parse_text(text, "cluster.ini");
+  if (!file) return file.status();
+  return load_link_table(*file, tools::builtin_registry(), nodes);
+}
+
+std::string error_of(const std::string& text) {
+  auto r = load(text);
+  return r.is_ok() ? std::string("no error") : r.status().message();
+}
+
+TEST(ConfigFileTest, ParsesSectionsCommentsAndBothSeparators) {
+  auto f = config::parse_text("# top\n[TCP  Default]\nSendBufferMemory = 4M ; trailing\n\n[tcp]\nNodeId1: 1\nNodeId2=2\n", "x.ini");
+  ASSERT_TRUE(f) << f.status().to_string();
+  ASSERT_EQ(f->sections.size(), 2u);
+  EXPECT_EQ(f->sections[0].name, "tcp default");
+  EXPECT_EQ(f->sections[0].entries[0].value, "4M");
+  EXPECT_EQ(f->sections[1].entries[0].key, "NodeId1");
+  EXPECT_EQ(f->sections[1].entries[0].line, 6);
+}
+
+TEST(ConfigFileTest, SyntaxErrorsNameTheLine) {
+  auto a = config::parse_text("[tcp]\nNodeId1 1\n", "c.ini");
+  ASSERT_FALSE(a);
+  EXPECT_EQ(a.status().message(), "c.ini:2: expected key=value, got 'NodeId1 1'");
+  auto b = config::parse_text("NodeId1=1\n", "c.ini");
+  EXPECT_EQ(b.status().message(), "c.ini:1: 'NodeId1' appears before any [section]");
+  auto c = config::parse_text("[tcp\n", "c.ini");
+  EXPECT_EQ(c.status().message(), "c.ini:1: section header must end with ']': [tcp");
+  auto d = config::parse_text("[tcp]\nNode Id=1\n", "c.ini");
+  EXPECT_EQ(d.status().message(), "c.ini:2: malformed key 'Node Id'");
+}
+
+TEST(ConfigFileTest, ValuesParseWithSuffixesAndBooleans) {
+  EXPECT_EQ(*config::parse_bytes("2M"), 2u << 20);
+  EXPECT_EQ(*config::parse_bytes("64k"), 64u << 10);
+  EXPECT_EQ(*config::parse_bytes("1G"), 1u << 30);
+  EXPECT_EQ(*config::parse_bytes("100"), 100u);
+  EXPECT_FALSE(config::parse_bytes("2X"));
+  EXPECT_FALSE(config::parse_bytes("M"));
+  EXPECT_FALSE(config::parse_uint("99999999999999999999"));
+  EXPECT_FALSE(config::parse_uint("-1"));
+  EXPECT_TRUE(*config::parse_bool("Yes"));
+  EXPECT_FALSE(*config::parse_bool("0"));
+  EXPECT_FALSE(config::parse_bool("maybe"));
+  EXPECT_EQ(config::format_bytes(2u << 20), "2M");
+  EXPECT_EQ(config::format_bytes(1000), "1000");
+}
+
+TEST(LinkConfigTest, LoadsALinkWithDefaultsApplied) {
+  auto t = load("[tcp default]\nSendBufferMemory=4M\n[tcp]\nNodeId1=2\nNodeId2=1\nPortNumber=1186\nChecksum=1\n");
+  ASSERT_TRUE(t) << t.status().to_string();
+  const LinkConfig* l = t->find(1, 2);
+  ASSERT_NE(l, nullptr);
+  EXPECT_EQ(l->type, "tcp");
+  EXPECT_EQ(l->server_node, 1);   // the lower id without node definitions
+  EXPECT_EQ(l->send_buffer_bytes, 4u << 20);
+  EXPECT_EQ(l->overload_bytes, (4u << 20) / 10 * 8);
+  EXPECT_EQ(l->slowdown_bytes, (4u << 20) / 10 * 6);
+  EXPECT_TRUE(l->checksum);
+  EXPECT_EQ(l->port, 1186);
+  EXPECT_EQ(l->host1, "localhost");
+  EXPECT_EQ(l->origin, "cluster.ini:3");
+  EXPECT_EQ(l->params.origin("SendBufferMemory"), "cluster.ini:2");
+}
+
+TEST(LinkConfigTest, NodeDirectoryFillsHostsPortsAndServer) {
+  const NodeAddress nodes[] = {{1, "api-host", 0, false}, {2, "data-host", 11860, true}};
+  auto t = load("[tcp]\nNodeId1=1\nNodeId2=2\n", nodes);
+  ASSERT_TRUE(t) << t.status().to_string();
+  const LinkConfig* l = t->find(1, 2);
+  EXPECT_EQ(l->server_node, 2);   // the data node serves API nodes
+  EXPECT_EQ(l->host1, "api-host");
+  EXPECT_EQ(l->host2, "data-host");
+  EXPECT_EQ(l->port, 11860);
+  auto missing = load("[tcp]\nNodeId1=1\nNodeId2=3\n", nodes);
+  ASSERT_FALSE(missing);
+  EXPECT_EQ(missing.status().message(), "cluster.ini:1: [tcp]: node 3 is not defined by any [ndbd], [api] or [mgm] section");
+}
+
+TEST(LinkConfigTest, ErrorsNameFileLineKeyAndRange) {
+  EXPECT_EQ(error_of("[tcp]\nNodeId1=1\nNodeId2=300\n"),
+            "cluster.ini:3: [tcp] NodeId2: value 300 out of range; accepted 1..255");
+  EXPECT_EQ(error_of("[tcp]\nNodeId1=1\nNodeId2=2\nSendBufferMemory=1K\n"),
+            "cluster.ini:4: [tcp] SendBufferMemory: value 1K out of range; accepted 64K..1G bytes");
+  EXPECT_EQ(error_of("[tcp]\nNodeId1=1\nNodeId2=2\nSendBufferMemory=lots\n"),
+            "cluster.ini:4: [tcp] SendBufferMemory: 'lots' is not a size (an integer with optional K, M or G); "
+            "accepted 64K..1G bytes");
+  EXPECT_EQ(error_of("[tcp]\nNodeId1=1\n"), "cluster.ini:1: [tcp] missing required key NodeId2 (1..255)");
+  EXPECT_EQ(error_of("[tcp]\nNodeId1=1\nNodeId2=1\n"), "cluster.ini:1: [tcp]: NodeId1 and NodeId2 are both 1");
+  EXPECT_EQ(error_of("[tcp]\nNodeId1=1\nNodeId2=2\nNodeIdServer=3\n"),
+            "cluster.ini:1: [tcp]: NodeIdServer=3 is neither NodeId1 (1) nor NodeId2 (2)");
+  EXPECT_EQ(error_of("[tcp]\nNodeId1=1\nNodeId2=2\nChecksum=sometimes\n"),
+            "cluster.ini:4: [tcp] Checksum: 'sometimes' is not a boolean (1/0, true/false, yes/no)");
+  EXPECT_EQ(error_of("[tcp]\nNodeId1=1\nNodeId2=2\nNodeId2=3\n"),
+            "cluster.ini:4: [tcp] NodeId2: given twice (first at line 3)");
+  EXPECT_EQ(error_of("[tcp]\nNodeId1=1\nNodeId2=2\nOverloadLimit=3M\n"),
+            "cluster.ini:1: [tcp]: OverloadLimit=3M exceeds SendBufferMemory=2M");
+  const std::string unknown = error_of("[tcp]\nNodeId1=1\nNodeId2=2\nSendBufMem=1M\n");
+  EXPECT_EQ(unknown.rfind("cluster.ini:4: [tcp] SendBufMem: unknown key; known keys: NodeId1, NodeId2", 0), 0u) << unknown;
+  EXPECT_EQ(error_of("[tcp]\nNodeId1=1\nNodeId2=2\n[tcp]\nNodeId1=2\nNodeId2=1\n"),
+            "cluster.ini:4: [tcp]: nodes 2 and 1 already have a tcp link at cluster.ini:1");
+}
+
+TEST(LinkConfigTest, TransporterSpecificKeysAreOnlyAcceptedInTheirSection) {
+  auto ok = load("[tcp]\nNodeId1=1\nNodeId2=2\nReceiveBufferMemory=1M\n");
+  ASSERT_TRUE(ok) << ok.status().to_string();
+  EXPECT_EQ(ok->find(1, 2)->params.get_uint("ReceiveBufferMemory"), 1u << 20);
+  EXPECT_NE(error_of("[tcp]\nNodeId1=1\nNodeId2=2\nShmSize=1M\n").find("ShmSize: unknown key"), std::string::npos);
+}
+
+TEST(LinkConfigTest, NonLinkSectionsAreLeftToTheCaller) {
+  auto t = load("[ndbd]\nNodeId=2\n[tcp]\nNodeId1=1\nNodeId2=2\n");
+  ASSERT_TRUE(t) << t.status().to_string();
+  EXPECT_EQ(t->all().size(), 1u);
+  EXPECT_TRUE(is_link_section("tcp default", tools::builtin_registry()));
+  EXPECT_FALSE(is_link_section("ndbd", tools::builtin_registry()));
+}
+
+}  // namespace
+}  // namespace fjord::transport

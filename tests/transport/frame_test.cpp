@@ -1,0 +1,192 @@
+// Signal framing: round trips, exact sizes, and every way a frame can be bad.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <vector>
+
+#include "fjord/transport/frame.h"
+
+namespace fjord::frame {
+namespace {
+
+std::vector<std::byte> bytes_of(const char* s) {
+  std::vector<std::byte> out;
+  for (; *s; ++s) out.push_back(static_cast<std::byte>(*s));
+  return out;
+}
+
+TEST(FrameTest, PackThenUnpackRoundTripsEveryField) {
+  const uint32_t data[] = {1, 0xDEADBEEF, 42};
+  const auto a = bytes_of("hello");
+  const auto b = bytes_of("");
+  const auto c = bytes_of("sections pad to four bytes");
+  const std::span<const std::byte> sections[] = {a, b, c};
+  for (bool checksum : {false, true}) {
+    std::vector<std::byte> buf(256);
+    const SignalHeader h{513, {250, 3}, {17, 65535}, 0xABCDEF01};
+    const std::size_t n = pack_frame(buf, h, data, sections, checksum);
+    const std::size_t lengths[] = {5, 0, c.size()};
+    ASSERT_EQ(n, frame_bytes_for(3, lengths, checksum));
+    ASSERT_EQ(n % kFrameAlign, 0u);
+    SignalView v;
+    std::size_t len = 0;
+    ASSERT_EQ(unpack_frame({buf.data(), n}, v, &len), FrameError::kNone);
+    EXPECT_EQ(len, n);
+    EXPECT_EQ(v.header.signal_number, 513);
+    EXPECT_EQ(v.header.receiver, (BlockRef{250, 3}));
+    EXPECT_EQ(v.header.sender, (BlockRef{17, 65535}));
+    EXPECT_EQ(v.header.trace, 0xABCDEF01u);
+    ASSERT_EQ(v.data_words, 3);
+    EXPECT_EQ(v.word(1), 0xDEADBEEFu);
+    ASSERT_EQ(v.section_count, 3);
+    EXPECT_EQ(std::vector<std::byte>(v.sections[0].begin(), v.sections[0].end()), a);
+    EXPECT_TRUE(v.sections[1].empty());
+    EXPECT_EQ(std::vector<std::byte>(v.sections[2].begin(), v.sections[2].end()), c);
+    SignalView d;
+    EXPECT_EQ(decode_validated({buf.data(), n}, d), n);
+    EXPECT_EQ(d.word(2), 42u);
+    EXPECT_EQ(d.sections[2].size(), c.size());
+  }
+}
+
+TEST(FrameTest, PackRefusesWhatDoesNotFitAndWritesNothing) {
+  std::vector<std::byte> buf(64, std::byte{0x5A});
+  const uint32_t data[26] = {};
+  EXPECT_EQ(pack_frame(buf, {1, {}, {}, 0}, std::span(data, 26), {}, false), 0u);   // 26 words
+  EXPECT_EQ(pack_frame(buf, {0, {}, {}, 0}, {}, {}, false), 0u);                    // signal 0
+  std::vector<std::byte> big(kMaxFrameBytes);
+  const std::span<const std::byte> s[] = {big};
+  EXPECT_EQ(pack_frame(buf, {1, {}, {}, 0}, {}, s, false), 0u);                     // > 32 KB
+  EXPECT_EQ(pack_frame(std::span(buf).first(23), {1, {}, {}, 0}, {}, {}, false), 0u);   // dest too small
+  for (std::byte b : buf) EXPECT_EQ(b, std::byte{0x5A});
+  std::vector<std::byte> exact(kHeaderBytes);
+  EXPECT_EQ(pack_frame(exact, {1, {}, {}, 0}, {}, {}, false), kHeaderBytes);
+}
+
+TEST(FrameTest, LargestFrameIsAccepted) {
+  const std::size_t payload = kMaxFrameBytes - kHeaderBytes - 4;
+  std::vector<std::byte> section(payload, std::byte{7});
+  const std::span<const std::byte> s[] = {section};
+  std::vector<std::byte> buf(kMaxFrameBytes);
+  ASSERT_EQ(pack_frame(buf, {9, {}, {}, 0}, {}, s, false), kMaxFrameBytes);
+  SignalView v;
+  EXPECT_EQ(unpack_frame(buf, v), FrameError::kNone);
+}
+
+class CorruptionTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const uint32_t data[] = {7, 8};
+    const auto sec = bytes_of("abcde");
+    const std::span<const std::byte> s[] = {sec};
+    buf_.resize(128);
+    n_ = pack_frame(buf_, {5, {1, 2}, {3, 4}, 0}, data, s, true);
+    ASSERT_GT(n_, 0u);
+    buf_.resize(n_);
+  }
+  FrameError check() {
+    SignalView v;
+    return unpack_frame(buf_, v);
+  }
+  std::vector<std::byte> buf_;
+  std::size_t n_ = 0;
+};
+
+TEST_F(CorruptionTest, EachHeaderFieldIsChecked) {
+  buf_[0] = std::byte{2};
+  EXPECT_EQ(check(), FrameError::kBadVersion);
+  SetUp();
+  buf_[1] = std::byte{0x80};
+  EXPECT_EQ(check(), FrameError::kBadFlags);
+  SetUp();
+  buf_[2] = buf_[3] = std::byte{0};
+  EXPECT_EQ(check(), FrameError::kZeroSignalNumber);
+  SetUp();
+  buf_[4] = std::byte{static_cast<uint8_t>(n_ + 4)};
+  EXPECT_EQ(check(), FrameError::kBadLength);   // not a multiple of 8
+  SetUp();
+  buf_[16] = std::byte{26};
+  EXPECT_EQ(check(), FrameError::kTooManyDataWords);
+  SetUp();
+  buf_[17] = std::byte{4};
+  EXPECT_EQ(check(), FrameError::kTooManySections);
+  SetUp();
+  buf_[19] = std::byte{1};
+  EXPECT_EQ(check(), FrameError::kReservedNonZero);
+}
+
+TEST_F(CorruptionTest, BodyInconsistenciesAreChecked) {
+  buf_[kHeaderBytes + 8] = std::byte{60};   // section length 5 -> 60
+  EXPECT_EQ(check(), FrameError::kLengthMismatch);
+  SetUp();
+  buf_[kHeaderBytes + 12 + 5] = std::byte{1};   // padding after the section
+  EXPECT_EQ(check(), FrameError::kBadPadding);
+  SetUp();
+  buf_[kHeaderBytes + 12] = std::byte{'X'};     // payload changed under the checksum
+  EXPECT_EQ(check(), FrameError::kBadChecksum);
+  SetUp();
+  buf_[kHeaderBytes + 9] = std::byte{0xFF};     // huge section length must not overflow
+  buf_[kHeaderBytes + 10] = std::byte{0xFF};
+  buf_[kHeaderBytes + 11] = std::byte{0xFF};
+  EXPECT_EQ(check(), FrameError::kLengthMismatch);
+}
+
+TEST_F(CorruptionTest, TruncationIsIncompleteNotAnError) {
+  SignalView v;
+  for (std::size_t cut = 0; cut < n_; ++cut)
+    EXPECT_EQ(unpack_frame(std::span(buf_).first(cut), v), FrameError::kIncomplete) << cut;
+}
+
+TEST(FrameTest, ScanStopsAtTheFirstBadOrIncompleteFrame) {
+  std::vector<std::byte> stream(1024);
+  std::size_t at = 0;
+  for (int i = 0; i < 5; ++i) at += pack_frame(std::span(stream).subspan(at), {static_cast<uint16_t>(i + 1), {}, {}, 0}, {}, {}, false);
+  ScanResult r = scan_frames(std::span(stream).first(at));
+  EXPECT_EQ(r.error, FrameError::kNone);
+  EXPECT_EQ(r.frames, 5u);
+  EXPECT_EQ(r.whole_bytes, at);
+  r = scan_frames(std::span(stream).first(at - 1));
+  EXPECT_EQ(r.error, FrameError::kIncomplete);
+  EXPECT_EQ(r.frames, 4u);
+  stream[3 * kHeaderBytes] = std::byte{0};   // corrupt the 4th frame's version
+  r = scan_frames(std::span(stream).first(at));
+  EXPECT_EQ(r.error, FrameError::kBadVersion);
+  EXPECT_EQ(r.frames, 3u);
+  EXPECT_EQ(r.error_offset, 3 * kHeaderBytes);
+}
+
+TEST(FrameTest, RandomFramesRoundTripThroughACursor) {
+  std::mt19937_64 rng(12345);
+  std::vector<std::byte> stream(1 << 20);
+  std::size_t at = 0;
+  std::vector<std::pair<uint16_t, std::size_t>> sent;
+  while (true) {
+    const auto words = static_cast<std::size_t>(rng() % (kMaxDataWords + 1));
+    std::vector<uint32_t> data(words);
+    for (auto& w : data) w = static_cast<uint32_t>(rng());
+    std::vector<std::byte> sec(rng() % 3000);
+    for (auto& b : sec) b = static_cast<std::byte>(rng());
+    const std::span<const std::byte> s[] = {sec};
+    const auto gsn = static_cast<uint16_t>(1 + rng() % 60000);
+    const std::size_t n = pack_frame(std::span(stream).subspan(at), {gsn, {}, {}, 0}, data, s, rng() % 2 == 0);
+    if (n == 0) break;
+    at += n;
+    sent.emplace_back(gsn, sec.size());
+  }
+  const ScanResult r = scan_frames(std::span(stream).first(at));
+  ASSERT_EQ(r.error, FrameError::kNone);
+  ASSERT_EQ(r.frames, sent.size());
+  FrameCursor cursor(std::span<const std::byte>(stream).first(at));
+  SignalView v;
+  std::size_t i = 0;
+  while (cursor.next(v)) {
+    ASSERT_LT(i, sent.size());
+    EXPECT_EQ(v.header.signal_number, sent[i].first);
+    EXPECT_EQ(v.sections[0].size(), sent[i].second);
+    ++i;
+  }
+  EXPECT_EQ(i, sent.size());
+}
+
+}  // namespace
+}  // namespace fjord::frame

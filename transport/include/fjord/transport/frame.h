@@ -1,0 +1,142 @@
+// Signal framing: the on-the-wire form of one signal (a "frame").
+//
+// Every transporter carries a byte stream of frames. A frame is
+//
+//   offset size  field
+//   0      1     version            kFrameVersion
+//   1      1     flags              kFlagChecksum; other bits must be zero
+//   2      2     signal_number      GSN, never 0
+//   4      4     frame_bytes        whole frame, multiple of 8, 24..kMaxFrameBytes
+//   8      2+2   receiver           block, instance
+//   12     2+2   sender             block, instance
+//   16     1     data_words         0..kMaxDataWords 32-bit words of fixed data
+//   17     1     section_count      0..kMaxSections
+//   18     2     reserved           zero
+//   20     4     trace              free for the sender (signal id, transaction
+//                                   id); carried unchecked
+//   24     4*d   data words
+//   ..     4*s   section lengths in bytes
+//   ..           sections, each padded with zeros to a multiple of 4
+//   ..           zero padding to a multiple of 8 (checksum slot included)
+//   end-4  4     crc32c of everything before it, when kFlagChecksum is set
+//
+// All integers are little-endian. Sizes follow NDB (25 data words, 3
+// sections, 32 KB per frame). pack_frame() never writes past its buffer and
+// unpack_frame()/scan_frames() never read past theirs, whatever the bytes:
+// a peer's bytes are untrusted. tests/fuzz/fuzz_frame.cpp holds them to it.
+//
+// Thread safety: pure functions. Hot path: yes (no allocation).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "fjord/transport/types.h"
+
+namespace fjord::frame {
+
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "frames are little-endian; add byte swaps");
+
+inline constexpr uint8_t kFrameVersion = 1;
+inline constexpr uint8_t kFlagChecksum = 0x01;
+inline constexpr uint8_t kKnownFlags = kFlagChecksum;
+inline constexpr std::size_t kHeaderBytes = 24;
+inline constexpr std::size_t kFrameAlign = 8;
+inline constexpr std::size_t kMaxDataWords = 25;
+inline constexpr std::size_t kMaxSections = 3;
+inline constexpr std::size_t kMaxFrameBytes = 32 * 1024;
+
+enum class FrameError : uint8_t {
+  kNone = 0,
+  kIncomplete,       // fewer bytes than the header or the announced length (not an error in a stream)
+  kBadVersion,
+  kBadFlags,
+  kZeroSignalNumber,
+  kBadLength,        // not a multiple of 8, or outside 24..kMaxFrameBytes
+  kTooManyDataWords,
+  kTooManySections,
+  kReservedNonZero,
+  kLengthMismatch,   // the parts do not add up to frame_bytes
+  kBadPadding,       // padding bytes are not zero
+  kBadChecksum,
+};
+
+const char* frame_error_name(FrameError error) noexcept;
+
+struct SignalHeader {
+  uint16_t signal_number = 0;
+  BlockRef receiver;
+  BlockRef sender;
+  uint32_t trace = 0;
+};
+
+// A decoded frame; every span points into the buffer passed to unpack_frame().
+struct SignalView {
+  SignalHeader header;
+  uint8_t data_words = 0;
+  uint8_t section_count = 0;
+  const std::byte* data = nullptr;   // data_words * 4 bytes, maybe unaligned: use word()
+  std::span<const std::byte> sections[kMaxSections];
+
+  uint32_t word(std::size_t index) const noexcept;
+};
+
+// Bytes a frame with these parts occupies. Returns 0 if the parts cannot form
+// a frame (too many words or sections, or longer than kMaxFrameBytes).
+std::size_t frame_bytes_for(std::size_t data_words, std::span<const std::size_t> section_bytes,
+                            bool checksum) noexcept;
+
+// Writes one frame at the start of dest. Returns the frame's length, or 0 if
+// the parts cannot form a frame or dest is too small (nothing is written then).
+std::size_t pack_frame(std::span<std::byte> dest, const SignalHeader& header,
+                       std::span<const uint32_t> data,
+                       std::span<const std::span<const std::byte>> sections, bool checksum) noexcept;
+
+struct PeekResult {
+  FrameError error = FrameError::kIncomplete;
+  std::size_t frame_bytes = 0;   // set when the header is valid (even if the body is incomplete)
+};
+
+// Validates the header at the start of bytes (version, flags, reserved bits,
+// length bounds, counts) without looking at the body.
+PeekResult peek_frame(std::span<const std::byte> bytes) noexcept;
+
+// Validates and decodes the frame at the start of bytes. On kNone, `out`
+// describes it and *frame_bytes (if given) is its length.
+FrameError unpack_frame(std::span<const std::byte> bytes, SignalView& out,
+                        std::size_t* frame_bytes = nullptr) noexcept;
+
+struct ScanResult {
+  std::size_t whole_bytes = 0;    // length of the prefix made of whole valid frames
+  uint32_t frames = 0;            // number of frames in that prefix
+  FrameError error = FrameError::kNone;   // kNone, kIncomplete (more bytes needed) or a hard error
+  std::size_t error_offset = 0;   // where the frame that stopped the scan starts
+};
+
+// Walks frames from the start of bytes, fully validating each, and stops at
+// the first incomplete or invalid one. Transporters call this on received
+// bytes so that consumers only ever see whole, valid frames.
+ScanResult scan_frames(std::span<const std::byte> bytes) noexcept;
+
+// Decodes a frame that scan_frames() already validated (no checks repeated
+// beyond a bounds assertion). Returns the frame's length.
+std::size_t decode_validated(std::span<const std::byte> bytes, SignalView& out) noexcept;
+
+// Iterates the frames of a span that scan_frames() validated, e.g. a
+// Transporter::receive() batch:  for (FrameCursor c(batch.bytes); c.next(view);) ...
+class FrameCursor {
+ public:
+  explicit FrameCursor(std::span<const std::byte> validated) noexcept : rest_(validated) {}
+  bool next(SignalView& out) noexcept {
+    if (rest_.empty()) return false;
+    rest_ = rest_.subspan(decode_validated(rest_, out));
+    return true;
+  }
+  std::size_t remaining_bytes() const noexcept { return rest_.size(); }
+
+ private:
+  std::span<const std::byte> rest_;
+};
+
+}  // namespace fjord::frame

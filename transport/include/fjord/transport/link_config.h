@@ -1,0 +1,87 @@
+// Link configuration: which transporter joins two nodes, and how.
+//
+// A link is one section of the config file named after a registered
+// transporter ([tcp], [shm], [rdma], [sim], ...), between NodeId1 and NodeId2.
+// Parameters common to every transporter are listed in kCommonLinkParams;
+// each transporter adds its own (TransporterFactory::parameters()). Changing
+// a section's name from [tcp] to [shm] is all it takes to swap the medium.
+//
+// Slow path. Any thread; values are immutable after loading.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "fjord/base/status.h"
+#include "fjord/transport/config_file.h"
+#include "fjord/transport/types.h"
+
+namespace fjord::transport {
+
+class TransporterRegistry;
+
+// Parameters every link section accepts (NDB's names where NDB has one).
+extern const config::ParamSpec kCommonLinkParams[];
+extern const std::size_t kCommonLinkParamCount;
+
+struct LinkConfig {
+  std::string type;                // registered transporter name, e.g. "tcp"
+  NodeId node1 = kNoNode;
+  NodeId node2 = kNoNode;
+  NodeId server_node = kNoNode;    // the side that listens (NodeIdServer)
+  std::string host1;               // HostName1 / HostName2
+  std::string host2;
+  uint16_t port = 0;               // PortNumber: where the server listens (0 = ephemeral, tests)
+  uint64_t send_buffer_bytes = 0;  // SendBufferMemory
+  bool checksum = false;           // Checksum: frames carry crc32c
+  uint64_t slowdown_bytes = 0;     // send-memory fill at which senders should slow down
+  uint64_t overload_bytes = 0;     // fill at which new work is refused (OverloadLimit)
+  std::string origin;              // "cluster.ini:12", for messages
+  config::ParamSet params;         // all values, including transporter-specific ones
+
+  bool involves(NodeId node) const { return node == node1 || node == node2; }
+  NodeId peer_of(NodeId self) const { return self == node1 ? node2 : node1; }
+  NodeId client_node() const { return peer_of(server_node); }
+  const std::string& host_of(NodeId node) const { return node == node1 ? host1 : host2; }
+  // "tcp link 1-2 (cluster.ini:12)"
+  std::string describe() const;
+};
+
+// Where a node lives, for links that do not name hosts or ports themselves.
+struct NodeAddress {
+  NodeId node = kNoNode;
+  std::string host;
+  uint16_t server_port = 0;
+  bool is_data_node = false;       // data nodes are the server side of data-API links
+};
+
+class LinkTable {
+ public:
+  LinkTable() = default;
+  explicit LinkTable(std::vector<LinkConfig> links) : links_(std::move(links)) {}
+
+  const std::vector<LinkConfig>& all() const { return links_; }
+  // The link between a and b (either order), or nullptr.
+  const LinkConfig* find(NodeId a, NodeId b) const;
+  std::vector<const LinkConfig*> links_of(NodeId node) const;
+
+ private:
+  std::vector<LinkConfig> links_;
+};
+
+// Builds the link table from every section of `file` whose name is a
+// registered transporter (other sections are left to the caller). Checks:
+// node ids in 1..255 and different, NodeIdServer one of the two, at most one
+// link per node pair, slowdown <= overload <= SendBufferMemory, and each
+// transporter's own parameters. `nodes` (may be empty) fills in HostName,
+// PortNumber and NodeIdServer when a section does not give them.
+Result<LinkTable> load_link_table(const config::File& file, const TransporterRegistry& registry,
+                                  std::span<const NodeAddress> nodes = {});
+
+// True if `section_name` is "<name>" or "<name> default" for a registered
+// transporter name.
+bool is_link_section(std::string_view section_name, const TransporterRegistry& registry);
+
+}  // namespace fjord::transport

@@ -1,0 +1,249 @@
+#include "fjord/transport/frame.h"
+
+#include <cstring>
+
+#include "fjord/base/assert.h"
+#include "fjord/base/crc32c.h"
+
+namespace fjord::frame {
+namespace {
+
+constexpr std::size_t kOffVersion = 0;
+constexpr std::size_t kOffFlags = 1;
+constexpr std::size_t kOffSignal = 2;
+constexpr std::size_t kOffLength = 4;
+constexpr std::size_t kOffReceiver = 8;
+constexpr std::size_t kOffSender = 12;
+constexpr std::size_t kOffDataWords = 16;
+constexpr std::size_t kOffSections = 17;
+constexpr std::size_t kOffReserved = 18;
+constexpr std::size_t kOffTrace = 20;
+static_assert(kOffTrace + 4 == kHeaderBytes);
+static_assert(kMaxFrameBytes % kFrameAlign == 0);
+
+uint16_t load16(const std::byte* p) noexcept {
+  uint16_t v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+uint32_t load32(const std::byte* p) noexcept {
+  uint32_t v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+void store16(std::byte* p, uint16_t v) noexcept { std::memcpy(p, &v, sizeof v); }
+void store32(std::byte* p, uint32_t v) noexcept { std::memcpy(p, &v, sizeof v); }
+
+constexpr std::size_t align_up(std::size_t n, std::size_t a) noexcept { return (n + a - 1) / a * a; }
+
+// Length of everything up to (not including) the final padding/checksum.
+std::size_t body_end(std::size_t data_words, std::size_t section_count,
+                     const std::size_t* section_bytes) noexcept {
+  std::size_t n = kHeaderBytes + 4 * data_words + 4 * section_count;
+  for (std::size_t i = 0; i < section_count; ++i) n += align_up(section_bytes[i], 4);
+  return n;
+}
+
+std::size_t total_for(std::size_t body, bool checksum) noexcept {
+  return align_up(body + (checksum ? 4 : 0), kFrameAlign);
+}
+
+bool all_zero(const std::byte* p, std::size_t n) noexcept {
+  for (std::size_t i = 0; i < n; ++i)
+    if (p[i] != std::byte{0}) return false;
+  return true;
+}
+
+// Full validation of a frame whose header peek_frame() accepted and whose
+// announced length is available. Fills `out` when asked.
+FrameError validate_body(const std::byte* p, std::size_t frame_bytes, SignalView* out) noexcept {
+  const uint8_t flags = static_cast<uint8_t>(p[kOffFlags]);
+  const std::size_t data_words = static_cast<uint8_t>(p[kOffDataWords]);
+  const std::size_t section_count = static_cast<uint8_t>(p[kOffSections]);
+  const bool checksum = (flags & kFlagChecksum) != 0;
+
+  std::size_t cursor = kHeaderBytes + 4 * data_words;
+  const std::size_t lengths_end = cursor + 4 * section_count;
+  if (lengths_end > frame_bytes) return FrameError::kLengthMismatch;
+  std::size_t section_bytes[kMaxSections] = {};
+  for (std::size_t i = 0; i < section_count; ++i) {
+    section_bytes[i] = load32(p + cursor + 4 * i);
+    if (section_bytes[i] > frame_bytes) return FrameError::kLengthMismatch;   // bounds before sums
+  }
+  const std::size_t body = body_end(data_words, section_count, section_bytes);
+  if (total_for(body, checksum) != frame_bytes) return FrameError::kLengthMismatch;
+
+  // Section padding, then final padding, must be zero.
+  cursor = lengths_end;
+  for (std::size_t i = 0; i < section_count; ++i) {
+    const std::size_t padded = align_up(section_bytes[i], 4);
+    if (!all_zero(p + cursor + section_bytes[i], padded - section_bytes[i])) return FrameError::kBadPadding;
+    if (out) out->sections[i] = {p + cursor, section_bytes[i]};
+    cursor += padded;
+  }
+  const std::size_t pad_end = checksum ? frame_bytes - 4 : frame_bytes;
+  if (!all_zero(p + body, pad_end - body)) return FrameError::kBadPadding;
+  if (checksum && crc32c(p, frame_bytes - 4) != load32(p + frame_bytes - 4)) return FrameError::kBadChecksum;
+
+  if (out) {
+    out->header.signal_number = load16(p + kOffSignal);
+    out->header.receiver = {load16(p + kOffReceiver), load16(p + kOffReceiver + 2)};
+    out->header.sender = {load16(p + kOffSender), load16(p + kOffSender + 2)};
+    out->header.trace = load32(p + kOffTrace);
+    out->data_words = static_cast<uint8_t>(data_words);
+    out->section_count = static_cast<uint8_t>(section_count);
+    out->data = p + kHeaderBytes;
+    for (std::size_t i = section_count; i < kMaxSections; ++i) out->sections[i] = {};
+  }
+  return FrameError::kNone;
+}
+
+}  // namespace
+
+const char* frame_error_name(FrameError error) noexcept {
+  switch (error) {
+    case FrameError::kNone: return "ok";
+    case FrameError::kIncomplete: return "incomplete frame";
+    case FrameError::kBadVersion: return "unsupported frame version";
+    case FrameError::kBadFlags: return "unknown frame flags";
+    case FrameError::kZeroSignalNumber: return "signal number 0";
+    case FrameError::kBadLength: return "frame length out of range or unaligned";
+    case FrameError::kTooManyDataWords: return "too many data words";
+    case FrameError::kTooManySections: return "too many sections";
+    case FrameError::kReservedNonZero: return "reserved header bits set";
+    case FrameError::kLengthMismatch: return "frame parts do not add up to its length";
+    case FrameError::kBadPadding: return "non-zero padding";
+    case FrameError::kBadChecksum: return "checksum mismatch";
+  }
+  return "unknown frame error";
+}
+
+uint32_t SignalView::word(std::size_t index) const noexcept {
+  FJORD_ASSERT(index < data_words);
+  return load32(data + 4 * index);
+}
+
+std::size_t frame_bytes_for(std::size_t data_words, std::span<const std::size_t> section_bytes,
+                            bool checksum) noexcept {
+  if (data_words > kMaxDataWords || section_bytes.size() > kMaxSections) return 0;
+  for (std::size_t b : section_bytes)
+    if (b > kMaxFrameBytes) return 0;
+  const std::size_t total = total_for(body_end(data_words, section_bytes.size(), section_bytes.data()), checksum);
+  return total <= kMaxFrameBytes ? total : 0;
+}
+
+std::size_t pack_frame(std::span<std::byte> dest, const SignalHeader& header,
+                       std::span<const uint32_t> data,
+                       std::span<const std::span<const std::byte>> sections, bool checksum) noexcept {
+  if (header.signal_number == 0 || sections.size() > kMaxSections) return 0;
+  std::size_t lengths[kMaxSections] = {};
+  for (std::size_t i = 0; i < sections.size(); ++i) lengths[i] = sections[i].size();
+  const std::size_t total = frame_bytes_for(data.size(), {lengths, sections.size()}, checksum);
+  if (total == 0 || total > dest.size()) return 0;
+
+  std::byte* p = dest.data();
+  p[kOffVersion] = std::byte{kFrameVersion};
+  p[kOffFlags] = std::byte{checksum ? kFlagChecksum : uint8_t{0}};
+  store16(p + kOffSignal, header.signal_number);
+  store32(p + kOffLength, static_cast<uint32_t>(total));
+  store16(p + kOffReceiver, header.receiver.block);
+  store16(p + kOffReceiver + 2, header.receiver.instance);
+  store16(p + kOffSender, header.sender.block);
+  store16(p + kOffSender + 2, header.sender.instance);
+  p[kOffDataWords] = std::byte{static_cast<uint8_t>(data.size())};
+  p[kOffSections] = std::byte{static_cast<uint8_t>(sections.size())};
+  store16(p + kOffReserved, 0);
+  store32(p + kOffTrace, header.trace);
+
+  std::size_t cursor = kHeaderBytes;
+  if (!data.empty()) std::memcpy(p + cursor, data.data(), 4 * data.size());
+  cursor += 4 * data.size();
+  for (std::size_t i = 0; i < sections.size(); ++i) store32(p + cursor + 4 * i, static_cast<uint32_t>(lengths[i]));
+  cursor += 4 * sections.size();
+  for (const auto& section : sections) {
+    if (!section.empty()) std::memcpy(p + cursor, section.data(), section.size());
+    const std::size_t padded = align_up(section.size(), 4);
+    std::memset(p + cursor + section.size(), 0, padded - section.size());
+    cursor += padded;
+  }
+  std::memset(p + cursor, 0, total - cursor);
+  if (checksum) store32(p + total - 4, crc32c(p, total - 4));
+  return total;
+}
+
+PeekResult peek_frame(std::span<const std::byte> bytes) noexcept {
+  PeekResult r;
+  if (bytes.size() < kHeaderBytes) return r;   // kIncomplete
+  const std::byte* p = bytes.data();
+  const auto version = static_cast<uint8_t>(p[kOffVersion]);
+  const auto flags = static_cast<uint8_t>(p[kOffFlags]);
+  const uint32_t length = load32(p + kOffLength);
+  if (version != kFrameVersion) r.error = FrameError::kBadVersion;
+  else if ((flags & ~kKnownFlags) != 0) r.error = FrameError::kBadFlags;
+  else if (load16(p + kOffSignal) == 0) r.error = FrameError::kZeroSignalNumber;
+  else if (length < kHeaderBytes || length > kMaxFrameBytes || length % kFrameAlign != 0) r.error = FrameError::kBadLength;
+  else if (static_cast<uint8_t>(p[kOffDataWords]) > kMaxDataWords) r.error = FrameError::kTooManyDataWords;
+  else if (static_cast<uint8_t>(p[kOffSections]) > kMaxSections) r.error = FrameError::kTooManySections;
+  else if (load16(p + kOffReserved) != 0) r.error = FrameError::kReservedNonZero;
+  else {
+    r.frame_bytes = length;
+    r.error = bytes.size() < length ? FrameError::kIncomplete : FrameError::kNone;
+  }
+  return r;
+}
+
+FrameError unpack_frame(std::span<const std::byte> bytes, SignalView& out, std::size_t* frame_bytes) noexcept {
+  const PeekResult peek = peek_frame(bytes);
+  if (peek.error != FrameError::kNone) return peek.error;
+  const FrameError error = validate_body(bytes.data(), peek.frame_bytes, &out);
+  if (error == FrameError::kNone && frame_bytes) *frame_bytes = peek.frame_bytes;
+  return error;
+}
+
+ScanResult scan_frames(std::span<const std::byte> bytes) noexcept {
+  ScanResult r;
+  while (r.whole_bytes < bytes.size()) {
+    const auto rest = bytes.subspan(r.whole_bytes);
+    const PeekResult peek = peek_frame(rest);
+    FrameError error = peek.error;
+    if (error == FrameError::kNone) error = validate_body(rest.data(), peek.frame_bytes, nullptr);
+    if (error != FrameError::kNone) {
+      r.error = error;
+      r.error_offset = r.whole_bytes;
+      return r;
+    }
+    r.whole_bytes += peek.frame_bytes;
+    ++r.frames;
+  }
+  return r;
+}
+
+std::size_t decode_validated(std::span<const std::byte> bytes, SignalView& out) noexcept {
+  FJORD_ASSERT(bytes.size() >= kHeaderBytes);
+  const std::size_t length = load32(bytes.data() + kOffLength);
+  FJORD_ASSERT(length <= bytes.size());
+  const std::byte* p = bytes.data();
+  const std::size_t data_words = static_cast<uint8_t>(p[kOffDataWords]);
+  const std::size_t section_count = static_cast<uint8_t>(p[kOffSections]);
+  out.header.signal_number = load16(p + kOffSignal);
+  out.header.receiver = {load16(p + kOffReceiver), load16(p + kOffReceiver + 2)};
+  out.header.sender = {load16(p + kOffSender), load16(p + kOffSender + 2)};
+  out.header.trace = load32(p + kOffTrace);
+  out.data_words = static_cast<uint8_t>(data_words);
+  out.section_count = static_cast<uint8_t>(section_count);
+  out.data = p + kHeaderBytes;
+  std::size_t cursor = kHeaderBytes + 4 * data_words + 4 * section_count;
+  for (std::size_t i = 0; i < kMaxSections; ++i) {
+    if (i < section_count) {
+      const std::size_t n = load32(p + kHeaderBytes + 4 * data_words + 4 * i);
+      out.sections[i] = {p + cursor, n};
+      cursor += align_up(n, 4);
+    } else {
+      out.sections[i] = {};
+    }
+  }
+  FJORD_ASSERT(cursor <= length);
+  return length;
+}
+
+}  // namespace fjord::frame

@@ -1,0 +1,146 @@
+#include "fjord/transport/link_config.h"
+
+#include <algorithm>
+
+#include "fjord/transport/registry.h"
+
+namespace fjord::transport {
+
+using config::Kind;
+using config::ParamSpec;
+
+const ParamSpec kCommonLinkParams[] = {
+    {"NodeId1", Kind::kUint, 1, kMaxNodeId, "", true, "one end of the link"},
+    {"NodeId2", Kind::kUint, 1, kMaxNodeId, "", true, "the other end of the link"},
+    {"NodeIdServer", Kind::kUint, 0, kMaxNodeId, "0", false,
+     "the end that listens; 0 = the data node, else the lower node id"},
+    {"HostName1", Kind::kString, 0, 255, "", false, "host of NodeId1 (default: the node's HostName, else localhost)"},
+    {"HostName2", Kind::kString, 0, 255, "", false, "host of NodeId2"},
+    {"PortNumber", Kind::kUint, 0, 65535, "", false,
+     "port the server end listens on (default: the server node's ServerPort); 0 = any free port"},
+    {"SendBufferMemory", Kind::kBytes, 64 << 10, 1ULL << 30, "2M", false, "send memory of this link, per direction"},
+    {"Checksum", Kind::kBool, 0, 1, "false", false, "frames carry a crc32c checked on receipt"},
+    {"OverloadLimit", Kind::kBytes, 0, 1ULL << 30, "0", false,
+     "send-memory fill at which new work is refused; 0 = 80% of SendBufferMemory"},
+    {"SlowdownLimit", Kind::kBytes, 0, 1ULL << 30, "0", false,
+     "send-memory fill at which producers slow down; 0 = 60% of SendBufferMemory"},
+};
+const std::size_t kCommonLinkParamCount = std::size(kCommonLinkParams);
+
+std::string LinkConfig::describe() const {
+  return type + " link " + std::to_string(node1) + "-" + std::to_string(node2) +
+         (origin.empty() ? "" : " (" + origin + ")");
+}
+
+const LinkConfig* LinkTable::find(NodeId a, NodeId b) const {
+  for (const LinkConfig& link : links_)
+    if ((link.node1 == a && link.node2 == b) || (link.node1 == b && link.node2 == a)) return &link;
+  return nullptr;
+}
+
+std::vector<const LinkConfig*> LinkTable::links_of(NodeId node) const {
+  std::vector<const LinkConfig*> out;
+  for (const LinkConfig& link : links_)
+    if (link.involves(node)) out.push_back(&link);
+  return out;
+}
+
+bool is_link_section(std::string_view section_name, const TransporterRegistry& registry) {
+  std::string_view name = section_name;
+  constexpr std::string_view kDefault = " default";
+  if (name.size() > kDefault.size() && name.substr(name.size() - kDefault.size()) == kDefault)
+    name.remove_suffix(kDefault.size());
+  return registry.find(name) != nullptr;
+}
+
+namespace {
+
+const NodeAddress* find_node(std::span<const NodeAddress> nodes, NodeId id) {
+  for (const NodeAddress& n : nodes)
+    if (n.node == id) return &n;
+  return nullptr;
+}
+
+Status invalid(const std::string& message) { return Status(StatusCode::kInvalidArgument, message); }
+
+// Fills host, port and server defaults, then checks the cross-key rules.
+Status finish_link(LinkConfig& link, std::span<const NodeAddress> nodes, const std::string& where) {
+  const config::ParamSet& p = link.params;
+  if (link.node1 == link.node2) return invalid(where + ": NodeId1 and NodeId2 are both " + std::to_string(link.node1));
+  const NodeAddress* n1 = find_node(nodes, link.node1);
+  const NodeAddress* n2 = find_node(nodes, link.node2);
+  if (!nodes.empty() && (!n1 || !n2))
+    return invalid(where + ": node " + std::to_string(!n1 ? link.node1 : link.node2) +
+                   " is not defined by any [ndbd], [api] or [mgm] section");
+
+  const auto server = static_cast<NodeId>(p.get_uint("NodeIdServer"));
+  if (server != 0 && server != link.node1 && server != link.node2)
+    return invalid(where + ": NodeIdServer=" + std::to_string(server) + " is neither NodeId1 (" +
+                   std::to_string(link.node1) + ") nor NodeId2 (" + std::to_string(link.node2) + ")");
+  if (server != 0) link.server_node = server;
+  else if (n1 && n2 && n1->is_data_node != n2->is_data_node) link.server_node = n1->is_data_node ? link.node1 : link.node2;
+  else link.server_node = std::min(link.node1, link.node2);
+
+  auto host_for = [&](const char* key, const NodeAddress* n) {
+    const std::string& given = p.get_string(key);
+    if (!given.empty()) return given;
+    return n && !n->host.empty() ? n->host : std::string("localhost");
+  };
+  link.host1 = host_for("HostName1", n1);
+  link.host2 = host_for("HostName2", n2);
+  if (p.has("PortNumber")) {
+    link.port = static_cast<uint16_t>(p.get_uint("PortNumber"));
+  } else {
+    const NodeAddress* s = find_node(nodes, link.server_node);
+    link.port = s ? s->server_port : 0;
+  }
+
+  link.send_buffer_bytes = p.get_uint("SendBufferMemory");
+  link.checksum = p.get_bool("Checksum");
+  const uint64_t overload = p.get_uint("OverloadLimit");
+  const uint64_t slowdown = p.get_uint("SlowdownLimit");
+  link.overload_bytes = overload != 0 ? overload : link.send_buffer_bytes / 10 * 8;
+  link.slowdown_bytes = slowdown != 0 ? slowdown : link.send_buffer_bytes / 10 * 6;
+  if (link.overload_bytes > link.send_buffer_bytes)
+    return invalid(where + ": OverloadLimit=" + config::format_bytes(link.overload_bytes) +
+                   " exceeds SendBufferMemory=" + config::format_bytes(link.send_buffer_bytes));
+  if (link.slowdown_bytes > link.overload_bytes)
+    return invalid(where + ": SlowdownLimit=" + config::format_bytes(link.slowdown_bytes) +
+                   " exceeds the overload limit " + config::format_bytes(link.overload_bytes));
+  return Status::ok();
+}
+
+}  // namespace
+
+Result<LinkTable> load_link_table(const config::File& file, const TransporterRegistry& registry,
+                                  std::span<const NodeAddress> nodes) {
+  std::vector<LinkConfig> links;
+  for (const config::Section& section : file.sections) {
+    TransporterFactory* factory = registry.find(section.name);
+    if (!factory) continue;   // "tcp default" and non-link sections are not links
+    std::vector<ParamSpec> specs(kCommonLinkParams, kCommonLinkParams + kCommonLinkParamCount);
+    for (const ParamSpec& extra : factory->parameters()) specs.push_back(extra);
+    auto params = config::apply_schema(file, section, specs);
+    if (!params) return params.status();
+
+    const std::string where = file.path + ":" + std::to_string(section.line) + ": [" + section.name + "]";
+    LinkConfig link;
+    link.type = std::string(factory->name());
+    link.node1 = static_cast<NodeId>(params->get_uint("NodeId1"));
+    link.node2 = static_cast<NodeId>(params->get_uint("NodeId2"));
+    link.origin = file.path + ":" + std::to_string(section.line);
+    link.params = std::move(params).value();
+    if (Status s = finish_link(link, nodes, where); !s) return s;
+    if (Status s = factory->validate(link); !s) return Status(s.code(), where + ": " + s.message());
+    for (const LinkConfig& other : links)
+      if ((other.node1 == link.node1 && other.node2 == link.node2) ||
+          (other.node1 == link.node2 && other.node2 == link.node1))
+        return Status(StatusCode::kAlreadyExists, where + ": nodes " + std::to_string(link.node1) + " and " +
+                                                      std::to_string(link.node2) + " already have a " + other.type +
+                                                      " link at " + other.origin);
+    links.push_back(std::move(link));
+  }
+  return LinkTable(std::move(links));
+}
+
+}  // namespace fjord::transport

@@ -1,0 +1,274 @@
+// TCP set-up: the factory, the listener, connect, and the peer address check.
+// Slow path: blocking with deadlines, allocates freely.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#include "fjord/base/clock.h"
+#include "fjord/base/log.h"
+#include "fjord/tcp/tcp.h"
+#include "fjord/transport/handshake.h"
+#include "tcp_transporter.h"
+
+namespace fjord::tcp {
+namespace {
+
+using config::Kind;
+using config::ParamSpec;
+using transport::LinkConfig;
+using transport::LinkTable;
+using transport::Listener;
+using transport::Transporter;
+
+constexpr std::string_view kName = "tcp";
+
+const ParamSpec kTcpParams[] = {
+    {"ReceiveBufferMemory", Kind::kBytes, 64 << 10, 1ULL << 30, "2M", false, "receive ring of this link"},
+    {"TCP_SND_BUF_SIZE", Kind::kBytes, 0, 1ULL << 30, "0", false, "SO_SNDBUF; 0 = the kernel's default"},
+    {"TCP_RCV_BUF_SIZE", Kind::kBytes, 0, 1ULL << 30, "0", false, "SO_RCVBUF; 0 = the kernel's default"},
+};
+
+std::string sockaddr_text(const sockaddr_storage& addr) {
+  char host[INET6_ADDRSTRLEN] = "?";
+  uint16_t port = 0;
+  if (addr.ss_family == AF_INET) {
+    const auto* a = reinterpret_cast<const sockaddr_in*>(&addr);
+    ::inet_ntop(AF_INET, &a->sin_addr, host, sizeof host);
+    port = ntohs(a->sin_port);
+  } else if (addr.ss_family == AF_INET6) {
+    const auto* a = reinterpret_cast<const sockaddr_in6*>(&addr);
+    ::inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof host);
+    port = ntohs(a->sin6_port);
+  }
+  return std::string(host) + ":" + std::to_string(port);
+}
+
+// The addresses `host` resolves to (numeric form), for the peer check.
+Result<std::vector<sockaddr_storage>> resolve(const std::string& host, uint16_t port, bool passive) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = passive ? AI_PASSIVE : 0;
+  addrinfo* list = nullptr;
+  const std::string service = std::to_string(port);
+  const int rc = ::getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(), &hints, &list);
+  if (rc != 0) return Status(StatusCode::kNotFound, "cannot resolve host '" + host + "': " + ::gai_strerror(rc));
+  std::vector<sockaddr_storage> out;
+  for (addrinfo* a = list; a; a = a->ai_next) {
+    sockaddr_storage s{};
+    std::memcpy(&s, a->ai_addr, a->ai_addrlen);
+    out.push_back(s);
+  }
+  ::freeaddrinfo(list);
+  // Prefer IPv4 first: "localhost" should mean 127.0.0.1 before ::1.
+  std::stable_partition(out.begin(), out.end(), [](const sockaddr_storage& s) { return s.ss_family == AF_INET; });
+  return out;
+}
+
+bool same_ip(const sockaddr_storage& a, const sockaddr_storage& b) {
+  auto v4 = [](const sockaddr_storage& s, in_addr& out) {
+    if (s.ss_family == AF_INET) {
+      out = reinterpret_cast<const sockaddr_in*>(&s)->sin_addr;
+      return true;
+    }
+    const auto* six = reinterpret_cast<const sockaddr_in6*>(&s);
+    if (s.ss_family == AF_INET6 && IN6_IS_ADDR_V4MAPPED(&six->sin6_addr)) {
+      std::memcpy(&out, six->sin6_addr.s6_addr + 12, 4);
+      return true;
+    }
+    return false;
+  };
+  in_addr x{}, y{};
+  if (v4(a, x) && v4(b, y)) return x.s_addr == y.s_addr;
+  if (a.ss_family == AF_INET6 && b.ss_family == AF_INET6)
+    return std::memcmp(&reinterpret_cast<const sockaddr_in6*>(&a)->sin6_addr,
+                       &reinterpret_cast<const sockaddr_in6*>(&b)->sin6_addr, sizeof(in6_addr)) == 0;
+  return false;
+}
+
+// Is the peer the host the config names for its node?
+Status check_peer_address(const LinkConfig& link, NodeId peer, const sockaddr_storage& from) {
+  const std::string& host = link.host_of(peer);
+  auto allowed = resolve(host, 0, false);
+  if (!allowed) return Status(StatusCode::kRejected, allowed.status().message());
+  for (const sockaddr_storage& a : *allowed)
+    if (same_ip(a, from)) return Status::ok();
+  return Status(StatusCode::kRejected, "node " + std::to_string(peer) + " connected from " + sockaddr_text(from) +
+                                           " but " + link.describe() + " says its host is '" + host + "'");
+}
+
+Status set_socket_options(int fd, const LinkConfig& link) {
+  int one = 1;
+  if (::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) != 0) return io_error("setsockopt TCP_NODELAY", errno);
+  const auto sndbuf = static_cast<int>(link.params.get_uint("TCP_SND_BUF_SIZE"));
+  const auto rcvbuf = static_cast<int>(link.params.get_uint("TCP_RCV_BUF_SIZE"));
+  if (sndbuf > 0 && ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf) != 0) return io_error("SO_SNDBUF", errno);
+  if (rcvbuf > 0 && ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf) != 0) return io_error("SO_RCVBUF", errno);
+  return Status::ok();
+}
+
+Result<std::unique_ptr<Transporter>> make_transporter(const LinkConfig& link, NodeId self, UniqueFd socket) {
+  auto send_ring = MirroredMap::anonymous(round_up_to_pages(link.send_buffer_bytes), "fjord-tcp-send");
+  if (!send_ring) return send_ring.status();
+  auto receive_ring = MirroredMap::anonymous(round_up_to_pages(link.params.get_uint("ReceiveBufferMemory")), "fjord-tcp-recv");
+  if (!receive_ring) return receive_ring.status();
+  return std::unique_ptr<Transporter>(new TcpTransporter(link, self, std::move(socket), std::move(send_ring).value(),
+                                                         std::move(receive_ring).value()));
+}
+
+class TcpListener final : public Listener {
+ public:
+  TcpListener(NodeId self, const LinkTable& links, UniqueFd socket, uint16_t port, std::string endpoint)
+      : self_(self), links_(links), socket_(std::move(socket)), port_(port), endpoint_(std::move(endpoint)) {}
+
+  int fd() const override { return socket_.get(); }
+  std::string endpoint() const override { return endpoint_; }
+  uint16_t port() const override { return port_; }
+
+  Result<std::unique_ptr<Transporter>> accept(DeadlineNs deadline) override {
+    sockaddr_storage from{};
+    socklen_t from_len = sizeof from;
+    UniqueFd conn;
+    for (;;) {
+      conn.reset(::accept4(socket_.get(), reinterpret_cast<sockaddr*>(&from), &from_len, SOCK_NONBLOCK | SOCK_CLOEXEC));
+      if (conn.valid()) break;
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      if (errno != EAGAIN && errno != EWOULDBLOCK) return io_error("accept on " + endpoint_, errno);
+      const uint64_t now = monotonic_ns();
+      if (now >= deadline) return Status(StatusCode::kTimeout, "no connection attempt on " + endpoint_);
+      pollfd p{socket_.get(), POLLIN, 0};
+      ::poll(&p, 1, static_cast<int>(std::min<uint64_t>((deadline - now) / 1'000'000 + 1, 1000)));
+    }
+    const std::string peer = sockaddr_text(from);
+    auto accepted = transport::server_handshake(conn.get(), self_, kName, links_, deadline, peer);
+    if (!accepted) return accepted.status();
+    const LinkConfig& link = *accepted->link;
+    if (Status s = check_peer_address(link, link.peer_of(self_), from); !s)
+      return transport::send_reject(conn.get(), self_, kName, peer, s.message(), deadline);
+    if (Status s = set_socket_options(conn.get(), link); !s) return s;
+    if (Status s = transport::send_accept(conn.get(), {}, deadline); !s) return s;
+    FJORD_LOG_INFO("node %u: accepted %s from node %u at %s", self_, link.describe().c_str(), link.peer_of(self_),
+                   peer.c_str());
+    return make_transporter(link, self_, std::move(conn));
+  }
+
+ private:
+  NodeId self_;
+  LinkTable links_;
+  UniqueFd socket_;
+  uint16_t port_;
+  std::string endpoint_;
+};
+
+class TcpFactory final : public transport::TransporterFactory {
+ public:
+  std::string_view name() const override { return kName; }
+  std::string_view description() const override {
+    return "TCP sockets (ordinary socket calls only, so LD_PRELOAD socket libraries work)";
+  }
+  std::span<const ParamSpec> parameters() const override { return kTcpParams; }
+
+  Result<std::unique_ptr<Listener>> listen(NodeId self, const LinkTable& links) override {
+    const LinkConfig* first = nullptr;
+    for (const LinkConfig* link : links.links_of(self)) {
+      if (link->type != kName || link->server_node != self) continue;
+      if (!first) first = link;
+      else if (link->port != first->port || link->host_of(self) != first->host_of(self))
+        return Status(StatusCode::kInvalidArgument,
+                      "node " + std::to_string(self) + " must listen on one address for all its tcp links, but " +
+                          first->describe() + " says " + first->host_of(self) + ":" + std::to_string(first->port) +
+                          " and " + link->describe() + " says " + link->host_of(self) + ":" + std::to_string(link->port));
+    }
+    if (!first) return Status(StatusCode::kNotFound, "node " + std::to_string(self) + " serves no tcp link");
+    auto addresses = resolve(first->host_of(self), first->port, true);
+    if (!addresses) return addresses.status();
+    Status last = Status(StatusCode::kNotFound, "no address");
+    for (const sockaddr_storage& addr : *addresses) {
+      UniqueFd fd(::socket(addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+      if (!fd.valid()) {
+        last = io_error("socket", errno);
+        continue;
+      }
+      int one = 1;
+      ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+      const socklen_t len = addr.ss_family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6);
+      if (::bind(fd.get(), reinterpret_cast<const sockaddr*>(&addr), len) != 0 || ::listen(fd.get(), 64) != 0) {
+        last = io_error("bind/listen on " + sockaddr_text(addr), errno);
+        continue;
+      }
+      sockaddr_storage bound{};
+      socklen_t bound_len = sizeof bound;
+      ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&bound), &bound_len);
+      const std::string endpoint = sockaddr_text(bound);
+      const uint16_t port = ntohs(bound.ss_family == AF_INET ? reinterpret_cast<sockaddr_in*>(&bound)->sin_port
+                                                             : reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port);
+      FJORD_LOG_INFO("node %u: tcp listening on %s", self, endpoint.c_str());
+      return std::unique_ptr<Listener>(new TcpListener(self, links, std::move(fd), port, endpoint));
+    }
+    return last;
+  }
+
+  Result<std::unique_ptr<Transporter>> connect(NodeId self, const LinkConfig& link, DeadlineNs deadline) override {
+    FJORD_ASSERT(link.type == kName && link.involves(self));
+    const NodeId server = link.server_node;
+    if (server == self) return Status(StatusCode::kInvalidArgument, "node " + std::to_string(self) + " is the server of " + link.describe());
+    if (link.port == 0) return Status(StatusCode::kInvalidArgument, link.describe() + " has no PortNumber to connect to");
+    auto addresses = resolve(link.host_of(server), link.port, false);
+    if (!addresses) return addresses.status();
+    Status last = Status(StatusCode::kNotFound, "no address");
+    for (const sockaddr_storage& addr : *addresses) {
+      auto fd = connect_one(addr, deadline);
+      if (!fd) {
+        last = fd.status();
+        continue;
+      }
+      if (Status s = set_socket_options(fd->get(), link); !s) return s;
+      transport::HandshakeRequest request{self, server, std::string(kName), {}};
+      auto reply = transport::client_handshake(fd->get(), request, deadline);
+      if (!reply) return reply.status();
+      FJORD_LOG_INFO("node %u: connected %s to node %u at %s", self, link.describe().c_str(), server,
+                     sockaddr_text(addr).c_str());
+      return make_transporter(link, self, std::move(fd).value());
+    }
+    return last;
+  }
+
+ private:
+  static Result<UniqueFd> connect_one(const sockaddr_storage& addr, DeadlineNs deadline) {
+    UniqueFd fd(::socket(addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+    if (!fd.valid()) return io_error("socket", errno);
+    const socklen_t len = addr.ss_family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6);
+    if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr), len) != 0 && errno != EINPROGRESS)
+      return io_error("connect to " + sockaddr_text(addr), errno);
+    for (;;) {
+      pollfd p{fd.get(), POLLOUT, 0};
+      const uint64_t now = monotonic_ns();
+      if (now >= deadline) return Status(StatusCode::kTimeout, "connect to " + sockaddr_text(addr) + " timed out");
+      const int rc = ::poll(&p, 1, static_cast<int>(std::min<uint64_t>((deadline - now) / 1'000'000 + 1, 1000)));
+      if (rc > 0) break;
+      if (rc < 0 && errno != EINTR) return io_error("poll", errno);
+    }
+    int err = 0;
+    socklen_t err_len = sizeof err;
+    ::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &err_len);
+    if (err != 0) return io_error("connect to " + sockaddr_text(addr), err);
+    return fd;
+  }
+};
+
+}  // namespace
+
+Status register_tcp_transporter(transport::TransporterRegistry& registry) {
+  return registry.add(std::make_unique<TcpFactory>());
+}
+
+}  // namespace fjord::tcp

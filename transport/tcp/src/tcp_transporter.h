@@ -1,0 +1,60 @@
+// TcpTransporter: the data path of one TCP link (internal header).
+//
+// Send: a private ring of SendBufferMemory bytes, mapped twice so reserve()
+// always returns a contiguous span; flush() is one send() of everything
+// committed. Receive: a private ring of ReceiveBufferMemory bytes; recv()
+// appends, scan_frames() advances over whole valid frames.
+//
+// Indices are monotonically increasing byte counters (position = counter
+// modulo ring size); they are plain integers because each is touched by one
+// thread only (send side or receive side).
+#pragma once
+
+#include "fjord/base/fd.h"
+#include "fjord/base/mirrored_map.h"
+#include "fjord/transport/transporter.h"
+
+namespace fjord::tcp {
+
+class TcpTransporter final : public transport::Transporter {
+ public:
+  TcpTransporter(transport::LinkConfig config, NodeId self, UniqueFd socket, MirroredMap send_ring,
+                 MirroredMap receive_ring);
+  ~TcpTransporter() override;
+
+  std::span<std::byte> reserve(std::size_t min_bytes) override;
+  void commit(std::size_t bytes, uint32_t frames) override;
+  transport::FlushStatus flush() override;
+  std::size_t send_buffer_used() const override { return static_cast<std::size_t>(committed_ - sent_); }
+  std::size_t send_buffer_capacity() const override { return send_ring_.size(); }
+
+  transport::ReceiveBatch receive() override;
+  void release(std::size_t bytes) override;
+
+  int wait_fd() const override { return socket_.get(); }
+  bool arm_wakeup() override;
+  void disarm_wakeup() override {}
+
+ private:
+  void on_down() override;
+  // Reads what the socket has into the receive ring; false on EOF or error
+  // (the link is then declared down).
+  void fill_receive_ring();
+  void scan_received();
+
+  UniqueFd socket_;
+  MirroredMap send_ring_;
+  MirroredMap receive_ring_;
+  // Send side: sent_ <= committed_ <= sent_ + ring size.
+  uint64_t sent_ = 0;
+  uint64_t committed_ = 0;
+  std::size_t reserved_ = 0;   // size of the outstanding reservation, for commit's check
+  // Receive side: released_ <= scanned_ <= filled_ <= released_ + ring size.
+  uint64_t released_ = 0;
+  uint64_t scanned_ = 0;
+  uint64_t filled_ = 0;
+  uint32_t scanned_frames_ = 0;   // frames in [released_, scanned_)
+  bool eof_ = false;
+};
+
+}  // namespace fjord::tcp
