@@ -12,9 +12,12 @@
 int main(int argc, char** argv) {
   std::string type, config_path, port;
   for (int i = 1; i + 1 < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--type")) type = argv[i + 1];
-    else if (!std::strcmp(argv[i], "--config")) config_path = argv[i + 1];
-    else if (!std::strcmp(argv[i], "--port")) port = argv[i + 1];
+    if (!std::strcmp(argv[i], "--type"))
+      type = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--config"))
+      config_path = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--port"))
+      port = argv[i + 1];
   }
   if (type.empty() || config_path.empty()) {
     std::fprintf(stderr, "usage: contract_peer --type T --config FILE [--port P]\n");
@@ -40,7 +43,7 @@ int main(int argc, char** argv) {
   }
   for (uint64_t seq = 0; (*t)->is_up();) {
     if (test::send_sequenced(**t, seq, test::mixed_payload_bytes(seq) % 4000)) ++seq;
-    (void)(*t)->receive();   // notice a closed link
+    (void)(*t)->receive();  // notice a closed link
   }
   return 1;
 }

@@ -32,7 +32,7 @@ std::byte payload_byte(uint64_t seq, std::size_t i) {
 }  // namespace
 
 transport::TransporterRegistry& test_registry() {
-  static transport::TransporterRegistry& registry = [] () -> transport::TransporterRegistry& {
+  static transport::TransporterRegistry& registry = []() -> transport::TransporterRegistry& {
     auto& r = tools::builtin_registry();
     (void)r.add(std::make_unique<DummyFactory>());
     return r;
@@ -110,7 +110,8 @@ bool send_sequenced(transport::Transporter& t, uint64_t seq, std::size_t payload
 }
 
 std::string check_sequenced(const frame::SignalView& view, uint64_t expected_seq) {
-  if (view.header.signal_number != kTestSignal) return "wrong signal number " + std::to_string(view.header.signal_number);
+  if (view.header.signal_number != kTestSignal)
+    return "wrong signal number " + std::to_string(view.header.signal_number);
   if (view.data_words != 3 || view.section_count != 1) return "wrong shape";
   const uint64_t seq = view.word(0) | (uint64_t{view.word(1)} << 32);
   if (seq != expected_seq) return "expected frame " + std::to_string(expected_seq) + ", got " + std::to_string(seq);
@@ -142,7 +143,8 @@ std::string receive_sequenced(transport::Transporter& t, uint64_t* next_seq, uin
       ++*next_seq;
       ++seen;
     }
-    if (seen != batch.frames) return "batch said " + std::to_string(batch.frames) + " frames, cursor found " + std::to_string(seen);
+    if (seen != batch.frames)
+      return "batch said " + std::to_string(batch.frames) + " frames, cursor found " + std::to_string(seen);
     t.release(batch.bytes.size());
   }
   return "";
@@ -154,7 +156,8 @@ std::size_t mixed_payload_bytes(uint64_t seq) {
   const std::size_t max_payload = frame::kMaxFrameBytes - 24 - 16 - 8;
   switch (h % 16) {
     case 0: return max_payload;
-    case 1: case 2: return h % 16384;
+    case 1:
+    case 2: return h % 16384;
     case 3: return 0;
     default: return h % 200;
   }

@@ -21,7 +21,7 @@ Result<transport::LinkTable> load_links(const std::string& config_text);
 
 struct LinkPair {
   std::unique_ptr<transport::Listener> listener;
-  std::unique_ptr<transport::Transporter> server;   // node `server_node`'s end
+  std::unique_ptr<transport::Transporter> server;  // node `server_node`'s end
   std::unique_ptr<transport::Transporter> client;
 };
 

@@ -11,7 +11,7 @@
 namespace fjord::test {
 
 struct Medium {
-  std::string type;   // registered transporter name
+  std::string type;  // registered transporter name
   // One config section for a link between a and b (a is the server), with
   // extra "Key=value" lines appended. Must give each call a fresh endpoint.
   std::string (*section)(NodeId a, NodeId b, const std::string& extra_lines);

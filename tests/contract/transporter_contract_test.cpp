@@ -43,8 +43,7 @@ class ContractTest : public ::testing::TestWithParam<Medium> {
 
 // Alternates sending (until the ring is full or `count` sent) and receiving,
 // in one thread, checking order and content.
-void pump(transport::Transporter& from, transport::Transporter& to, uint64_t count,
-          std::size_t (*payload)(uint64_t)) {
+void pump(transport::Transporter& from, transport::Transporter& to, uint64_t count, std::size_t (*payload)(uint64_t)) {
   uint64_t sent = 0, received = 0;
   const uint64_t deadline = monotonic_ns() + 60 * kSecond;
   while (received < count) {
@@ -192,8 +191,10 @@ TEST_P(ContractTest, ManyBusyThreadsOnFewCores) {
   for (std::size_t i = 0; i < pairs.size(); ++i) {
     threads.emplace_back([&, i] {
       for (uint64_t s = 0; s < kFrames && !stop;) {
-        if (send_sequenced(*pairs[i].client, s, mixed_payload_bytes(s) % 2000)) ++s;
-        else if (!pairs[i].client->is_up()) return;
+        if (send_sequenced(*pairs[i].client, s, mixed_payload_bytes(s) % 2000))
+          ++s;
+        else if (!pairs[i].client->is_up())
+          return;
       }
     });
     threads.emplace_back([&, i] {
@@ -252,7 +253,8 @@ TEST_P(ContractTest, WrongTransporterTypeIsRejectedWithAReason) {
   EXPECT_NE(accepted.status().message().find("type mismatch"), std::string::npos) << accepted.status().message();
   ASSERT_FALSE(connected.is_ok());
   EXPECT_EQ(connected.status().code(), StatusCode::kRejected);
-  EXPECT_NE(connected.status().message().find("configured as dummy"), std::string::npos) << connected.status().message();
+  EXPECT_NE(connected.status().message().find("configured as dummy"), std::string::npos)
+      << connected.status().message();
 }
 
 TEST_P(ContractTest, MalformedFrameClosesOnlyThatLink) {
@@ -287,7 +289,7 @@ TEST_P(ContractTest, MalformedFrameClosesOnlyThatLink) {
   ASSERT_NE(c2->flush(), FlushStatus::kDown);
 
   uint64_t next = 0;
-  EXPECT_EQ(receive_sequenced(*s2, &next, 2, 10 * kSecond), "");   // the good frames are delivered
+  EXPECT_EQ(receive_sequenced(*s2, &next, 2, 10 * kSecond), "");  // the good frames are delivered
   const uint64_t deadline = monotonic_ns() + 10 * kSecond;
   while (s2->is_up() && monotonic_ns() < deadline) (void)s2->receive();
   ASSERT_EQ(s2->state(), LinkState::kDown);

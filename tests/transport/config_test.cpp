@@ -21,7 +21,8 @@ std::string error_of(const std::string& text) {
 }
 
 TEST(ConfigFileTest, ParsesSectionsCommentsAndBothSeparators) {
-  auto f = config::parse_text("# top\n[TCP  Default]\nSendBufferMemory = 4M ; trailing\n\n[tcp]\nNodeId1: 1\nNodeId2=2\n", "x.ini");
+  auto f = config::parse_text(
+      "# top\n[TCP  Default]\nSendBufferMemory = 4M ; trailing\n\n[tcp]\nNodeId1: 1\nNodeId2=2\n", "x.ini");
   ASSERT_TRUE(f) << f.status().to_string();
   ASSERT_EQ(f->sections.size(), 2u);
   EXPECT_EQ(f->sections[0].name, "tcp default");
@@ -64,7 +65,7 @@ TEST(LinkConfigTest, LoadsALinkWithDefaultsApplied) {
   const LinkConfig* l = t->find(1, 2);
   ASSERT_NE(l, nullptr);
   EXPECT_EQ(l->type, "tcp");
-  EXPECT_EQ(l->server_node, 1);   // the lower id without node definitions
+  EXPECT_EQ(l->server_node, 1);  // the lower id without node definitions
   EXPECT_EQ(l->send_buffer_bytes, 4u << 20);
   EXPECT_EQ(l->overload_bytes, (4u << 20) / 10 * 8);
   EXPECT_EQ(l->slowdown_bytes, (4u << 20) / 10 * 6);
@@ -80,13 +81,14 @@ TEST(LinkConfigTest, NodeDirectoryFillsHostsPortsAndServer) {
   auto t = load("[tcp]\nNodeId1=1\nNodeId2=2\n", nodes);
   ASSERT_TRUE(t) << t.status().to_string();
   const LinkConfig* l = t->find(1, 2);
-  EXPECT_EQ(l->server_node, 2);   // the data node serves API nodes
+  EXPECT_EQ(l->server_node, 2);  // the data node serves API nodes
   EXPECT_EQ(l->host1, "api-host");
   EXPECT_EQ(l->host2, "data-host");
   EXPECT_EQ(l->port, 11860);
   auto missing = load("[tcp]\nNodeId1=1\nNodeId2=3\n", nodes);
   ASSERT_FALSE(missing);
-  EXPECT_EQ(missing.status().message(), "cluster.ini:1: [tcp]: node 3 is not defined by any [ndbd], [api] or [mgm] section");
+  EXPECT_EQ(missing.status().message(),
+            "cluster.ini:1: [tcp]: node 3 is not defined by any [ndbd], [api] or [mgm] section");
 }
 
 TEST(LinkConfigTest, ErrorsNameFileLineKeyAndRange) {
@@ -108,7 +110,8 @@ TEST(LinkConfigTest, ErrorsNameFileLineKeyAndRange) {
   EXPECT_EQ(error_of("[tcp]\nNodeId1=1\nNodeId2=2\nOverloadLimit=3M\n"),
             "cluster.ini:1: [tcp]: OverloadLimit=3M exceeds SendBufferMemory=2M");
   const std::string unknown = error_of("[tcp]\nNodeId1=1\nNodeId2=2\nSendBufMem=1M\n");
-  EXPECT_EQ(unknown.rfind("cluster.ini:4: [tcp] SendBufMem: unknown key; known keys: NodeId1, NodeId2", 0), 0u) << unknown;
+  EXPECT_EQ(unknown.rfind("cluster.ini:4: [tcp] SendBufMem: unknown key; known keys: NodeId1, NodeId2", 0), 0u)
+      << unknown;
   EXPECT_EQ(error_of("[tcp]\nNodeId1=1\nNodeId2=2\n[tcp]\nNodeId1=2\nNodeId2=1\n"),
             "cluster.ini:4: [tcp]: nodes 2 and 1 already have a tcp link at cluster.ini:1");
 }

@@ -1,10 +1,10 @@
 // Signal framing: round trips, exact sizes, and every way a frame can be bad.
+#include "fjord/transport/frame.h"
+
 #include <gtest/gtest.h>
 
 #include <random>
 #include <vector>
-
-#include "fjord/transport/frame.h"
 
 namespace fjord::frame {
 namespace {
@@ -52,12 +52,12 @@ TEST(FrameTest, PackThenUnpackRoundTripsEveryField) {
 TEST(FrameTest, PackRefusesWhatDoesNotFitAndWritesNothing) {
   std::vector<std::byte> buf(64, std::byte{0x5A});
   const uint32_t data[26] = {};
-  EXPECT_EQ(pack_frame(buf, {1, {}, {}, 0}, std::span(data, 26), {}, false), 0u);   // 26 words
-  EXPECT_EQ(pack_frame(buf, {0, {}, {}, 0}, {}, {}, false), 0u);                    // signal 0
+  EXPECT_EQ(pack_frame(buf, {1, {}, {}, 0}, std::span(data, 26), {}, false), 0u);  // 26 words
+  EXPECT_EQ(pack_frame(buf, {0, {}, {}, 0}, {}, {}, false), 0u);                   // signal 0
   std::vector<std::byte> big(kMaxFrameBytes);
   const std::span<const std::byte> s[] = {big};
-  EXPECT_EQ(pack_frame(buf, {1, {}, {}, 0}, {}, s, false), 0u);                     // > 32 KB
-  EXPECT_EQ(pack_frame(std::span(buf).first(23), {1, {}, {}, 0}, {}, {}, false), 0u);   // dest too small
+  EXPECT_EQ(pack_frame(buf, {1, {}, {}, 0}, {}, s, false), 0u);                        // > 32 KB
+  EXPECT_EQ(pack_frame(std::span(buf).first(23), {1, {}, {}, 0}, {}, {}, false), 0u);  // dest too small
   for (std::byte b : buf) EXPECT_EQ(b, std::byte{0x5A});
   std::vector<std::byte> exact(kHeaderBytes);
   EXPECT_EQ(pack_frame(exact, {1, {}, {}, 0}, {}, {}, false), kHeaderBytes);
@@ -103,7 +103,7 @@ TEST_F(CorruptionTest, EachHeaderFieldIsChecked) {
   EXPECT_EQ(check(), FrameError::kZeroSignalNumber);
   SetUp();
   buf_[4] = std::byte{static_cast<uint8_t>(n_ + 4)};
-  EXPECT_EQ(check(), FrameError::kBadLength);   // not a multiple of 8
+  EXPECT_EQ(check(), FrameError::kBadLength);  // not a multiple of 8
   SetUp();
   buf_[16] = std::byte{26};
   EXPECT_EQ(check(), FrameError::kTooManyDataWords);
@@ -116,16 +116,16 @@ TEST_F(CorruptionTest, EachHeaderFieldIsChecked) {
 }
 
 TEST_F(CorruptionTest, BodyInconsistenciesAreChecked) {
-  buf_[kHeaderBytes + 8] = std::byte{60};   // section length 5 -> 60
+  buf_[kHeaderBytes + 8] = std::byte{60};  // section length 5 -> 60
   EXPECT_EQ(check(), FrameError::kLengthMismatch);
   SetUp();
-  buf_[kHeaderBytes + 12 + 5] = std::byte{1};   // padding after the section
+  buf_[kHeaderBytes + 12 + 5] = std::byte{1};  // padding after the section
   EXPECT_EQ(check(), FrameError::kBadPadding);
   SetUp();
-  buf_[kHeaderBytes + 12] = std::byte{'X'};     // payload changed under the checksum
+  buf_[kHeaderBytes + 12] = std::byte{'X'};  // payload changed under the checksum
   EXPECT_EQ(check(), FrameError::kBadChecksum);
   SetUp();
-  buf_[kHeaderBytes + 9] = std::byte{0xFF};     // huge section length must not overflow
+  buf_[kHeaderBytes + 9] = std::byte{0xFF};  // huge section length must not overflow
   buf_[kHeaderBytes + 10] = std::byte{0xFF};
   buf_[kHeaderBytes + 11] = std::byte{0xFF};
   EXPECT_EQ(check(), FrameError::kLengthMismatch);
@@ -140,7 +140,8 @@ TEST_F(CorruptionTest, TruncationIsIncompleteNotAnError) {
 TEST(FrameTest, ScanStopsAtTheFirstBadOrIncompleteFrame) {
   std::vector<std::byte> stream(1024);
   std::size_t at = 0;
-  for (int i = 0; i < 5; ++i) at += pack_frame(std::span(stream).subspan(at), {static_cast<uint16_t>(i + 1), {}, {}, 0}, {}, {}, false);
+  for (int i = 0; i < 5; ++i)
+    at += pack_frame(std::span(stream).subspan(at), {static_cast<uint16_t>(i + 1), {}, {}, 0}, {}, {}, false);
   ScanResult r = scan_frames(std::span(stream).first(at));
   EXPECT_EQ(r.error, FrameError::kNone);
   EXPECT_EQ(r.frames, 5u);
@@ -148,7 +149,7 @@ TEST(FrameTest, ScanStopsAtTheFirstBadOrIncompleteFrame) {
   r = scan_frames(std::span(stream).first(at - 1));
   EXPECT_EQ(r.error, FrameError::kIncomplete);
   EXPECT_EQ(r.frames, 4u);
-  stream[3 * kHeaderBytes] = std::byte{0};   // corrupt the 4th frame's version
+  stream[3 * kHeaderBytes] = std::byte{0};  // corrupt the 4th frame's version
   r = scan_frames(std::span(stream).first(at));
   EXPECT_EQ(r.error, FrameError::kBadVersion);
   EXPECT_EQ(r.frames, 3u);

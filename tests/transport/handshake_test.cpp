@@ -1,8 +1,9 @@
 // Handshake messages: round trips, rejection reasons, and malformed input.
+#include "fjord/transport/handshake.h"
+
 #include <gtest/gtest.h>
 
 #include "link_harness.h"
-#include "fjord/transport/handshake.h"
 
 namespace fjord::transport {
 namespace {
@@ -36,8 +37,7 @@ TEST(HandshakeTest, RequestAndReplyRoundTrip) {
 
 TEST(HandshakeTest, MalformedMessagesAreRefused) {
   auto bytes = encode_request({2, 1, "tcp", {}});
-  for (std::size_t cut = 0; cut < bytes.size(); ++cut)
-    EXPECT_FALSE(decode_request(std::span(bytes).first(cut))) << cut;
+  for (std::size_t cut = 0; cut < bytes.size(); ++cut) EXPECT_FALSE(decode_request(std::span(bytes).first(cut))) << cut;
   auto bad_magic = bytes;
   bad_magic[0] = std::byte{0};
   EXPECT_NE(decode_request(bad_magic).status().message().find("bad magic"), std::string::npos);
@@ -50,7 +50,7 @@ TEST(HandshakeTest, MalformedMessagesAreRefused) {
   EXPECT_FALSE(decode_request(bad_type));
   auto trailing = bytes;
   trailing.push_back(std::byte{0});
-  EXPECT_FALSE(decode_request(trailing));   // total_bytes disagrees
+  EXPECT_FALSE(decode_request(trailing));  // total_bytes disagrees
 }
 
 TEST(HandshakeTest, CheckRequestExplainsEveryRefusal) {

@@ -1,11 +1,11 @@
 // The latency histogram: exact small values, bounded relative error, merge.
+#include "fjord/base/histogram.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <random>
 #include <vector>
-
-#include "fjord/base/histogram.h"
 
 namespace fjord {
 namespace {

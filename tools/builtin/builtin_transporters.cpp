@@ -28,7 +28,7 @@ Status register_builtin_transporters(transport::TransporterRegistry& registry) {
 }
 
 transport::TransporterRegistry& builtin_registry() {
-  static transport::TransporterRegistry& registry = [] () -> transport::TransporterRegistry& {
+  static transport::TransporterRegistry& registry = []() -> transport::TransporterRegistry& {
     auto& r = transport::TransporterRegistry::global();
     const Status s = register_builtin_transporters(r);
     FJORD_ASSERT_MSG(s.is_ok(), "registering the built-in transporters failed");

@@ -1,4 +1,7 @@
 // Implementations of the small shared primitives in fjord/base/.
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstdarg>
 #include <cstdio>
@@ -6,9 +9,6 @@
 #include <cstring>
 #include <mutex>
 #include <string>
-
-#include <fcntl.h>
-#include <unistd.h>
 
 #include "fjord/base/assert.h"
 #include "fjord/base/crc32c.h"
@@ -20,8 +20,8 @@ namespace detail {
 
 void assert_fail(const char* condition, const char* file, int line, const char* message) noexcept {
   char buf[1024];
-  const int n = std::snprintf(buf, sizeof buf, "fjord: assertion failed: %s at %s:%d%s%s\n", condition, file,
-                              line, message ? ": " : "", message ? message : "");
+  const int n = std::snprintf(buf, sizeof buf, "fjord: assertion failed: %s at %s:%d%s%s\n", condition, file, line,
+                              message ? ": " : "", message ? message : "");
   if (n > 0) {
     [[maybe_unused]] ssize_t ignored = ::write(2, buf, static_cast<size_t>(n) < sizeof buf ? n : sizeof buf - 1);
   }
@@ -63,7 +63,7 @@ namespace {
 struct Crc32cTable {
   uint32_t t[8][256];
   Crc32cTable() {
-    constexpr uint32_t kPoly = 0x82F63B78u;   // reflected Castagnoli polynomial
+    constexpr uint32_t kPoly = 0x82F63B78u;  // reflected Castagnoli polynomial
     for (uint32_t i = 0; i < 256; ++i) {
       uint32_t c = i;
       for (int k = 0; k < 8; ++k) c = (c >> 1) ^ ((c & 1u) ? kPoly : 0u);
@@ -80,13 +80,13 @@ uint32_t crc32c(const void* data, std::size_t bytes, uint32_t seed) noexcept {
   const auto* p = static_cast<const unsigned char*>(data);
   uint32_t c = ~seed;
   const auto& t = kCrcTable.t;
-  while (bytes >= 8) {   // slicing-by-8
+  while (bytes >= 8) {  // slicing-by-8
     uint32_t lo, hi;
     std::memcpy(&lo, p, 4);
     std::memcpy(&hi, p + 4, 4);
     lo ^= c;
-    c = t[7][lo & 0xFF] ^ t[6][(lo >> 8) & 0xFF] ^ t[5][(lo >> 16) & 0xFF] ^ t[4][lo >> 24] ^
-        t[3][hi & 0xFF] ^ t[2][(hi >> 8) & 0xFF] ^ t[1][(hi >> 16) & 0xFF] ^ t[0][hi >> 24];
+    c = t[7][lo & 0xFF] ^ t[6][(lo >> 8) & 0xFF] ^ t[5][(lo >> 16) & 0xFF] ^ t[4][lo >> 24] ^ t[3][hi & 0xFF] ^
+        t[2][(hi >> 8) & 0xFF] ^ t[1][(hi >> 16) & 0xFF] ^ t[0][hi >> 24];
     p += 8;
     bytes -= 8;
   }
@@ -98,7 +98,7 @@ uint32_t crc32c(const void* data, std::size_t bytes, uint32_t seed) noexcept {
 
 namespace {
 struct LogState {
-  std::mutex mutex;   // guards the settings, not the writes (each line is one write)
+  std::mutex mutex;  // guards the settings, not the writes (each line is one write)
   LogLevel level = LogLevel::kInfo;
   int file_fd = -1;
   bool to_stderr = true;
@@ -152,10 +152,9 @@ void log_line(LogLevel level, const char* format, ...) {
   clock_gettime(CLOCK_REALTIME, &ts);
   tm local;
   localtime_r(&ts.tv_sec, &local);
-  int n = std::snprintf(buf, sizeof buf, "%04d-%02d-%02d %02d:%02d:%02d.%03ld [%s]%s%s ",
-                        local.tm_year + 1900, local.tm_mon + 1, local.tm_mday, local.tm_hour, local.tm_min,
-                        local.tm_sec, ts.tv_nsec / 1000000, kNames[static_cast<int>(level)], tag.empty() ? "" : " ",
-                        tag.c_str());
+  int n = std::snprintf(buf, sizeof buf, "%04d-%02d-%02d %02d:%02d:%02d.%03ld [%s]%s%s ", local.tm_year + 1900,
+                        local.tm_mon + 1, local.tm_mday, local.tm_hour, local.tm_min, local.tm_sec,
+                        ts.tv_nsec / 1000000, kNames[static_cast<int>(level)], tag.empty() ? "" : " ", tag.c_str());
   va_list args;
   va_start(args, format);
   const int m = std::vsnprintf(buf + n, sizeof buf - static_cast<size_t>(n) - 1, format, args);

@@ -60,8 +60,8 @@ std::string known_keys(std::span<const ParamSpec> specs) {
 }
 
 // Parses `text` for `spec`, range-checks it and stores it in `out`.
-Status store_value(const ParamSpec& spec, std::string_view text, const std::string& origin,
-                   const std::string& context, ParamSet& out) {
+Status store_value(const ParamSpec& spec, std::string_view text, const std::string& origin, const std::string& context,
+                   ParamSet& out) {
   uint64_t number = 0;
   std::string error;
   switch (spec.kind) {
@@ -229,7 +229,8 @@ Result<ParamSet> apply_schema(const File& file, const Section& section, std::spa
   for (const ParamSpec& spec : specs) {
     // An empty default means "no default", except for strings, where it is "".
     if (spec.default_value.empty() && spec.kind != Kind::kString) continue;
-    const Status s = store_value(spec, spec.default_value, "default", "built-in default of " + std::string(spec.name), out);
+    const Status s =
+        store_value(spec, spec.default_value, "default", "built-in default of " + std::string(spec.name), out);
     FJORD_ASSERT_MSG(s.is_ok(), "a built-in default is outside its own range");
   }
   const std::string default_name = section.name + " default";

@@ -37,8 +37,7 @@ void store32(std::byte* p, uint32_t v) noexcept { std::memcpy(p, &v, sizeof v); 
 constexpr std::size_t align_up(std::size_t n, std::size_t a) noexcept { return (n + a - 1) / a * a; }
 
 // Length of everything up to (not including) the final padding/checksum.
-std::size_t body_end(std::size_t data_words, std::size_t section_count,
-                     const std::size_t* section_bytes) noexcept {
+std::size_t body_end(std::size_t data_words, std::size_t section_count, const std::size_t* section_bytes) noexcept {
   std::size_t n = kHeaderBytes + 4 * data_words + 4 * section_count;
   for (std::size_t i = 0; i < section_count; ++i) n += align_up(section_bytes[i], 4);
   return n;
@@ -68,7 +67,7 @@ FrameError validate_body(const std::byte* p, std::size_t frame_bytes, SignalView
   std::size_t section_bytes[kMaxSections] = {};
   for (std::size_t i = 0; i < section_count; ++i) {
     section_bytes[i] = load32(p + cursor + 4 * i);
-    if (section_bytes[i] > frame_bytes) return FrameError::kLengthMismatch;   // bounds before sums
+    if (section_bytes[i] > frame_bytes) return FrameError::kLengthMismatch;  // bounds before sums
   }
   const std::size_t body = body_end(data_words, section_count, section_bytes);
   if (total_for(body, checksum) != frame_bytes) return FrameError::kLengthMismatch;
@@ -132,8 +131,7 @@ std::size_t frame_bytes_for(std::size_t data_words, std::span<const std::size_t>
   return total <= kMaxFrameBytes ? total : 0;
 }
 
-std::size_t pack_frame(std::span<std::byte> dest, const SignalHeader& header,
-                       std::span<const uint32_t> data,
+std::size_t pack_frame(std::span<std::byte> dest, const SignalHeader& header, std::span<const uint32_t> data,
                        std::span<const std::span<const std::byte>> sections, bool checksum) noexcept {
   if (header.signal_number == 0 || sections.size() > kMaxSections) return 0;
   std::size_t lengths[kMaxSections] = {};
@@ -173,18 +171,25 @@ std::size_t pack_frame(std::span<std::byte> dest, const SignalHeader& header,
 
 PeekResult peek_frame(std::span<const std::byte> bytes) noexcept {
   PeekResult r;
-  if (bytes.size() < kHeaderBytes) return r;   // kIncomplete
+  if (bytes.size() < kHeaderBytes) return r;  // kIncomplete
   const std::byte* p = bytes.data();
   const auto version = static_cast<uint8_t>(p[kOffVersion]);
   const auto flags = static_cast<uint8_t>(p[kOffFlags]);
   const uint32_t length = load32(p + kOffLength);
-  if (version != kFrameVersion) r.error = FrameError::kBadVersion;
-  else if ((flags & ~kKnownFlags) != 0) r.error = FrameError::kBadFlags;
-  else if (load16(p + kOffSignal) == 0) r.error = FrameError::kZeroSignalNumber;
-  else if (length < kHeaderBytes || length > kMaxFrameBytes || length % kFrameAlign != 0) r.error = FrameError::kBadLength;
-  else if (static_cast<uint8_t>(p[kOffDataWords]) > kMaxDataWords) r.error = FrameError::kTooManyDataWords;
-  else if (static_cast<uint8_t>(p[kOffSections]) > kMaxSections) r.error = FrameError::kTooManySections;
-  else if (load16(p + kOffReserved) != 0) r.error = FrameError::kReservedNonZero;
+  if (version != kFrameVersion)
+    r.error = FrameError::kBadVersion;
+  else if ((flags & ~kKnownFlags) != 0)
+    r.error = FrameError::kBadFlags;
+  else if (load16(p + kOffSignal) == 0)
+    r.error = FrameError::kZeroSignalNumber;
+  else if (length < kHeaderBytes || length > kMaxFrameBytes || length % kFrameAlign != 0)
+    r.error = FrameError::kBadLength;
+  else if (static_cast<uint8_t>(p[kOffDataWords]) > kMaxDataWords)
+    r.error = FrameError::kTooManyDataWords;
+  else if (static_cast<uint8_t>(p[kOffSections]) > kMaxSections)
+    r.error = FrameError::kTooManySections;
+  else if (load16(p + kOffReserved) != 0)
+    r.error = FrameError::kReservedNonZero;
   else {
     r.frame_bytes = length;
     r.error = bytes.size() < length ? FrameError::kIncomplete : FrameError::kNone;

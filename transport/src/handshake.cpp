@@ -59,9 +59,11 @@ Status read_prefix(Reader& r, std::span<const std::byte> bytes, uint32_t magic) 
   if (!r.u32(got_magic) || !r.u16(version) || !r.u16(total)) return malformed("shorter than its prefix");
   if (got_magic != magic) return malformed("bad magic (not a fjord peer?)");
   if (version != kHandshakeVersion)
-    return Status(StatusCode::kRejected, "handshake version " + std::to_string(version) + " not supported (this node speaks " +
-                                             std::to_string(kHandshakeVersion) + ")");
-  if (total != bytes.size()) return malformed("announced " + std::to_string(total) + " bytes, got " + std::to_string(bytes.size()));
+    return Status(StatusCode::kRejected, "handshake version " + std::to_string(version) +
+                                             " not supported (this node speaks " + std::to_string(kHandshakeVersion) +
+                                             ")");
+  if (total != bytes.size())
+    return malformed("announced " + std::to_string(total) + " bytes, got " + std::to_string(bytes.size()));
   return Status::ok();
 }
 
@@ -118,7 +120,8 @@ Result<HandshakeRequest> decode_request(std::span<const std::byte> bytes) {
   HandshakeRequest q;
   uint8_t type_len = 0;
   if (!r.u16(q.from_node) || !r.u16(q.to_node) || !r.u8(type_len)) return malformed("truncated request");
-  if (type_len == 0 || type_len > kMaxTypeNameBytes) return malformed("transporter type name length " + std::to_string(type_len));
+  if (type_len == 0 || type_len > kMaxTypeNameBytes)
+    return malformed("transporter type name length " + std::to_string(type_len));
   q.type.resize(type_len);
   if (!r.raw(q.type.data(), type_len)) return malformed("truncated type name");
   for (char c : q.type)
@@ -126,7 +129,8 @@ Result<HandshakeRequest> decode_request(std::span<const std::byte> bytes) {
   if (!read_extra(r, q.extra)) return malformed("bad extra bytes");
   if (!r.at_end()) return malformed("trailing bytes");
   if (q.from_node == kNoNode || q.from_node > kMaxNodeId || q.to_node == kNoNode || q.to_node > kMaxNodeId)
-    return malformed("node id out of range 1..255 (from " + std::to_string(q.from_node) + " to " + std::to_string(q.to_node) + ")");
+    return malformed("node id out of range 1..255 (from " + std::to_string(q.from_node) + " to " +
+                     std::to_string(q.to_node) + ")");
   return q;
 }
 
@@ -146,7 +150,7 @@ Result<HandshakeReply> decode_reply(std::span<const std::byte> bytes) {
   p.reason.resize(reason_len);
   if (!r.raw(p.reason.data(), reason_len)) return malformed("truncated reason");
   for (char& c : p.reason)
-    if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) > 0x7e) c = '?';   // printable only
+    if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) > 0x7e) c = '?';  // printable only
   if (!read_extra(r, p.extra)) return malformed("bad extra bytes");
   if (!r.at_end()) return malformed("trailing bytes");
   if (p.accepted == (p.code != StatusCode::kOk)) return malformed("accepted flag disagrees with status code");
@@ -172,15 +176,17 @@ Result<const LinkConfig*> check_request(const HandshakeRequest& request, NodeId 
   const auto reject = [](const std::string& why) { return Status(StatusCode::kRejected, why); };
   const std::string from = "node " + std::to_string(request.from_node);
   if (request.to_node != self)
-    return reject(from + " asked for node " + std::to_string(request.to_node) + " but this is node " + std::to_string(self));
+    return reject(from + " asked for node " + std::to_string(request.to_node) + " but this is node " +
+                  std::to_string(self));
   const LinkConfig* link = links.find(self, request.from_node);
   if (!link)
     return reject(from + " is not configured to connect to node " + std::to_string(self) + " (no link section for " +
-                  std::to_string(std::min(self, request.from_node)) + "-" + std::to_string(std::max(self, request.from_node)) + ")");
+                  std::to_string(std::min(self, request.from_node)) + "-" +
+                  std::to_string(std::max(self, request.from_node)) + ")");
   if (link->type != request.type || link->type != my_type)
     return reject("Incompatible configuration: transporter type mismatch: " + from + " asked for a " + request.type +
-                  " link on this " + std::string(my_type) + " listener, but " + link->describe() + " is configured as " +
-                  link->type);
+                  " link on this " + std::string(my_type) + " listener, but " + link->describe() +
+                  " is configured as " + link->type);
   if (link->server_node != self)
     return reject(from + " connected to node " + std::to_string(self) + " but " + link->describe() + " names node " +
                   std::to_string(link->server_node) + " as the server");
@@ -261,8 +267,10 @@ Result<AcceptedRequest> server_handshake(int fd, NodeId self, std::string_view m
     refusal = request.status();
   } else {
     auto checked = check_request(*request, self, my_type, links);
-    if (checked) link = *checked;
-    else refusal = checked.status();
+    if (checked)
+      link = *checked;
+    else
+      refusal = checked.status();
   }
   if (link) return AcceptedRequest{link, std::move(request).value()};
   FJORD_LOG_WARN("node %u: rejected %s connection from %s: %s", self, std::string(my_type).c_str(),
@@ -274,8 +282,8 @@ Result<AcceptedRequest> server_handshake(int fd, NodeId self, std::string_view m
     reply.reason = refusal.message();
     (void)send_all(fd, encode_reply(reply), std::min<DeadlineNs>(deadline, monotonic_ns() + 100'000'000));
   }
-  return Status(StatusCode::kRejected, "rejected " + std::string(my_type) + " connection from " + peer_description + ": " +
-                                           refusal.message());
+  return Status(StatusCode::kRejected,
+                "rejected " + std::string(my_type) + " connection from " + peer_description + ": " + refusal.message());
 }
 
 Status send_accept(int fd, std::span<const std::byte> extra, DeadlineNs deadline) {

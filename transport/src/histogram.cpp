@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 
 namespace fjord {
 namespace {
@@ -16,10 +17,10 @@ Histogram::Histogram() : counts_(kBucketCount, 0) {}
 
 std::size_t Histogram::bucket_index(uint64_t value) noexcept {
   if (value < kSubBuckets) return static_cast<std::size_t>(value);
-  const int top = 63 - std::countl_zero(value);                   // >= kSubBucketBits
-  const int magnitude = top - kSubBucketBits + 1;                 // >= 1
+  const int top = 63 - std::countl_zero(value);    // >= kSubBucketBits
+  const int magnitude = top - kSubBucketBits + 1;  // >= 1
   if (magnitude > kMaxMagnitude - kSubBucketBits + 1) return kBucketCount - 1;
-  const uint64_t sub = (value >> magnitude) - kHalf;              // in [0, kHalf)
+  const uint64_t sub = (value >> magnitude) - kHalf;  // in [0, kHalf)
   return static_cast<std::size_t>(kSubBuckets + kHalf * static_cast<uint64_t>(magnitude - 1) + sub);
 }
 
@@ -58,14 +59,12 @@ void Histogram::reset() noexcept {
   sum_ = 0;
 }
 
-double Histogram::mean() const noexcept {
-  return count_ == 0 ? 0.0 : static_cast<double>(sum_ / count_);
-}
+double Histogram::mean() const noexcept { return count_ == 0 ? 0.0 : static_cast<double>(sum_ / count_); }
 
 uint64_t Histogram::percentile(double q) const noexcept {
   if (count_ == 0) return 0;
   q = std::clamp(q, 0.0, 1.0);
-  uint64_t rank = static_cast<uint64_t>(q * static_cast<double>(count_) + 0.5);
+  uint64_t rank = static_cast<uint64_t>(std::llround(q * static_cast<double>(count_)));
   rank = std::clamp<uint64_t>(rank, 1, count_);
   uint64_t seen = 0;
   for (std::size_t i = 0; i < counts_.size(); ++i) {

@@ -77,9 +77,12 @@ Status finish_link(LinkConfig& link, std::span<const NodeAddress> nodes, const s
   if (server != 0 && server != link.node1 && server != link.node2)
     return invalid(where + ": NodeIdServer=" + std::to_string(server) + " is neither NodeId1 (" +
                    std::to_string(link.node1) + ") nor NodeId2 (" + std::to_string(link.node2) + ")");
-  if (server != 0) link.server_node = server;
-  else if (n1 && n2 && n1->is_data_node != n2->is_data_node) link.server_node = n1->is_data_node ? link.node1 : link.node2;
-  else link.server_node = std::min(link.node1, link.node2);
+  if (server != 0)
+    link.server_node = server;
+  else if (n1 && n2 && n1->is_data_node != n2->is_data_node)
+    link.server_node = n1->is_data_node ? link.node1 : link.node2;
+  else
+    link.server_node = std::min(link.node1, link.node2);
 
   auto host_for = [&](const char* key, const NodeAddress* n) {
     const std::string& given = p.get_string(key);
@@ -117,7 +120,7 @@ Result<LinkTable> load_link_table(const config::File& file, const TransporterReg
   std::vector<LinkConfig> links;
   for (const config::Section& section : file.sections) {
     TransporterFactory* factory = registry.find(section.name);
-    if (!factory) continue;   // "tcp default" and non-link sections are not links
+    if (!factory) continue;  // "tcp default" and non-link sections are not links
     std::vector<ParamSpec> specs(kCommonLinkParams, kCommonLinkParams + kCommonLinkParamCount);
     for (const ParamSpec& extra : factory->parameters()) specs.push_back(extra);
     auto params = config::apply_schema(file, section, specs);

@@ -13,7 +13,8 @@ TransporterRegistry& TransporterRegistry::global() {
 Status TransporterRegistry::add(std::unique_ptr<TransporterFactory> factory) {
   FJORD_ASSERT(factory != nullptr);
   if (find(factory->name()))
-    return Status(StatusCode::kAlreadyExists, "transporter '" + std::string(factory->name()) + "' is already registered");
+    return Status(StatusCode::kAlreadyExists,
+                  "transporter '" + std::string(factory->name()) + "' is already registered");
   factories_.push_back(std::move(factory));
   return Status::ok();
 }

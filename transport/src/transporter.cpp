@@ -30,9 +30,9 @@ SendPressure Transporter::send_pressure() const {
   // The configured limits are fractions of SendBufferMemory; a medium whose
   // own memory differs (an SHM ring of ShmSize) is judged proportionally.
   const auto scale = [&](uint64_t limit) {
-    return config_.send_buffer_bytes == 0 ? limit
-                                          : static_cast<uint64_t>(static_cast<long double>(limit) * capacity /
-                                                                  config_.send_buffer_bytes);
+    return config_.send_buffer_bytes == 0
+               ? limit
+               : static_cast<uint64_t>(static_cast<long double>(limit) * capacity / config_.send_buffer_bytes);
   };
   if (used >= scale(config_.overload_bytes)) return SendPressure::kOverload;
   if (used >= scale(config_.slowdown_bytes)) return SendPressure::kSlowdown;
@@ -72,7 +72,8 @@ WaitResult Transporter::wait_for_receive(uint64_t timeout_ns, uint64_t spin_ns) 
         disarm_wakeup();
         return WaitResult::kTimeout;
       }
-      const uint64_t left_ms = deadline == UINT64_MAX ? 1000 : std::min<uint64_t>((deadline - now + 999'999) / 1'000'000, 1000);
+      const uint64_t left_ms =
+          deadline == UINT64_MAX ? 1000 : std::min<uint64_t>((deadline - now + 999'999) / 1'000'000, 1000);
       pollfd p{wait_fd(), POLLIN, 0};
       ::poll(&p, 1, static_cast<int>(left_ms));
     }

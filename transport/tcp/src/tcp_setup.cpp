@@ -108,21 +108,25 @@ Status check_peer_address(const LinkConfig& link, NodeId peer, const sockaddr_st
 
 Status set_socket_options(int fd, const LinkConfig& link) {
   int one = 1;
-  if (::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) != 0) return io_error("setsockopt TCP_NODELAY", errno);
+  if (::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) != 0)
+    return io_error("setsockopt TCP_NODELAY", errno);
   const auto sndbuf = static_cast<int>(link.params.get_uint("TCP_SND_BUF_SIZE"));
   const auto rcvbuf = static_cast<int>(link.params.get_uint("TCP_RCV_BUF_SIZE"));
-  if (sndbuf > 0 && ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf) != 0) return io_error("SO_SNDBUF", errno);
-  if (rcvbuf > 0 && ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf) != 0) return io_error("SO_RCVBUF", errno);
+  if (sndbuf > 0 && ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf) != 0)
+    return io_error("SO_SNDBUF", errno);
+  if (rcvbuf > 0 && ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf) != 0)
+    return io_error("SO_RCVBUF", errno);
   return Status::ok();
 }
 
 Result<std::unique_ptr<Transporter>> make_transporter(const LinkConfig& link, NodeId self, UniqueFd socket) {
   auto send_ring = MirroredMap::anonymous(round_up_to_pages(link.send_buffer_bytes), "fjord-tcp-send");
   if (!send_ring) return send_ring.status();
-  auto receive_ring = MirroredMap::anonymous(round_up_to_pages(link.params.get_uint("ReceiveBufferMemory")), "fjord-tcp-recv");
+  auto receive_ring =
+      MirroredMap::anonymous(round_up_to_pages(link.params.get_uint("ReceiveBufferMemory")), "fjord-tcp-recv");
   if (!receive_ring) return receive_ring.status();
-  return std::unique_ptr<Transporter>(new TcpTransporter(link, self, std::move(socket), std::move(send_ring).value(),
-                                                         std::move(receive_ring).value()));
+  return std::unique_ptr<Transporter>(
+      new TcpTransporter(link, self, std::move(socket), std::move(send_ring).value(), std::move(receive_ring).value()));
 }
 
 class TcpListener final : public Listener {
@@ -181,12 +185,14 @@ class TcpFactory final : public transport::TransporterFactory {
     const LinkConfig* first = nullptr;
     for (const LinkConfig* link : links.links_of(self)) {
       if (link->type != kName || link->server_node != self) continue;
-      if (!first) first = link;
+      if (!first)
+        first = link;
       else if (link->port != first->port || link->host_of(self) != first->host_of(self))
         return Status(StatusCode::kInvalidArgument,
                       "node " + std::to_string(self) + " must listen on one address for all its tcp links, but " +
                           first->describe() + " says " + first->host_of(self) + ":" + std::to_string(first->port) +
-                          " and " + link->describe() + " says " + link->host_of(self) + ":" + std::to_string(link->port));
+                          " and " + link->describe() + " says " + link->host_of(self) + ":" +
+                          std::to_string(link->port));
     }
     if (!first) return Status(StatusCode::kNotFound, "node " + std::to_string(self) + " serves no tcp link");
     auto addresses = resolve(first->host_of(self), first->port, true);
@@ -220,8 +226,11 @@ class TcpFactory final : public transport::TransporterFactory {
   Result<std::unique_ptr<Transporter>> connect(NodeId self, const LinkConfig& link, DeadlineNs deadline) override {
     FJORD_ASSERT(link.type == kName && link.involves(self));
     const NodeId server = link.server_node;
-    if (server == self) return Status(StatusCode::kInvalidArgument, "node " + std::to_string(self) + " is the server of " + link.describe());
-    if (link.port == 0) return Status(StatusCode::kInvalidArgument, link.describe() + " has no PortNumber to connect to");
+    if (server == self)
+      return Status(StatusCode::kInvalidArgument,
+                    "node " + std::to_string(self) + " is the server of " + link.describe());
+    if (link.port == 0)
+      return Status(StatusCode::kInvalidArgument, link.describe() + " has no PortNumber to connect to");
     auto addresses = resolve(link.host_of(server), link.port, false);
     if (!addresses) return addresses.status();
     Status last = Status(StatusCode::kNotFound, "no address");

@@ -32,7 +32,7 @@ std::span<std::byte> TcpTransporter::reserve(std::size_t min_bytes) {
   if (!is_up()) return {};
   std::size_t free_bytes = send_ring_.size() - send_buffer_used();
   if (free_bytes < min_bytes) {
-    (void)flush();   // the kernel may take some; cheap compared with failing
+    (void)flush();  // the kernel may take some; cheap compared with failing
     free_bytes = send_ring_.size() - send_buffer_used();
     if (free_bytes < min_bytes || !is_up()) return {};
   }
@@ -79,15 +79,17 @@ void TcpTransporter::fill_receive_ring() {
     const ssize_t n = ::recv(socket_.get(), receive_ring_.data() + filled_ % size, free_bytes, MSG_DONTWAIT);
     if (n > 0) {
       filled_ += static_cast<uint64_t>(n);
-      if (static_cast<std::size_t>(n) < free_bytes) return;   // drained the socket
+      if (static_cast<std::size_t>(n) < free_bytes) return;  // drained the socket
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
     eof_ = true;
-    if (n == 0) declare_down(Status(StatusCode::kLinkDown, "node " + std::to_string(remote_node()) + " closed the connection"));
-    else declare_down(Status(StatusCode::kLinkDown, std::string("receive from node ") + std::to_string(remote_node()) +
-                                                        " failed: " + std::strerror(errno)));
+    if (n == 0)
+      declare_down(Status(StatusCode::kLinkDown, "node " + std::to_string(remote_node()) + " closed the connection"));
+    else
+      declare_down(Status(StatusCode::kLinkDown, std::string("receive from node ") + std::to_string(remote_node()) +
+                                                     " failed: " + std::strerror(errno)));
   }
 }
 
@@ -102,10 +104,10 @@ void TcpTransporter::scan_received() {
     note_receive(scan.whole_bytes, scan.frames);
   }
   if (scan.error != frame::FrameError::kNone && scan.error != frame::FrameError::kIncomplete) {
-    eof_ = true;   // nothing after a malformed frame can be trusted
-    declare_down(Status(StatusCode::kProtocolError,
-                        "malformed frame from node " + std::to_string(remote_node()) + " at stream offset " +
-                            std::to_string(scanned_) + ": " + frame::frame_error_name(scan.error)));
+    eof_ = true;  // nothing after a malformed frame can be trusted
+    declare_down(Status(StatusCode::kProtocolError, "malformed frame from node " + std::to_string(remote_node()) +
+                                                        " at stream offset " + std::to_string(scanned_) + ": " +
+                                                        frame::frame_error_name(scan.error)));
   }
 }
 

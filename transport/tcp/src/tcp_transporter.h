@@ -48,12 +48,12 @@ class TcpTransporter final : public transport::Transporter {
   // Send side: sent_ <= committed_ <= sent_ + ring size.
   uint64_t sent_ = 0;
   uint64_t committed_ = 0;
-  std::size_t reserved_ = 0;   // size of the outstanding reservation, for commit's check
+  std::size_t reserved_ = 0;  // size of the outstanding reservation, for commit's check
   // Receive side: released_ <= scanned_ <= filled_ <= released_ + ring size.
   uint64_t released_ = 0;
   uint64_t scanned_ = 0;
   uint64_t filled_ = 0;
-  uint32_t scanned_frames_ = 0;   // frames in [released_, scanned_)
+  uint32_t scanned_frames_ = 0;  // frames in [released_, scanned_)
   bool eof_ = false;
 };
 

@@ -7,18 +7,15 @@
 #pragma once
 
 namespace fjord::detail {
-[[noreturn]] void assert_fail(const char* condition, const char* file, int line,
-                              const char* message) noexcept;
+[[noreturn]] void assert_fail(const char* condition, const char* file, int line, const char* message) noexcept;
 }  // namespace fjord::detail
 
-#define FJORD_ASSERT(condition)                                                   \
-  do {                                                                            \
-    if (__builtin_expect(!(condition), 0))                                        \
-      ::fjord::detail::assert_fail(#condition, __FILE__, __LINE__, nullptr);     \
+#define FJORD_ASSERT(condition)                                                                                   \
+  do {                                                                                                            \
+    if (__builtin_expect(!(condition), 0)) ::fjord::detail::assert_fail(#condition, __FILE__, __LINE__, nullptr); \
   } while (0)
 
-#define FJORD_ASSERT_MSG(condition, message)                                      \
-  do {                                                                            \
-    if (__builtin_expect(!(condition), 0))                                        \
-      ::fjord::detail::assert_fail(#condition, __FILE__, __LINE__, (message));   \
+#define FJORD_ASSERT_MSG(condition, message)                                                                        \
+  do {                                                                                                              \
+    if (__builtin_expect(!(condition), 0)) ::fjord::detail::assert_fail(#condition, __FILE__, __LINE__, (message)); \
   } while (0)

@@ -16,8 +16,8 @@ namespace fjord {
 
 class Histogram {
  public:
-  static constexpr int kSubBucketBits = 8;   // 256 sub-buckets: <0.8% error
-  static constexpr int kMaxMagnitude = 48;   // values up to 2^48 ns (~3 days)
+  static constexpr int kSubBucketBits = 8;  // 256 sub-buckets: <0.8% error
+  static constexpr int kMaxMagnitude = 48;  // values up to 2^48 ns (~3 days)
 
   Histogram();
 

@@ -17,17 +17,17 @@ namespace fjord {
 
 enum class StatusCode : int {
   kOk = 0,
-  kInvalidArgument,   // caller passed something malformed (bad config, bad option)
-  kNotFound,          // no such thing (unknown transporter, node, row)
-  kAlreadyExists,     // duplicate (link configured twice, duplicate key)
-  kUnavailable,       // hardware or service missing (no RDMA device)
-  kRejected,          // peer refused us, or we refused a peer (handshake)
-  kLinkDown,          // the link is down; no more data will move on it
-  kProtocolError,     // peer sent bytes that break the wire format
-  kTimeout,           // a deadline passed
-  kResourceExhausted, // a bounded pool is full (send buffer, DataMemory)
-  kIoError,           // an OS call failed unexpectedly
-  kInternal,          // a bug that we caught without crashing
+  kInvalidArgument,    // caller passed something malformed (bad config, bad option)
+  kNotFound,           // no such thing (unknown transporter, node, row)
+  kAlreadyExists,      // duplicate (link configured twice, duplicate key)
+  kUnavailable,        // hardware or service missing (no RDMA device)
+  kRejected,           // peer refused us, or we refused a peer (handshake)
+  kLinkDown,           // the link is down; no more data will move on it
+  kProtocolError,      // peer sent bytes that break the wire format
+  kTimeout,            // a deadline passed
+  kResourceExhausted,  // a bounded pool is full (send buffer, DataMemory)
+  kIoError,            // an OS call failed unexpectedly
+  kInternal,           // a bug that we caught without crashing
 };
 
 const char* status_code_name(StatusCode code) noexcept;
@@ -58,8 +58,8 @@ Status io_error(const std::string& what, int err);
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : value_(std::move(value)) {}            // NOLINT(google-explicit-constructor)
-  Result(Status status) : value_(std::move(status)) {      // NOLINT(google-explicit-constructor)
+  Result(T value) : value_(std::move(value)) {}        // NOLINT(google-explicit-constructor)
+  Result(Status status) : value_(std::move(status)) {  // NOLINT(google-explicit-constructor)
     FJORD_ASSERT(!std::get<Status>(value_).is_ok());
   }
 
@@ -69,9 +69,18 @@ class [[nodiscard]] Result {
     static const Status kOkStatus;
     return is_ok() ? kOkStatus : std::get<Status>(value_);
   }
-  T& value() & { FJORD_ASSERT(is_ok()); return std::get<T>(value_); }
-  const T& value() const& { FJORD_ASSERT(is_ok()); return std::get<T>(value_); }
-  T&& value() && { FJORD_ASSERT(is_ok()); return std::get<T>(std::move(value_)); }
+  T& value() & {
+    FJORD_ASSERT(is_ok());
+    return std::get<T>(value_);
+  }
+  const T& value() const& {
+    FJORD_ASSERT(is_ok());
+    return std::get<T>(value_);
+  }
+  T&& value() && {
+    FJORD_ASSERT(is_ok());
+    return std::get<T>(std::move(value_));
+  }
   T* operator->() { return &value(); }
   const T* operator->() const { return &value(); }
   T& operator*() { return value(); }

@@ -29,19 +29,19 @@
 namespace fjord::config {
 
 struct Entry {
-  std::string key;     // as written
-  std::string value;   // trimmed
+  std::string key;    // as written
+  std::string value;  // trimmed
   int line = 0;
 };
 
 struct Section {
-  std::string name;    // lower-case, single-spaced: "tcp", "tcp default", "ndbd"
+  std::string name;  // lower-case, single-spaced: "tcp", "tcp default", "ndbd"
   int line = 0;
   std::vector<Entry> entries;
 };
 
 struct File {
-  std::string path;    // used in messages only; "<text>" for in-memory text
+  std::string path;  // used in messages only; "<text>" for in-memory text
   std::vector<Section> sections;
 };
 
@@ -49,20 +49,20 @@ Result<File> parse_text(std::string_view text, std::string path = "<text>");
 Result<File> read_file(const std::string& path);
 
 enum class Kind : uint8_t {
-  kUint,     // decimal integer
-  kBytes,    // integer with optional K/M/G suffix
+  kUint,   // decimal integer
+  kBytes,  // integer with optional K/M/G suffix
   kBool,
   kString,
 };
 
 struct ParamSpec {
-  std::string_view name;           // canonical spelling, e.g. "SendBufferMemory"
+  std::string_view name;  // canonical spelling, e.g. "SendBufferMemory"
   Kind kind = Kind::kUint;
-  uint64_t min = 0;                // for kUint/kBytes
+  uint64_t min = 0;  // for kUint/kBytes
   uint64_t max = UINT64_MAX;
-  std::string_view default_value;  // empty: no default (see required); strings default to 
+  std::string_view default_value;  // empty: no default (see required); strings default to
   bool required = false;
-  std::string_view help;           // one line for docs and --help
+  std::string_view help;  // one line for docs and --help
 };
 
 // Typed values of one section after apply_schema(). Every spec'd key with a
@@ -70,7 +70,7 @@ struct ParamSpec {
 class ParamSet {
  public:
   bool has(std::string_view name) const;
-  uint64_t get_uint(std::string_view name) const;          // kUint, kBytes
+  uint64_t get_uint(std::string_view name) const;  // kUint, kBytes
   bool get_bool(std::string_view name) const;
   const std::string& get_string(std::string_view name) const;
   // Where the value came from: "cluster.ini:12" or "default".
@@ -86,7 +86,7 @@ class ParamSet {
     std::string origin;
   };
   const Value& find(std::string_view name) const;
-  std::map<std::string, Value, std::less<>> values_;   // key: lower-case name
+  std::map<std::string, Value, std::less<>> values_;  // key: lower-case name
 };
 
 // Checks `section` (and the matching "<name> default" sections of `file`,

@@ -49,16 +49,16 @@ inline constexpr std::size_t kMaxFrameBytes = 32 * 1024;
 
 enum class FrameError : uint8_t {
   kNone = 0,
-  kIncomplete,       // fewer bytes than the header or the announced length (not an error in a stream)
+  kIncomplete,  // fewer bytes than the header or the announced length (not an error in a stream)
   kBadVersion,
   kBadFlags,
   kZeroSignalNumber,
-  kBadLength,        // not a multiple of 8, or outside 24..kMaxFrameBytes
+  kBadLength,  // not a multiple of 8, or outside 24..kMaxFrameBytes
   kTooManyDataWords,
   kTooManySections,
   kReservedNonZero,
-  kLengthMismatch,   // the parts do not add up to frame_bytes
-  kBadPadding,       // padding bytes are not zero
+  kLengthMismatch,  // the parts do not add up to frame_bytes
+  kBadPadding,      // padding bytes are not zero
   kBadChecksum,
 };
 
@@ -76,7 +76,7 @@ struct SignalView {
   SignalHeader header;
   uint8_t data_words = 0;
   uint8_t section_count = 0;
-  const std::byte* data = nullptr;   // data_words * 4 bytes, maybe unaligned: use word()
+  const std::byte* data = nullptr;  // data_words * 4 bytes, maybe unaligned: use word()
   std::span<const std::byte> sections[kMaxSections];
 
   uint32_t word(std::size_t index) const noexcept;
@@ -84,18 +84,16 @@ struct SignalView {
 
 // Bytes a frame with these parts occupies. Returns 0 if the parts cannot form
 // a frame (too many words or sections, or longer than kMaxFrameBytes).
-std::size_t frame_bytes_for(std::size_t data_words, std::span<const std::size_t> section_bytes,
-                            bool checksum) noexcept;
+std::size_t frame_bytes_for(std::size_t data_words, std::span<const std::size_t> section_bytes, bool checksum) noexcept;
 
 // Writes one frame at the start of dest. Returns the frame's length, or 0 if
 // the parts cannot form a frame or dest is too small (nothing is written then).
-std::size_t pack_frame(std::span<std::byte> dest, const SignalHeader& header,
-                       std::span<const uint32_t> data,
+std::size_t pack_frame(std::span<std::byte> dest, const SignalHeader& header, std::span<const uint32_t> data,
                        std::span<const std::span<const std::byte>> sections, bool checksum) noexcept;
 
 struct PeekResult {
   FrameError error = FrameError::kIncomplete;
-  std::size_t frame_bytes = 0;   // set when the header is valid (even if the body is incomplete)
+  std::size_t frame_bytes = 0;  // set when the header is valid (even if the body is incomplete)
 };
 
 // Validates the header at the start of bytes (version, flags, reserved bits,
@@ -104,14 +102,13 @@ PeekResult peek_frame(std::span<const std::byte> bytes) noexcept;
 
 // Validates and decodes the frame at the start of bytes. On kNone, `out`
 // describes it and *frame_bytes (if given) is its length.
-FrameError unpack_frame(std::span<const std::byte> bytes, SignalView& out,
-                        std::size_t* frame_bytes = nullptr) noexcept;
+FrameError unpack_frame(std::span<const std::byte> bytes, SignalView& out, std::size_t* frame_bytes = nullptr) noexcept;
 
 struct ScanResult {
-  std::size_t whole_bytes = 0;    // length of the prefix made of whole valid frames
-  uint32_t frames = 0;            // number of frames in that prefix
-  FrameError error = FrameError::kNone;   // kNone, kIncomplete (more bytes needed) or a hard error
-  std::size_t error_offset = 0;   // where the frame that stopped the scan starts
+  std::size_t whole_bytes = 0;           // length of the prefix made of whole valid frames
+  uint32_t frames = 0;                   // number of frames in that prefix
+  FrameError error = FrameError::kNone;  // kNone, kIncomplete (more bytes needed) or a hard error
+  std::size_t error_offset = 0;          // where the frame that stopped the scan starts
 };
 
 // Walks frames from the start of bytes, fully validating each, and stops at

@@ -34,14 +34,14 @@
 
 namespace fjord::transport {
 
-inline constexpr uint32_t kHandshakeRequestMagic = 0x5148'4A46;   // "FJHQ"
-inline constexpr uint32_t kHandshakeReplyMagic = 0x5048'4A46;     // "FJHP"
+inline constexpr uint32_t kHandshakeRequestMagic = 0x5148'4A46;  // "FJHQ"
+inline constexpr uint32_t kHandshakeReplyMagic = 0x5048'4A46;    // "FJHP"
 inline constexpr uint16_t kHandshakeVersion = 1;
 inline constexpr std::size_t kMaxTypeNameBytes = 32;
 inline constexpr std::size_t kMaxReasonBytes = 512;
 inline constexpr std::size_t kMaxHandshakeExtraBytes = 1024;
 inline constexpr std::size_t kMaxHandshakeBytes = 2048;
-inline constexpr std::size_t kHandshakePrefixBytes = 8;   // magic, version, total_bytes
+inline constexpr std::size_t kHandshakePrefixBytes = 8;  // magic, version, total_bytes
 
 struct HandshakeRequest {
   NodeId from_node = kNoNode;
@@ -52,7 +52,7 @@ struct HandshakeRequest {
 
 struct HandshakeReply {
   bool accepted = false;
-  StatusCode code = StatusCode::kOk;   // why not, when !accepted
+  StatusCode code = StatusCode::kOk;  // why not, when !accepted
   std::string reason;
   std::vector<std::byte> extra;
 };

@@ -27,11 +27,11 @@ extern const config::ParamSpec kCommonLinkParams[];
 extern const std::size_t kCommonLinkParamCount;
 
 struct LinkConfig {
-  std::string type;                // registered transporter name, e.g. "tcp"
+  std::string type;  // registered transporter name, e.g. "tcp"
   NodeId node1 = kNoNode;
   NodeId node2 = kNoNode;
-  NodeId server_node = kNoNode;    // the side that listens (NodeIdServer)
-  std::string host1;               // HostName1 / HostName2
+  NodeId server_node = kNoNode;  // the side that listens (NodeIdServer)
+  std::string host1;             // HostName1 / HostName2
   std::string host2;
   uint16_t port = 0;               // PortNumber: where the server listens (0 = ephemeral, tests)
   uint64_t send_buffer_bytes = 0;  // SendBufferMemory
@@ -54,7 +54,7 @@ struct NodeAddress {
   NodeId node = kNoNode;
   std::string host;
   uint16_t server_port = 0;
-  bool is_data_node = false;       // data nodes are the server side of data-API links
+  bool is_data_node = false;  // data nodes are the server side of data-API links
 };
 
 class LinkTable {

@@ -50,8 +50,8 @@ class TransporterFactory {
  public:
   virtual ~TransporterFactory() = default;
 
-  virtual std::string_view name() const = 0;          // the config section name, e.g. "tcp"
-  virtual std::string_view description() const = 0;   // one line for --help and docs
+  virtual std::string_view name() const = 0;         // the config section name, e.g. "tcp"
+  virtual std::string_view description() const = 0;  // one line for --help and docs
   // Parameters this transporter accepts beyond kCommonLinkParams.
   virtual std::span<const config::ParamSpec> parameters() const = 0;
   // Checks a loaded link beyond per-key ranges (e.g. ShmSize vs frame size).
@@ -67,8 +67,7 @@ class TransporterFactory {
 
   // Connects `self` (the client side of `link`) to the server and runs the
   // handshake, bounded by deadline.
-  virtual Result<std::unique_ptr<Transporter>> connect(NodeId self, const LinkConfig& link,
-                                                       DeadlineNs deadline) = 0;
+  virtual Result<std::unique_ptr<Transporter>> connect(NodeId self, const LinkConfig& link, DeadlineNs deadline) = 0;
 };
 
 class TransporterRegistry {

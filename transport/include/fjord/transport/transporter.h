@@ -62,31 +62,31 @@ enum class SendPressure : uint8_t { kNormal = 0, kSlowdown = 1, kOverload = 2 };
 const char* send_pressure_name(SendPressure pressure) noexcept;
 
 enum class FlushStatus : uint8_t {
-  kFlushed,   // every committed byte is on its way (handed to the medium)
-  kPending,   // some committed bytes wait for the medium (socket full, peer ring full); flush again later
-  kDown,      // the link is down; see down_reason()
+  kFlushed,  // every committed byte is on its way (handed to the medium)
+  kPending,  // some committed bytes wait for the medium (socket full, peer ring full); flush again later
+  kDown,     // the link is down; see down_reason()
 };
 
 enum class WaitResult : uint8_t { kReady, kTimeout, kDown };
 
 struct ReceiveBatch {
-  std::span<const std::byte> bytes;   // whole, validated frames; empty if none
+  std::span<const std::byte> bytes;  // whole, validated frames; empty if none
   uint32_t frames = 0;
 };
 
 // A consistent-enough copy of a link's counters (each counter is exact; the
 // set is not one atomic snapshot).
 struct LinkStats {
-  uint64_t bytes_sent = 0;            // committed bytes
+  uint64_t bytes_sent = 0;  // committed bytes
   uint64_t frames_sent = 0;
-  uint64_t sends = 0;                 // flushes that moved bytes to the medium
+  uint64_t sends = 0;  // flushes that moved bytes to the medium
   uint64_t bytes_received = 0;
   uint64_t frames_received = 0;
-  uint64_t receives = 0;              // receive() calls that returned new bytes
-  uint64_t mean_send_bytes = 0;       // over the last full window of kStatsWindow sends (NDB: last 4096)
-  uint64_t mean_receive_bytes = 0;    // same, for receives
-  uint64_t slowdown_count = 0;        // entries into kSlowdown or worse
-  uint64_t overload_count = 0;        // entries into kOverload
+  uint64_t receives = 0;            // receive() calls that returned new bytes
+  uint64_t mean_send_bytes = 0;     // over the last full window of kStatsWindow sends (NDB: last 4096)
+  uint64_t mean_receive_bytes = 0;  // same, for receives
+  uint64_t slowdown_count = 0;      // entries into kSlowdown or worse
+  uint64_t overload_count = 0;      // entries into kOverload
   uint64_t connects = 0;
   uint64_t disconnects = 0;
 };
@@ -172,9 +172,9 @@ class Transporter {
 
  protected:
   // For implementations. note_* are called by the side that owns the counter.
-  void note_commit(std::size_t bytes, uint32_t frames);          // sender thread
-  void note_send(std::size_t bytes);                             // sender thread
-  void note_receive(std::size_t bytes, uint32_t frames);         // receiver thread
+  void note_commit(std::size_t bytes, uint32_t frames);   // sender thread
+  void note_send(std::size_t bytes);                      // sender thread
+  void note_receive(std::size_t bytes, uint32_t frames);  // receiver thread
   void note_connect();
   // Recomputes the pressure level after the send memory changed; counts the
   // entries into slowdown and overload. Sender thread.
@@ -192,13 +192,13 @@ class Transporter {
   struct alignas(kCacheLineBytes) SendCounters {
     std::atomic<uint64_t> bytes{0}, frames{0}, sends{0}, slowdowns{0}, overloads{0};
     std::atomic<uint64_t> mean_bytes{0};
-    uint64_t window_bytes = 0, window_count = 0;   // sender thread only
-    SendPressure level = SendPressure::kNormal;     // sender thread only
+    uint64_t window_bytes = 0, window_count = 0;  // sender thread only
+    SendPressure level = SendPressure::kNormal;   // sender thread only
   };
   struct alignas(kCacheLineBytes) ReceiveCounters {
     std::atomic<uint64_t> bytes{0}, frames{0}, receives{0};
     std::atomic<uint64_t> mean_bytes{0};
-    uint64_t window_bytes = 0, window_count = 0;   // receiver thread only
+    uint64_t window_bytes = 0, window_count = 0;  // receiver thread only
   };
 
   // Counters have one writer each, so a relaxed load+store is an exact
@@ -211,7 +211,7 @@ class Transporter {
   NodeId self_;
   std::atomic<LinkState> state_{LinkState::kUp};
   std::atomic<uint64_t> connects_{0};
-  mutable std::mutex down_mutex_;   // guards down_reason_ (slow path only)
+  mutable std::mutex down_mutex_;  // guards down_reason_ (slow path only)
   Status down_reason_;
   SendCounters send_;
   ReceiveCounters receive_;

@@ -1,0 +1,54 @@
+// libFuzzer target: the frame unpacker and stream scanner on arbitrary bytes.
+// Properties: never reads past the input (ASan), and scan/unpack/cursor agree:
+// every frame scan_frames() accepts unpacks, decodes to the same view, and
+// re-packs to the same bytes.
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "fjord/transport/frame.h"
+
+using namespace fjord::frame;
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  // Copy into an exactly-sized heap buffer so ASan catches any over-read.
+  std::vector<std::byte> input(size);
+  if (size) std::memcpy(input.data(), data, size);
+  const std::span<const std::byte> bytes(input);
+
+  SignalView single;
+  std::size_t single_len = 0;
+  const FrameError single_error = unpack_frame(bytes, single, &single_len);
+
+  const ScanResult scan = scan_frames(bytes);
+  if (scan.whole_bytes > size) std::abort();
+  if (scan.frames > 0 && single_error != FrameError::kNone) std::abort();  // first frame must agree
+
+  FrameCursor cursor(bytes.first(scan.whole_bytes));
+  SignalView view;
+  std::size_t offset = 0;
+  uint32_t frames = 0;
+  while (cursor.next(view)) {
+    SignalView checked;
+    std::size_t len = 0;
+    if (unpack_frame(bytes.subspan(offset), checked, &len) != FrameError::kNone) std::abort();
+    if (checked.header.signal_number != view.header.signal_number || checked.data_words != view.data_words ||
+        checked.section_count != view.section_count)
+      std::abort();
+    // Re-pack: identical bytes.
+    std::vector<uint32_t> words(view.data_words);
+    for (std::size_t i = 0; i < words.size(); ++i) words[i] = view.word(i);
+    std::span<const std::byte> sections[kMaxSections];
+    for (std::size_t i = 0; i < view.section_count; ++i) sections[i] = view.sections[i];
+    std::vector<std::byte> repacked(len);
+    const bool checksum = (static_cast<uint8_t>(input[offset + 1]) & kFlagChecksum) != 0;
+    if (pack_frame(repacked, view.header, words, {sections, view.section_count}, checksum) != len) std::abort();
+    if (std::memcmp(repacked.data(), input.data() + offset, len) != 0) std::abort();
+    offset += len;
+    ++frames;
+  }
+  if (frames != scan.frames || offset != scan.whole_bytes) std::abort();
+  return 0;
+}

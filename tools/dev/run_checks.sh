@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# Runs every check CI runs and prints "N passed, N failed" last.
+# Usage: run_checks.sh BUILD_DIR FUZZ_DIR FUZZ_SECONDS   (tools/dev.sh test calls it)
+#
+# Checks: clang-format, clang-tidy, every GoogleTest case (meson test), each
+# fuzz target for FUZZ_SECONDS under ASan/UBSan, and the RDMA suites inside
+# the soft-RoCE guest. Each GoogleTest case counts as one check.
+set -uo pipefail
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+BUILD_DIR=$1
+FUZZ_DIR=$2
+FUZZ_SECONDS=$3
+RESULTS=$BUILD_DIR/check-results.txt
+: > "$RESULTS"
+cd "$ROOT"
+
+record() {   # record PASS|FAIL|SKIP name [detail]
+  printf '%s %s %s\n' "$1" "$2" "${3:-}" >> "$RESULTS"
+  printf '[check] %-4s %s %s\n' "$1" "$2" "${3:-}"
+}
+
+SOURCES=$(git ls-files '*.h' '*.cpp' 2>/dev/null | grep -E '^(transport|shm|rdma|engine|tools|latency_bench|tests)/' || true)
+
+# 1. formatting
+if [ -n "$SOURCES" ] && clang-format --dry-run --Werror $SOURCES > "$BUILD_DIR/clang-format.log" 2>&1; then
+  record PASS clang-format
+else
+  record FAIL clang-format "(see $BUILD_DIR/clang-format.log; fix with: clang-format -i FILES)"
+  head -20 "$BUILD_DIR/clang-format.log"
+fi
+
+# 2. clang-tidy over the non-test sources
+if [ "${SKIP_TIDY:-0}" = 1 ]; then
+  record SKIP clang-tidy "SKIP_TIDY=1"
+else
+  TIDY_FILES=$(echo "$SOURCES" | grep -E '\.cpp$' | grep -v '^tests/' || true)
+  if echo "$TIDY_FILES" | xargs -r -P "$(nproc)" -n 4 clang-tidy -p "$BUILD_DIR" --quiet > "$BUILD_DIR/clang-tidy.log" 2>&1; then
+    record PASS clang-tidy
+  else
+    record FAIL clang-tidy "(see $BUILD_DIR/clang-tidy.log)"
+    grep -E "error:|warning:" "$BUILD_DIR/clang-tidy.log" | head -20
+  fi
+fi
+
+# 3. GoogleTest suites through meson (each case is counted by summarize.py)
+meson test -C "$BUILD_DIR" --num-processes 2 --print-errorlogs > "$BUILD_DIR/meson-test.log" 2>&1
+MESON_RC=$?
+grep -E "^ *[0-9]+/[0-9]+ " "$BUILD_DIR/meson-test.log"
+[ $MESON_RC = 0 ] || grep -E "Failure|FAILED|assert|Which is|Expected" "$BUILD_DIR/meson-test.log" | head -40
+
+# 4. fuzz targets (clang, libFuzzer, ASan+UBSan), a short run each
+if [ ! -f "$FUZZ_DIR/build.ninja" ]; then
+  CXX=clang++ meson setup "$FUZZ_DIR" "$ROOT" -Dfuzz=true -Dtests=disabled -Drdma=disabled -Ddpdk=disabled \
+    -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debugoptimized > "$BUILD_DIR/fuzz-setup.log" 2>&1 ||
+    { record FAIL fuzz-build "(see $BUILD_DIR/fuzz-setup.log)"; }
+fi
+if [ -f "$FUZZ_DIR/build.ninja" ]; then
+  FUZZ_TARGETS=$(cd "$ROOT/tests/fuzz" && ls fuzz_*.cpp | sed 's/\.cpp$//')
+  if ninja -C "$FUZZ_DIR" $(for t in $FUZZ_TARGETS; do echo "tests/fuzz/$t"; done) > "$BUILD_DIR/fuzz-build.log" 2>&1; then
+    for t in $FUZZ_TARGETS; do
+      corpus="$ROOT/tests/fuzz/corpus/${t#fuzz_}"
+      work=$(mktemp -d)
+      if "$FUZZ_DIR/tests/fuzz/$t" -max_total_time="$FUZZ_SECONDS" -print_final_stats=1 -artifact_prefix="$BUILD_DIR/$t-" \
+           "$work" $( [ -d "$corpus" ] && echo "$corpus" ) > "$BUILD_DIR/$t.log" 2>&1; then
+        record PASS "$t" "($(grep -m1 -o 'stat::number_of_executed_units: *[0-9]*' "$BUILD_DIR/$t.log" | grep -o '[0-9]*$') runs in ${FUZZ_SECONDS}s)"
+      else
+        record FAIL "$t" "(crash input and log in $BUILD_DIR/$t-* and $BUILD_DIR/$t.log)"
+        tail -30 "$BUILD_DIR/$t.log"
+      fi
+      rm -rf "$work"
+    done
+  else
+    record FAIL fuzz-build "(see $BUILD_DIR/fuzz-build.log)"
+    tail -20 "$BUILD_DIR/fuzz-build.log"
+  fi
+fi
+
+# 5. suites that need the soft-RoCE guest (added by the RDMA transporter)
+if [ -x "$ROOT/tests/rdma/run_vm_checks.sh" ]; then
+  if [ "${SKIP_VM:-0}" = 1 ]; then
+    record SKIP rdma-vm "SKIP_VM=1"
+  else
+    "$ROOT/tests/rdma/run_vm_checks.sh" "$BUILD_DIR" "$RESULTS"
+  fi
+fi
+
+exec python3 "$ROOT/tools/dev/summarize.py" "$BUILD_DIR" "$RESULTS"
