@@ -118,7 +118,7 @@ class WorkerThread {
   bool flush_links();
   void wake_destinations();
   void idle();
-  bool has_pending_input();
+  bool has_pending_input(uint64_t now_ns);
   void sleep_until(uint64_t deadline_ns);
 
   // Places a packed entry (envelope + frame) or packs directly.
@@ -157,7 +157,7 @@ class WorkerThread {
 
   // Statistics: one writer (this thread), relaxed readers.
   struct Counters {
-    std::atomic<uint64_t> loops{0}, signals{0}, active_loops{0}, busy_ns{0}, spin_ns{0}, sleep_ns{0};
+    std::atomic<uint64_t> loops{0}, idle_polls{0}, signals{0}, active_loops{0}, busy_ns{0}, spin_ns{0}, sleep_ns{0};
     std::atomic<uint64_t> spill_events{0}, congestion_stops{0}, discarded{0};
   } counters_;
   std::atomic<uint64_t> step_started_ns_{0};

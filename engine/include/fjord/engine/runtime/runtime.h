@@ -76,7 +76,8 @@ struct RuntimeOptions {
 // spin time, job-buffer fill).
 struct ThreadStats {
   std::string name;  // "ldm 0"
-  uint64_t loops = 0;
+  uint64_t loops = 0;               // scheduler loops that found or did work
+  uint64_t idle_polls = 0;          // spin iterations: each checks every input once
   uint64_t signals = 0;
   double mean_signals_per_loop = 0;  // over loops that executed something
   uint64_t busy_ns = 0;              // executing, receiving or sending
