@@ -1,0 +1,139 @@
+// `latency_bench` / `latency_bench all`: ping-pong over every transporter
+// built in (both poll modes unless --poll), 4096 B streaming over each, and
+// every floor and peer tool, in one table. Sized to finish well under a
+// minute on two cores.
+#include <algorithm>
+
+#include "builtin_transporters.h"
+#include "commands.h"
+#include "compare.h"
+#include "local_run.h"
+#include "wire.h"
+
+namespace fjord::bench {
+namespace {
+
+constexpr uint64_t kNsPerSecond = 1'000'000'000ULL;
+constexpr std::size_t kStreamPayloadBytes = 4096;  // the streaming target is for 4 KB messages
+
+std::vector<PollMode> poll_modes(const Options& o) {
+  if (o.poll_given) return {o.poll};
+  return {PollMode::kBusy, PollMode::kSleep};
+}
+
+// Options for one row, as if the user had asked for that run alone.
+Options row_options(const Options& o, PollMode poll, bool stream) {
+  Options r = o;
+  r.poll = poll;
+  r.stream = stream;
+  if (stream) r.size_bytes = kStreamPayloadBytes;
+  return r;
+}
+
+Row one_row(const Options& o, const RunContext& ctx, const std::string& type, Progress& progress) {
+  auto choice = generated_link(tools::builtin_registry(), type, LinkHosts{}, o.link_params);
+  if (!choice) {
+    Row row;
+    row.key = fjord_row_key(type, o.poll, o.stream);
+    row.label = "fjord " + type;
+    row.transporter = type;
+    row.outcome = Outcome::kFailed;
+    row.reason = choice.status().message();
+    return row;
+  }
+  const LocalPlan plan{std::move(choice).value(),
+                       o.poll,
+                       o.stream,
+                       o.size_bytes,
+                       effective_iterations(o),
+                       effective_warmup(o),
+                       o.batch,
+                       ctx.cpus[1],
+                       o.timeout_s * kNsPerSecond,
+                       o.verbose};
+  return run_local(plan, progress);
+}
+
+// A transporter that cannot run here gets one row saying why.
+Row unavailable_row(const std::string& type, const Status& why) {
+  Row row;
+  row.key = "fjord." + type;
+  row.label = "fjord " + type;
+  row.transporter = type;
+  row.outcome = Outcome::kUnavailable;
+  row.reason = why.message();
+  return row;
+}
+
+void add_fjord_rows(const Options& o, const RunContext& ctx, Report& report, Progress& progress) {
+  for (const std::string& type : ctx.built_in) {
+    if (Status s = tools::builtin_registry().find(type)->probe(); !s) {
+      report.rows.push_back(unavailable_row(type, s));
+      continue;
+    }
+    for (PollMode poll : poll_modes(o))
+      report.rows.push_back(one_row(row_options(o, poll, false), ctx, type, progress));
+    const PollMode stream_poll = o.poll_given ? o.poll : PollMode::kBusy;
+    report.rows.push_back(one_row(row_options(o, stream_poll, true), ctx, type, progress));
+  }
+}
+
+ComparePlan compare_plan(const Options& o, const RunContext& ctx) {
+  const std::vector<PollMode> polls = poll_modes(o);
+  ComparePlan c;
+  c.busy_latency = std::find(polls.begin(), polls.end(), PollMode::kBusy) != polls.end();
+  c.sleep_latency = std::find(polls.begin(), polls.end(), PollMode::kSleep) != polls.end();
+  c.streaming = true;
+  const std::size_t wire_bytes = message_frame_bytes(o.size_bytes, false);
+  const Options busy = row_options(o, PollMode::kBusy, false);
+  c.latency = FloorParams{effective_iterations(busy), effective_warmup(busy), wire_bytes, ctx.cpus[1],
+                          o.timeout_s * kNsPerSecond};
+  c.peers.message_bytes = wire_bytes;
+  c.peers.iterations = effective_iterations(busy);
+  c.peers.warmup = effective_warmup(busy);
+  c.peers.cpu_self = ctx.cpus[0];
+  c.peers.cpu_peer = ctx.cpus[1];
+  c.stream_payload_bytes = kStreamPayloadBytes;
+  c.stream_copies = effective_iterations(row_options(o, PollMode::kBusy, true));
+  return c;
+}
+
+std::string title(const Options& o, const RunContext& ctx) {
+  std::string names;
+  for (const std::string& n : ctx.built_in) names += (names.empty() ? "" : ", ") + n;
+  const Options busy = row_options(o, PollMode::kBusy, false);
+  const Options sleep = row_options(o, PollMode::kSleep, false);
+  return "latency_bench all: every transporter built in (" + names + "); ping-pong " + std::to_string(o.size_bytes) +
+         " B payload, " + std::to_string(effective_iterations(busy)) + " round trips busy / " +
+         std::to_string(effective_iterations(sleep)) + " sleeping; streaming " + std::to_string(kStreamPayloadBytes) +
+         " B, " + std::to_string(effective_iterations(row_options(o, PollMode::kBusy, true))) + " messages";
+}
+
+}  // namespace
+
+int run_all_command(const Options& o) {
+  auto ctx = prepare_run(o);
+  if (!ctx) return usage_error(ctx.status().message());
+  Progress progress(true);
+  Report report;
+  report.machine = ctx->machine;
+  report.conditions.command = "all";
+  report.conditions.title = title(o, *ctx);
+  report.conditions.cpus = ctx->cpus;
+  report.conditions.where = "each row starts its own peer process";
+  report.conditions.batch = o.batch;
+  add_fjord_rows(o, *ctx, report, progress);
+  std::vector<Row> floors = measure_comparisons(compare_plan(o, *ctx), progress);
+  report.rows.insert(report.rows.end(), floors.begin(), floors.end());
+  report.targets = evaluate_targets(report.rows, true, ctx->built_in);
+  report.notes.emplace_back("RTT rows: one frame to the peer and its echo back, timed here with two clock reads.");
+  report.notes.emplace_back("Streaming: payload GB/s (1e9 B/s), first send to the receiver's report; the receiver");
+  report.notes.emplace_back("copies every payload out. Floors and peer tools ran in this same invocation.");
+  bool failed = false;
+  for (const Row& row : report.rows)
+    failed = failed || (row.kind == RowKind::kFjord && row.outcome == Outcome::kFailed);
+  emit_report(report, o);
+  return failed ? 1 : 0;
+}
+
+}  // namespace fjord::bench

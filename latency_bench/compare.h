@@ -1,0 +1,42 @@
+// --compare: which floors and peer tools a run is compared with, and the
+// issue's targets ("Transport core", item 10) evaluated on the rows.
+//
+//   busy-poll round trips    mailbox, bare TCP (non-blocking), ucx posix, ucx tcp
+//   sleeping round trips     bare TCP (blocking), sockperf ping-pong --tcp
+//   streaming                one core's memcpy of the same message size
+//
+// Slow path; the calling thread is the (pinned) bench thread.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "floors.h"
+#include "peers.h"
+#include "progress.h"
+#include "report.h"
+
+namespace fjord::bench {
+
+struct ComparePlan {
+  bool busy_latency = false;
+  bool sleep_latency = false;
+  bool streaming = false;
+  FloorParams latency;  // round trips, warm-up, wire bytes, peer CPU
+  PeerParams peers;     // message bytes, CPUs
+  std::size_t stream_payload_bytes = 4096;
+  uint64_t stream_copies = 200'000;
+};
+
+std::vector<Row> measure_comparisons(const ComparePlan& plan, Progress& progress);
+
+// The targets that concern the fjord rows present (every target when
+// `every_target`, with the reason when one cannot be evaluated).
+// `built_in` names the transporters of this program, for those reasons.
+std::vector<TargetCheck> evaluate_targets(const std::vector<Row>& rows, bool every_target,
+                                          std::span<const std::string> built_in);
+
+}  // namespace fjord::bench

@@ -1,0 +1,44 @@
+// The machine a run happened on (CPUs, kernel, clock, load), and CPU pinning.
+//
+// Every report prints these facts beside its figures: on a shared machine a
+// number means little without them. Slow path; any thread (pin_this_thread
+// pins the caller).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "fjord/base/status.h"
+
+namespace fjord::bench {
+
+struct MachineFacts {
+  int online_cpus = 0;
+  std::string allowed_cpus;  // this process's affinity, "0-1"
+  std::string cpu_model;
+  std::string kernel;          // uname -r
+  std::string clocksource;     // /sys/.../current_clocksource
+  uint64_t clock_read_ns = 0;  // cost of one monotonic_ns() here, measured
+  double load_start = 0;       // 1-minute load average when the run began
+  double load_end = 0;         // when it ended (includes this program's own spinning)
+  std::string started_utc;     // "2025-01-31T12:00:00Z"
+};
+
+// Reads everything but load_end (set it with load_average() at the end).
+MachineFacts read_machine_facts();
+double load_average();
+// True when the load average before the run says other work shared the CPUs.
+bool measured_under_load(const MachineFacts& facts);
+
+// CPUs this process may run on, ascending.
+std::vector<int> allowed_cpus();
+// "0-1", "0,2-3"
+std::string cpu_list_text(const std::vector<int>& cpus);
+// The first two allowed CPUs (the same one twice on a one-CPU machine).
+std::vector<int> default_cpus();
+// kInvalidArgument naming --cpus when a CPU is not allowed here.
+Status check_cpus(const std::vector<int>& cpus);
+Status pin_this_thread(int cpu);
+
+}  // namespace fjord::bench
