@@ -1,0 +1,165 @@
+// latency_bench option parsing: what each command line means, and the exact
+// message for each mistake (users read these; scripts may match them).
+#include "options.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace fjord::bench {
+namespace {
+
+const std::vector<std::string> kBuiltIn = {"tcp", "shm"};
+
+Result<Options> parse(std::vector<std::string> args) { return parse_options(args, kBuiltIn); }
+
+std::string error_of(std::vector<std::string> args) {
+  auto o = parse(std::move(args));
+  EXPECT_FALSE(o.is_ok());
+  if (o.is_ok()) return "(parsed)";
+  EXPECT_EQ(o.status().code(), StatusCode::kInvalidArgument);
+  return o.status().message();
+}
+
+TEST(LatencyBenchOptions, NoArgumentsRunsEveryTransporter) {
+  auto o = parse({});
+  ASSERT_TRUE(o);
+  EXPECT_EQ(o->command, Command::kAll);
+  EXPECT_EQ(o->size_bytes, 64u);
+  EXPECT_FALSE(o->poll_given);
+  EXPECT_EQ(effective_iterations(*o), 20'000u);
+}
+
+TEST(LatencyBenchOptions, PingWithEveryOption) {
+  auto o = parse({"ping", "--transporter", "shm", "--size", "4K", "--iterations", "500", "--warmup", "7", "--poll",
+                  "sleep", "--cpus", "1,0", "--json", "--compare", "--batch", "8", "--timeout", "3"});
+  ASSERT_TRUE(o) << o.status().to_string();
+  EXPECT_EQ(o->command, Command::kPing);
+  EXPECT_EQ(o->transporter, "shm");
+  EXPECT_EQ(o->size_bytes, 4096u);
+  EXPECT_EQ(effective_iterations(*o), 500u);
+  EXPECT_EQ(effective_warmup(*o), 7u);
+  EXPECT_EQ(o->poll, PollMode::kSleep);
+  EXPECT_EQ(o->cpus, (std::vector<int>{1, 0}));
+  EXPECT_TRUE(o->json);
+  EXPECT_TRUE(o->compare);
+  EXPECT_EQ(o->batch, 8u);
+  EXPECT_EQ(o->timeout_s, 3u);
+}
+
+TEST(LatencyBenchOptions, EqualsFormAndImpliedPing) {
+  auto o = parse({"--transporter=tcp", "--size=0", "--stream"});
+  ASSERT_TRUE(o) << o.status().to_string();
+  EXPECT_EQ(o->command, Command::kPing);
+  EXPECT_EQ(o->size_bytes, 0u);
+  EXPECT_TRUE(o->stream);
+  EXPECT_EQ(effective_iterations(*o), 1'000'000u);
+  EXPECT_EQ(effective_warmup(*o), 100'000u);
+}
+
+TEST(LatencyBenchOptions, DefaultIterationsFollowTheMode) {
+  auto sleep = parse({"ping", "--poll", "sleep"});
+  ASSERT_TRUE(sleep);
+  EXPECT_EQ(effective_iterations(*sleep), 20'000u);
+  EXPECT_EQ(effective_warmup(*sleep), 2'000u);
+  auto busy = parse({"ping"});
+  ASSERT_TRUE(busy);
+  EXPECT_EQ(effective_iterations(*busy), 100'000u);
+  auto tiny = parse({"ping", "--iterations", "10"});
+  ASSERT_TRUE(tiny);
+  EXPECT_EQ(effective_warmup(*tiny), 100u);  // at least 100
+}
+
+TEST(LatencyBenchOptions, DolphinStyleServerAndClient) {
+  auto server = parse({"-server", "--port", "12000", "--peer-host", "10.0.0.2"});
+  ASSERT_TRUE(server) << server.status().to_string();
+  EXPECT_EQ(server->command, Command::kServer);
+  EXPECT_EQ(server->port, 12000);
+  EXPECT_EQ(server->peer_host, "10.0.0.2");
+  auto client = parse({"-client", "db1.example", "--transporter", "tcp", "--cpus", "1"});
+  ASSERT_TRUE(client) << client.status().to_string();
+  EXPECT_EQ(client->command, Command::kClient);
+  EXPECT_EQ(client->host, "db1.example");
+  EXPECT_EQ(client->port, kDefaultPort);
+  auto long_form = parse({"ping", "--client", "localhost"});
+  ASSERT_TRUE(long_form);
+  EXPECT_EQ(long_form->command, Command::kClient);
+}
+
+TEST(LatencyBenchOptions, HelpWinsAndListsEveryOption) {
+  auto o = parse({"--size", "64", "-h", "--bogus"});
+  ASSERT_TRUE(o);
+  EXPECT_EQ(o->command, Command::kHelp);
+  const std::string help = help_text(kBuiltIn);
+  for (const char* option : {"--transporter", "--config", "--link-param", "--size",      "--iterations",
+                             "--warmup",      "--poll",   "--cpus",       "--stream",    "--batch",
+                             "--compare",     "--json",   "--port",       "--peer-host", "--timeout",
+                             "--verbose",     "--help",   "-server",      "-client",     "built in: tcp, shm"})
+    EXPECT_NE(help.find(option), std::string::npos) << option;
+}
+
+TEST(LatencyBenchOptions, HiddenPeerOptions) {
+  auto o = parse({"--x-peer-node", "2", "--x-peer-port", "4000", "--x-peer-link-type", "tcp", "--x-peer-config-text",
+                  "[tcp]\nNodeId1=1\n", "--poll", "sleep"});
+  ASSERT_TRUE(o) << o.status().to_string();
+  EXPECT_EQ(o->command, Command::kPeer);
+  EXPECT_EQ(o->peer.node, 2);
+  EXPECT_EQ(o->peer.port, 4000);
+  EXPECT_EQ(o->peer.config_text, "[tcp]\nNodeId1=1\n");
+  EXPECT_EQ(error_of({"--x-peer-node", "2"}),
+            "--x-peer-node needs exactly one of --x-peer-config-text and --x-peer-config-file");
+}
+
+TEST(LatencyBenchOptions, BadValuesNameTheOptionAndWhatIsAccepted) {
+  EXPECT_EQ(error_of({"--poll", "fast"}), "--poll: 'fast' is not one of: busy, sleep");
+  EXPECT_EQ(error_of({"--transporter", "rdma"}), "--transporter: 'rdma' is not built in (built in: tcp, shm)");
+  EXPECT_EQ(error_of({"--size", "abc"}), "--size: 'abc' is not a byte count (examples: 64, 4096, 4K)");
+  EXPECT_EQ(error_of({"--size", "40000"}),
+            "--size: 40000 is more than 32728, the largest payload one 32 KB frame carries");
+  EXPECT_EQ(error_of({"--iterations", "0"}), "--iterations: '0' is not a number from 1 to 1000000000");
+  EXPECT_EQ(error_of({"--iterations", "-5"}), "--iterations: '-5' is not a number from 1 to 1000000000");
+  EXPECT_EQ(error_of({"--warmup", "x"}), "--warmup: 'x' is not a number from 0 to 1000000000");
+  EXPECT_EQ(error_of({"--cpus", "0,x"}), "--cpus: '0,x' is not one or two CPU numbers like 0,1");
+  EXPECT_EQ(error_of({"--cpus", "0,1,2"}), "--cpus: '0,1,2' is not one or two CPU numbers like 0,1");
+  EXPECT_EQ(error_of({"--cpus", "0,"}), "--cpus: '0,' is not one or two CPU numbers like 0,1");
+  EXPECT_EQ(error_of({"--batch", "0"}), "--batch: '0' is not a number from 1 to 1024");
+  EXPECT_EQ(error_of({"--port", "70000"}), "--port: '70000' is not a port from 1 to 65535");
+  EXPECT_EQ(error_of({"--timeout", "0"}), "--timeout: '0' is not a number of seconds from 1 to 3600");
+  EXPECT_EQ(error_of({"--link-param", "Checksum"}), "--link-param: 'Checksum' is not KEY=VALUE");
+}
+
+TEST(LatencyBenchOptions, UnknownOptionsMissingValuesAndStrayWords) {
+  EXPECT_EQ(error_of({"--bogus"}), "unknown option '--bogus'");
+  EXPECT_EQ(error_of({"--bogus=1"}), "unknown option '--bogus'");
+  EXPECT_EQ(error_of({"-x"}), "unknown option '-x'");
+  EXPECT_EQ(error_of({"--size"}), "option --size needs a value");
+  EXPECT_EQ(error_of({"-client"}), "option --client needs a value");
+  EXPECT_EQ(error_of({"--json=yes"}), "option --json takes no value");
+  EXPECT_EQ(error_of({"pong"}), "unexpected argument 'pong' (commands: ping, all)");
+  EXPECT_EQ(error_of({"ping", "all"}), "unexpected argument 'all' (commands: ping, all)");
+}
+
+TEST(LatencyBenchOptions, CombinationsThatCannotMeanAnything) {
+  EXPECT_EQ(error_of({"--server", "--client", "h"}), "--server and --client cannot be combined");
+  EXPECT_EQ(error_of({"--client", "h", "--compare"}),
+            "--compare measures floors on this machine; it cannot be combined with --server or --client");
+  EXPECT_EQ(error_of({"all", "--server"}),
+            "'all' runs every transporter on this machine; it cannot be combined with --server or --client");
+  EXPECT_EQ(error_of({"--server", "--stream"}),
+            "--stream is chosen by the client; the server answers whatever it is sent");
+  EXPECT_EQ(error_of({"ping", "--peer-host", "h"}), "--peer-host only applies to --server");
+  EXPECT_EQ(error_of({"all", "--transporter", "tcp"}),
+            "'all' runs every transporter; --transporter needs the ping command");
+  EXPECT_EQ(error_of({"all", "--stream"}),
+            "'all' already streams over every transporter; --stream needs the ping command");
+  EXPECT_EQ(error_of({"ping", "--cpus", "1"}),
+            "--cpus: give two CPUs, one for this process and one for its peer (e.g. --cpus 0,1)");
+  EXPECT_EQ(error_of({"--client", "h", "--cpus", "0,1"}),
+            "--cpus: --server and --client run one process here; give one CPU (e.g. --cpus 1)");
+  EXPECT_EQ(error_of({"ping", "--config", "c.ini", "--link-param", "Checksum=1"}),
+            "--link-param adds to the generated link section; with --config, edit the file instead");
+}
+
+}  // namespace
+}  // namespace fjord::bench
