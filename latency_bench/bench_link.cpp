@@ -123,13 +123,18 @@ Result<std::unique_ptr<Transporter>> accept_link(transport::Listener& listener, 
 
 Result<std::unique_ptr<Transporter>> connect_link(transport::TransporterFactory& factory, NodeId self,
                                                   const LinkConfig& link, uint64_t deadline_ns) {
+  Status last_refusal;  // e.g. "Connection refused": more telling than the final timeout
   for (;;) {
     const uint64_t now = monotonic_ns();
     auto connected = factory.connect(self, link, std::min(deadline_ns, now + kConnectSliceNs));
     if (connected) return connected;
     const StatusCode code = connected.status().code();
-    if (code == StatusCode::kRejected || code == StatusCode::kInvalidArgument || monotonic_ns() >= deadline_ns)
-      return connected.status();
+    if (code == StatusCode::kRejected || code == StatusCode::kInvalidArgument) return connected.status();
+    if (code != StatusCode::kTimeout) last_refusal = connected.status();
+    if (monotonic_ns() >= deadline_ns) {
+      if (last_refusal.is_ok()) return connected.status();
+      return Status(StatusCode::kTimeout, "gave up at the deadline; last attempt: " + last_refusal.message());
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
 }

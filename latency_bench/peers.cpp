@@ -140,7 +140,7 @@ Row sockperf_peer(const PeerParams& p) {
                    {},
                    p.cpu_self,
                    SpawnSpec::Output::kCapture};
-  auto output = run_pair(server, client, *port, p.timeout_ns);
+  auto output = run_pair(server, client, *port, p.timeout_ns + p.sockperf_seconds * 1'000'000'000ULL);
   if (!output) return with_outcome(row, Outcome::kFailed, "sockperf: " + output.status().message());
   auto summary = parse_sockperf(*output);
   if (!summary) return with_outcome(row, Outcome::kFailed, summary.status().message());
@@ -167,7 +167,8 @@ Row ucx_peer(const PeerParams& p, std::string_view tls) {
                    env,
                    p.cpu_self,
                    SpawnSpec::Output::kCapture};
-  auto output = run_pair(server, client, *port, p.timeout_ns);
+  const uint64_t timeout_ns = p.timeout_ns + (p.iterations + p.warmup) * kPerIterationAllowanceNs;
+  auto output = run_pair(server, client, *port, timeout_ns);
   if (!output) return with_outcome(row, Outcome::kFailed, "ucx_perftest: " + output.status().message());
   auto summary = parse_ucx_csv(*output);
   if (!summary) return with_outcome(row, Outcome::kFailed, summary.status().message());

@@ -27,8 +27,12 @@ struct PeerParams {
   uint32_t sockperf_seconds = 2;    // sockperf runs for a time (the first 0.4 s are its warm-up)
   int cpu_self = -1;
   int cpu_peer = -1;
-  uint64_t timeout_ns = 30'000'000'000ULL;
+  uint64_t timeout_ns = 30'000'000'000ULL;  // plus kPerIterationAllowanceNs per iteration
 };
+
+// A tool may take this long per round trip on a loaded machine before we
+// give up on it (the whole run, not each round trip, is timed out).
+inline constexpr uint64_t kPerIterationAllowanceNs = 1'000'000;
 
 Row sockperf_peer(const PeerParams& params);
 // tls: "posix" or "tcp".
