@@ -12,6 +12,7 @@ using transport::Transporter;
 using transport::WaitResult;
 
 constexpr uint64_t kProgressMask = 4095;
+constexpr uint32_t kMaxBackoffPauses = 64;  // ~1-3 us of PAUSE at most between retries
 
 Status link_down(const Transporter& t, uint64_t seq) {
   return Status(StatusCode::kLinkDown,
@@ -23,6 +24,7 @@ Status send_all(Transporter& t, MessagePacker& packer, const StreamParams& p, ui
                 Progress& progress) {
   const std::size_t frame_bytes = packer.frame_bytes();
   uint64_t last_progress_ns = monotonic_ns();
+  uint32_t backoff = 1;
   for (uint64_t seq = 0; seq < count;) {
     const std::span<std::byte> space = t.reserve(frame_bytes);
     if (space.empty()) {
@@ -31,8 +33,14 @@ Status send_all(Transporter& t, MessagePacker& packer, const StreamParams& p, ui
       if ((full_waits & 1023) == 0 && monotonic_ns() - last_progress_ns > p.timeout_ns)
         return Status(StatusCode::kTimeout,
                       "the link stayed full for the timeout after " + std::to_string(seq) + " messages");
+      // Back off before asking again (docs/transport.md: a full peer is
+      // retried with back-off): re-reading the consumer's index at full
+      // speed steals the cache line it must write to make room.
+      for (uint32_t i = 0; i < backoff; ++i) cpu_relax();
+      backoff = std::min(backoff * 2, kMaxBackoffPauses);
       continue;
     }
+    backoff = 1;
     const uint64_t frames = std::min<uint64_t>({space.size() / frame_bytes, p.batch, count - seq});
     for (uint64_t i = 0; i < frames; ++i) packer.pack(space.subspan(i * frame_bytes), kStreamSignal, seq + i);
     t.commit(frames * frame_bytes, static_cast<uint32_t>(frames));
