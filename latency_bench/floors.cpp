@@ -178,7 +178,9 @@ Row mailbox_floor(const FloorParams& p, Progress& progress) {
   Histogram rtt;
   progress.begin("floor: mailbox", p.warmup + p.iterations);
   auto child = fork_child(p.cpu_peer, [box] { return mailbox_echo(*box); });
+  const CpuMeter meter;
   Status s = child ? mailbox_rounds(*box, p, rtt, progress) : child.status();
+  row.usage = meter.read();
   box->ping.value.store(kStop, std::memory_order_release);
   if (child) (void)child->wait_for(2'000'000'000ULL);
   ::munmap(memory, sizeof(Mailbox));
@@ -209,7 +211,9 @@ Row bare_tcp_floor(const FloorParams& p, PollMode poll, Progress& progress) {
   if (Status s = set_nodelay(conn->get(), busy); !s) return failed(row, s.message());
   Histogram rtt;
   progress.begin(std::string("floor: bare TCP ") + poll_mode_name(poll), p.warmup + p.iterations);
+  const CpuMeter meter;
   const Status s = tcp_rounds(conn->get(), p, rtt, progress);
+  row.usage = meter.read();
   conn->reset();
   (void)child->wait_for(2'000'000'000ULL);
   if (!s) return failed(row, s.message());
@@ -232,6 +236,7 @@ Row memcpy_floor(std::size_t chunk_bytes, uint64_t copies, Progress& progress) {
   std::vector<std::byte> ring(slots * chunk_bytes, std::byte{0});  // touched: no page faults while timed
   progress.begin("floor: memcpy", copies);
   for (std::size_t i = 0; i < slots; ++i) std::memcpy(ring.data() + i * chunk_bytes, source.data(), chunk_bytes);
+  const CpuMeter meter;
   const uint64_t start_ns = monotonic_ns();
   for (uint64_t i = 0; i < copies; ++i) {
     std::byte* slot = ring.data() + (i % slots) * chunk_bytes;
@@ -240,6 +245,7 @@ Row memcpy_floor(std::size_t chunk_bytes, uint64_t copies, Progress& progress) {
     if ((i & 4095) == 0) progress.update(i);
   }
   row.throughput = Throughput{copies, chunk_bytes, monotonic_ns() - start_ns, 0};
+  row.usage = meter.read();
   return row;
 }
 

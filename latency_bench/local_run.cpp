@@ -86,12 +86,14 @@ Row new_fjord_row(const LocalPlan& plan) {
 
 Status measure_on_link(const LocalPlan& plan, Transporter& t, Row& row, Progress& progress) {
   const std::string label = row.transporter + " " + row.poll + (plan.stream ? " stream" : " ping");
+  const CpuMeter meter;
   if (plan.stream) {
     progress.begin(label, plan.iterations);
     const StreamParams p{plan.payload_bytes, plan.iterations, plan.warmup, plan.batch, plan.poll, plan.timeout_ns};
     auto result = run_stream(t, p, progress);
     if (!result) return result.status();
     row.throughput = Throughput{result->messages, result->payload_bytes, result->elapsed_ns, result->full_waits};
+    row.usage = meter.read();
     return Status::ok();
   }
   progress.begin(label, plan.warmup + plan.iterations);
@@ -99,6 +101,7 @@ Status measure_on_link(const LocalPlan& plan, Transporter& t, Row& row, Progress
   const PingParams p{plan.payload_bytes, plan.iterations, plan.warmup, plan.poll, plan.timeout_ns};
   if (Status s = run_ping(t, p, rtt, progress); !s) return s;
   row.rtt = LatencySummary::from(rtt);
+  row.usage = meter.read();
   return Status::ok();
 }
 

@@ -1,6 +1,7 @@
 #include "machine.h"
 
 #include <sched.h>
+#include <sys/resource.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
@@ -58,7 +59,32 @@ std::string utc_now() {
   return text;
 }
 
+struct RusageNow {
+  uint64_t cpu_ns;
+  uint64_t involuntary_switches;
+};
+
+RusageNow rusage_now() {
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  const auto ns = [](const timeval& t) {
+    return static_cast<uint64_t>(t.tv_sec) * 1'000'000'000ULL + static_cast<uint64_t>(t.tv_usec) * 1000ULL;
+  };
+  return {ns(u.ru_utime) + ns(u.ru_stime), static_cast<uint64_t>(u.ru_nivcsw)};
+}
+
 }  // namespace
+
+CpuMeter::CpuMeter() : wall_start_ns_(monotonic_ns()) {
+  const RusageNow now = rusage_now();
+  cpu_start_ns_ = now.cpu_ns;
+  switches_start_ = now.involuntary_switches;
+}
+
+CpuUsage CpuMeter::read() const {
+  const RusageNow now = rusage_now();
+  return {monotonic_ns() - wall_start_ns_, now.cpu_ns - cpu_start_ns_, now.involuntary_switches - switches_start_};
+}
 
 MachineFacts read_machine_facts() {
   MachineFacts f;

@@ -31,6 +31,28 @@ double load_average();
 // True when the load average before the run says other work shared the CPUs.
 bool measured_under_load(const MachineFacts& facts);
 
+// How much of a measurement's wall time this process actually ran, and how
+// often the kernel took the CPU away (other work on a shared machine).
+struct CpuUsage {
+  uint64_t wall_ns = 0;
+  uint64_t cpu_ns = 0;                // user + system time of this process
+  uint64_t involuntary_switches = 0;  // preemptions
+  double on_cpu_share() const {
+    return wall_ns == 0 ? 0.0 : static_cast<double>(cpu_ns) / static_cast<double>(wall_ns);
+  }
+};
+
+class CpuMeter {
+ public:
+  CpuMeter();  // starts measuring
+  CpuUsage read() const;
+
+ private:
+  uint64_t wall_start_ns_;
+  uint64_t cpu_start_ns_;
+  uint64_t switches_start_;
+};
+
 // CPUs this process may run on, ascending.
 std::vector<int> allowed_cpus();
 // "0-1", "0,2-3"

@@ -25,9 +25,15 @@ std::string fit(const std::string& text, int width) {
   return text.substr(0, static_cast<std::size_t>(width - 1)) + "~";
 }
 
+std::string on_cpu(const Row& row) {
+  if (!row.usage || row.usage->wall_ns == 0) return "-";
+  return printf_string("%.0f%%", 100.0 * std::min(row.usage->on_cpu_share(), 1.0));
+}
+
 std::string row_start(const Row& row) {
-  return printf_string("%-*s %-5s %6llu", kLabelWidth, fit(row.label, kLabelWidth).c_str(),
-                       row.poll.empty() ? "-" : row.poll.c_str(), static_cast<unsigned long long>(row.wire_bytes));
+  return printf_string("%-*s %-5s %6llu %6s", kLabelWidth, fit(row.label, kLabelWidth).c_str(),
+                       row.poll.empty() ? "-" : row.poll.c_str(), static_cast<unsigned long long>(row.wire_bytes),
+                       on_cpu(row).c_str());
 }
 
 std::string not_measured(const Row& row) {
@@ -142,14 +148,14 @@ std::string format_table(const Report& report) {
   out += conditions_line(report.conditions);
   out += machine_lines(report);
   if (any_row(report, Metric::kRoundTrip)) {
-    out += printf_string("\n%-*s %-5s %6s %9s %9s %9s %10s %9s\n", kLabelWidth, "round trip (RTT), microseconds",
-                         "poll", "bytes", "p50", "p99", "p99.9", "max", "mean");
+    out += printf_string("\n%-*s %-5s %6s %6s %9s %9s %9s %10s %9s\n", kLabelWidth, "round trip (RTT), microseconds",
+                         "poll", "bytes", "on-cpu", "p50", "p99", "p99.9", "max", "mean");
     for (const Row& row : report.rows)
       if (row.metric == Metric::kRoundTrip) out += latency_line(row);
   }
   if (any_row(report, Metric::kThroughput)) {
-    out += printf_string("\n%-*s %-5s %6s %11s %12s %11s\n", kLabelWidth, "streaming, one way", "poll", "bytes",
-                         "M msgs/s", "payload GB/s", "full waits");
+    out += printf_string("\n%-*s %-5s %6s %6s %11s %12s %11s\n", kLabelWidth, "streaming, one way", "poll", "bytes",
+                         "on-cpu", "M msgs/s", "payload GB/s", "full waits");
     for (const Row& row : report.rows)
       if (row.metric == Metric::kThroughput) out += throughput_line(row);
   }
@@ -157,6 +163,9 @@ std::string format_table(const Report& report) {
     out += "\ntargets (issue \"Transport core\"), evaluated on this run:\n";
     for (const TargetCheck& t : report.targets) out += target_line(t);
   }
+  out +=
+      "\non-cpu: share of the row's wall time this (measuring) process was on its CPU; well below 100% for a\n"
+      "spinning process means other work took the CPU and the row measured the scheduler too.\n";
   if (!report.notes.empty()) {
     out += "\nnotes:\n";
     for (const std::string& note : report.notes) out += "  " + note + "\n";

@@ -67,6 +67,7 @@ struct Row {
   std::string note;    // how to read it: "ucx prints one-way: doubled"
   std::optional<LatencySummary> rtt;
   std::optional<Throughput> throughput;
+  std::optional<CpuUsage> usage;  // of this process while it measured (not for peer tools)
 };
 
 // One of the targets, evaluated on this run's rows.

@@ -91,6 +91,19 @@ void write_row_fields(JsonWriter& w, const Row& row) {
     w.key("stream");
     write_throughput(w, *row.throughput);
   }
+  if (row.usage) {
+    w.key("on_cpu");
+    w.begin_object();
+    w.key("share");
+    w.value(row.usage->on_cpu_share());
+    w.key("involuntary_switches");
+    w.value(row.usage->involuntary_switches);
+    w.key("wall_ns");
+    w.value(row.usage->wall_ns);
+    w.key("cpu_ns");
+    w.value(row.usage->cpu_ns);
+    w.end_object();
+  }
 }
 
 void write_machine(JsonWriter& w, const MachineFacts& m) {

@@ -50,6 +50,7 @@ Row fjord_rtt_row(const std::string& transporter, const std::string& poll, uint6
   row.warmup = 100;
   row.rtt = LatencySummary::from(fixed_histogram());
   row.rtt->p50_ns = p50_ns;
+  row.usage = CpuUsage{2'000'000'000, 1'500'000'000, 42};  // 75% on its CPU, preempted 42 times
   return row;
 }
 
@@ -110,6 +111,8 @@ TEST(LatencyBenchReport, TableLabelsRoundTripsConditionsAndMissingPeers) {
   EXPECT_NE(table.find("tcp RTT p50, busy-poll <= 1.1x bare non-blocking TCP"), std::string::npos) << table;
   EXPECT_NE(table.find("= 1.06x (limit <= 1.10x)  met"), std::string::npos) << table;
   EXPECT_EQ(table.find("streaming, one way"), std::string::npos) << "no streaming rows, no streaming section";
+  EXPECT_NE(table.find("on-cpu"), std::string::npos);
+  EXPECT_NE(table.find("   75%"), std::string::npos) << table;
 }
 
 TEST(LatencyBenchReport, UnderLoadIsSaid) {
@@ -144,6 +147,8 @@ TEST(LatencyBenchReport, SingleRunJsonHasThePromisedFieldsAtTopLevel) {
   EXPECT_EQ((*json)["targets"][0]["met"].type, JsonValue::Type::kBool);
   EXPECT_EQ((*json)["notes"][0].text, "a note with \"quotes\" and a\ttab");
   EXPECT_TRUE((*json)["machine"]["under_load"].type == JsonValue::Type::kBool);
+  EXPECT_EQ((*json)["on_cpu"]["share"].number, 0.75);
+  EXPECT_EQ((*json)["on_cpu"]["involuntary_switches"].number, 42);
 }
 
 TEST(LatencyBenchReport, AllJsonListsRunsAndPeersWithUnknownTailsAsNull) {

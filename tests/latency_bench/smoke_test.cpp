@@ -93,6 +93,7 @@ void expect_ping(const JsonValue& j, const std::string& transporter, const char*
   EXPECT_GT(j["rtt_ns"]["p50"].number, 0);
   EXPECT_LE(j["rtt_ns"]["p50"].number, j["rtt_ns"]["max"].number);
   EXPECT_EQ(j["cpus"].items.size(), 2u);
+  EXPECT_GT(j["on_cpu"]["wall_ns"].number, 0);
 }
 
 TEST_F(LatencyBenchProgram, TcpPingBothPollModes) {
