@@ -66,7 +66,7 @@ struct RusageNow {
 
 RusageNow rusage_now() {
   rusage u{};
-  ::getrusage(RUSAGE_SELF, &u);
+  ::getrusage(RUSAGE_THREAD, &u);  // the measuring thread only, not an in-process peer
   const auto ns = [](const timeval& t) {
     return static_cast<uint64_t>(t.tv_sec) * 1'000'000'000ULL + static_cast<uint64_t>(t.tv_usec) * 1000ULL;
   };

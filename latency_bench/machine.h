@@ -31,11 +31,12 @@ double load_average();
 // True when the load average before the run says other work shared the CPUs.
 bool measured_under_load(const MachineFacts& facts);
 
-// How much of a measurement's wall time this process actually ran, and how
-// often the kernel took the CPU away (other work on a shared machine).
+// How much of a measurement's wall time the measuring thread actually ran,
+// and how often the kernel took the CPU away (other work on a shared machine).
+// A CpuMeter is read by the thread that created it.
 struct CpuUsage {
   uint64_t wall_ns = 0;
-  uint64_t cpu_ns = 0;                // user + system time of this process
+  uint64_t cpu_ns = 0;                // user + system time of the measuring thread
   uint64_t involuntary_switches = 0;  // preemptions
   double on_cpu_share() const {
     return wall_ns == 0 ? 0.0 : static_cast<double>(cpu_ns) / static_cast<double>(wall_ns);
