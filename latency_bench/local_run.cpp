@@ -1,11 +1,14 @@
 #include "local_run.h"
 
+#include <atomic>
 #include <cstdio>
+#include <thread>
 
 #include "builtin_transporters.h"
 #include "fjord/base/clock.h"
 #include "fjord/base/histogram.h"
 #include "fjord/base/log.h"
+#include "machine.h"
 #include "ping.h"
 #include "process.h"
 #include "stream.h"
@@ -17,6 +20,10 @@ namespace {
 using transport::Transporter;
 
 constexpr uint64_t kPeerExitTimeoutNs = 5'000'000'000ULL;
+// The peer process's exit code when the transporter said kUnavailable to its
+// connect: the medium is not reachable from another process (sim's
+// rendezvous is process-local), so the run falls back to a peer thread.
+constexpr int kPeerExitUnavailable = 4;
 
 Row with_outcome(Row row, Outcome outcome, std::string reason) {
   row.outcome = outcome;
@@ -45,13 +52,28 @@ Result<ChildProcess> start_peer(const LocalPlan& plan, const transport::Listener
   }
   if (plan.verbose) spec.argv.emplace_back("--verbose");
   spec.cpu = plan.cpu_peer;
+  // Quiet runs keep what the peer says for the row's reason; a memory file
+  // never blocks it the way a full pipe would.
+  spec.output = plan.verbose ? SpawnSpec::Output::kInherit : SpawnSpec::Output::kMemory;
   return spawn(spec);
 }
 
-// Why the peer process is gone, for messages.
+// What the peer process printed (its last 400 bytes, one line).
+std::string peer_said(ChildProcess& peer) {
+  std::string said = peer.read_output(0);
+  for (char& c : said)
+    if (c == '\n') c = ' ';
+  while (!said.empty() && said.back() == ' ') said.pop_back();
+  return said.substr(said.size() > 400 ? said.size() - 400 : 0);
+}
+
+// Why the peer process is gone, with its own last words, for messages.
 std::string peer_exit_text(ChildProcess& peer) {
   auto code = peer.wait_for(0);
-  return code ? "the peer process exited with code " + std::to_string(*code) : "the peer process is still running";
+  std::string text =
+      code ? "the peer process exited with code " + std::to_string(*code) : "the peer process is still running";
+  const std::string said = peer_said(peer);
+  return said.empty() ? text : text + " (" + said + ")";
 }
 
 // Says bye, waits for the peer to exit, and folds its exit into the row.
@@ -61,6 +83,38 @@ Row finish(Row row, Transporter& t, ChildProcess& peer, const Status& measured) 
   if (!measured) return with_outcome(std::move(row), Outcome::kFailed, measured.message());
   if (!code) return with_outcome(std::move(row), Outcome::kFailed, "the peer process did not exit after bye");
   if (*code != 0) return with_outcome(std::move(row), Outcome::kFailed, peer_exit_text(peer));
+  return row;
+}
+
+// The echo side as a thread of this process, pinned to the peer CPU, for
+// media that do not connect across processes. The row says so.
+Row run_with_peer_thread(const LocalPlan& plan, transport::TransporterFactory& factory, transport::Listener& listener,
+                         Row row, Progress& progress) {
+  transport::LinkConfig link = plan.link.link;
+  if (link.port == 0) link.port = listener.port();
+  std::atomic<bool> peer_done{false};
+  Status peer_status;  // written by the peer thread before peer_done (release)
+  std::thread peer([&] {
+    (void)pin_this_thread(plan.cpu_peer);
+    auto t = factory.connect(link.client_node(), link, monotonic_ns() + plan.timeout_ns);
+    if (!t) {
+      peer_status = t.status();
+    } else if (auto session = serve_session(**t, plan.poll); !session) {
+      peer_status = session.status();
+    }
+    peer_done.store(true, std::memory_order_release);
+  });
+  auto t = accept_link(listener, monotonic_ns() + plan.timeout_ns, [&]() {
+    // Acquire pairs with the thread's release: peer_status is complete.
+    if (!peer_done.load(std::memory_order_acquire)) return Status::ok();
+    return Status(StatusCode::kUnavailable, "the peer thread ended before connecting: " + peer_status.message());
+  });
+  Status measured = t ? measure_on_link(plan, **t, row, progress) : t.status();
+  progress.clear();
+  if (t && (*t)->is_up()) (void)send_control(**t, kByeSignal, {}, monotonic_ns() + kPeerExitTimeoutNs);
+  peer.join();
+  if (measured && !peer_status.is_ok()) measured = peer_status;
+  if (!measured) return with_outcome(std::move(row), Outcome::kFailed, measured.message());
   return row;
 }
 
@@ -122,7 +176,12 @@ Row run_local(const LocalPlan& plan, Progress& progress) {
     return peer->running() ? Status::ok()
                            : Status(StatusCode::kUnavailable, peer_exit_text(*peer) + " before connecting");
   });
-  if (!t) return with_outcome(row, Outcome::kFailed, t.status().message());
+  if (!t) {
+    auto code = peer->wait_for(0);
+    if (!code || *code != kPeerExitUnavailable) return with_outcome(row, Outcome::kFailed, t.status().message());
+    row.note = "peer is a thread of this process; a peer process got: " + peer_said(*peer);
+    return run_with_peer_thread(plan, *factory, **listener, std::move(row), progress);
+  }
   const Status measured = measure_on_link(plan, **t, row, progress);
   progress.clear();
   return finish(std::move(row), **t, *peer, measured);
@@ -139,11 +198,13 @@ int run_peer_process(const Options& o) {
   }
   transport::LinkConfig link = choice->link;
   if (link.port == 0) link.port = o.peer.port;
-  auto t = connect_link(*registry.find(link.type), o.peer.node, link, monotonic_ns() + o.timeout_s * 1'000'000'000ULL);
+  // One attempt: the parent listened before starting us, so a failure is
+  // real (retrying would only hide it until the deadline).
+  auto t = registry.find(link.type)->connect(o.peer.node, link, monotonic_ns() + o.timeout_s * 1'000'000'000ULL);
   if (!t) {
     std::fprintf(stderr, "latency_bench peer: connecting %s: %s\n", link.describe().c_str(),
                  t.status().message().c_str());
-    return 1;
+    return t.status().code() == StatusCode::kUnavailable ? kPeerExitUnavailable : 1;
   }
   auto session = serve_session(**t, o.poll);
   if (!session) {

@@ -3,8 +3,12 @@
 // the peer CPU), accept it, ping or stream, say bye, reap it. Plus that peer
 // process's own main.
 //
+// A medium the peer process cannot reach (its connect says kUnavailable, as
+// sim's process-local rendezvous does) is measured with the peer as a thread
+// of this process instead, pinned the same way; the row's note says so.
+//
 // Slow path around the hot loops of ping.h and stream.h; the caller's thread
-// is the (pinned) measuring side. No threads are started.
+// is the (pinned) measuring side.
 #pragma once
 
 #include <cstddef>

@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -78,13 +79,17 @@ bool listening_in(const char* path, uint16_t port) {
 }  // namespace
 
 ChildProcess::ChildProcess(ChildProcess&& other) noexcept
-    : pid_(std::exchange(other.pid_, -1)), output_(std::move(other.output_)), exit_code_(other.exit_code_) {}
+    : pid_(std::exchange(other.pid_, -1)),
+      output_(std::move(other.output_)),
+      output_in_memory_(other.output_in_memory_),
+      exit_code_(other.exit_code_) {}
 
 ChildProcess& ChildProcess::operator=(ChildProcess&& other) noexcept {
   if (this != &other) {
     if (pid_ > 0) stop(0);
     pid_ = std::exchange(other.pid_, -1);
     output_ = std::move(other.output_);
+    output_in_memory_ = other.output_in_memory_;
     exit_code_ = other.exit_code_;
   }
   return *this;
@@ -128,6 +133,12 @@ void ChildProcess::stop(uint64_t grace_ns) {
 std::string ChildProcess::read_output(uint64_t deadline_ns) {
   std::string out;
   char buffer[4096];
+  if (output_in_memory_) {
+    ssize_t n = 0;
+    for (off_t at = 0; output_.valid() && (n = ::pread(output_.get(), buffer, sizeof buffer, at)) > 0; at += n)
+      out.append(buffer, static_cast<std::size_t>(n));
+    return out;
+  }
   while (output_.valid()) {
     const uint64_t now = monotonic_ns();
     if (now >= deadline_ns) break;
@@ -152,6 +163,11 @@ Result<ChildProcess> spawn(const SpawnSpec& spec) {
   std::vector<char*> envp = pointers(env);
   int pipe_fds[2] = {-1, -1};
   if (spec.output == SpawnSpec::Output::kCapture && ::pipe2(pipe_fds, O_CLOEXEC) != 0) return io_error("pipe", errno);
+  if (spec.output == SpawnSpec::Output::kMemory) {
+    pipe_fds[0] = ::memfd_create("latency_bench-child-output", MFD_CLOEXEC);
+    if (pipe_fds[0] < 0) return io_error("memfd_create", errno);
+    pipe_fds[1] = ::fcntl(pipe_fds[0], F_DUPFD_CLOEXEC, 0);  // the child's copy; closed here after fork
+  }
   const int null_fd = spec.output == SpawnSpec::Output::kDiscard ? ::open("/dev/null", O_WRONLY | O_CLOEXEC) : -1;
   const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
@@ -174,7 +190,7 @@ Result<ChildProcess> spawn(const SpawnSpec& spec) {
   }
   if (null_fd >= 0) ::close(null_fd);
   if (pipe_fds[1] >= 0) ::close(pipe_fds[1]);
-  return ChildProcess(pid, UniqueFd(pipe_fds[0]));
+  return ChildProcess(pid, UniqueFd(pipe_fds[0]), spec.output == SpawnSpec::Output::kMemory);
 }
 
 Result<ChildProcess> fork_child(int cpu, const std::function<int()>& body) {

@@ -3,7 +3,9 @@
 // ucx_perftest), each pinned to a CPU before it runs, and killed with us.
 //
 // Slow path. One thread owns a ChildProcess. fork() is only called while the
-// process has a single thread (latency_bench never starts threads).
+// process has a single thread (latency_bench starts a thread only as the
+// in-process peer of a medium that cannot cross processes, and joins it
+// before anything else runs).
 #pragma once
 
 #include <sys/types.h>
@@ -22,7 +24,10 @@ namespace fjord::bench {
 class ChildProcess {
  public:
   ChildProcess() = default;
-  ChildProcess(pid_t pid, UniqueFd output) : pid_(pid), output_(std::move(output)) {}
+  // `output`: a pipe to read until EOF, or (in_memory) a memfd the child
+  // wrote to, read from its start.
+  ChildProcess(pid_t pid, UniqueFd output, bool in_memory = false)
+      : pid_(pid), output_(std::move(output)), output_in_memory_(in_memory) {}
   ChildProcess(ChildProcess&& other) noexcept;
   ChildProcess& operator=(ChildProcess&& other) noexcept;
   ChildProcess(const ChildProcess&) = delete;
@@ -37,7 +42,8 @@ class ChildProcess {
   Result<int> wait_for(uint64_t timeout_ns);
   // SIGTERM, then SIGKILL if it has not exited within grace_ns; reaps.
   void stop(uint64_t grace_ns = 1'000'000'000ULL);
-  // The captured stdout+stderr, read until EOF or the deadline.
+  // The captured stdout+stderr: a pipe is read until EOF or the deadline;
+  // a memory file returns what the child wrote so far, at once.
   std::string read_output(uint64_t deadline_ns);
 
  private:
@@ -45,6 +51,7 @@ class ChildProcess {
 
   pid_t pid_ = -1;
   UniqueFd output_;
+  bool output_in_memory_ = false;
   int exit_code_ = -1;
 };
 
@@ -52,7 +59,9 @@ struct SpawnSpec {
   std::vector<std::string> argv;  // argv[0]: a path, or a name looked up in PATH
   std::vector<std::string> env;   // "KEY=VALUE", added to (or replacing in) our environment
   int cpu = -1;                   // pin before exec; -1 = inherit
-  enum class Output : uint8_t { kInherit, kCapture, kDiscard } output = Output::kInherit;
+  // kCapture: a pipe (read it while the child runs, or it may block when
+  // full); kMemory: a memfd that never blocks the child, read afterwards.
+  enum class Output : uint8_t { kInherit, kCapture, kMemory, kDiscard } output = Output::kInherit;
 };
 
 // fork + exec. The child dies with us (PR_SET_PDEATHSIG). An exec failure
