@@ -3,6 +3,7 @@
 // every floor and peer tool, in one table. Sized to finish well under a
 // minute on two cores.
 #include <algorithm>
+#include <map>
 
 #include "builtin_transporters.h"
 #include "commands.h"
@@ -65,16 +66,41 @@ Row unavailable_row(const std::string& type, const Status& why) {
   return row;
 }
 
-void add_fjord_rows(const Options& o, const RunContext& ctx, Report& report, Progress& progress) {
+// Floors and peers measured so far, by key.
+using Comparisons = std::map<std::string, Row>;
+
+// Measures, right after `row`, the floors its targets compare it with (a
+// ratio is only fair between neighbours in time on this machine).
+void measure_judges(const Row& row, const ComparePlan& plan, Comparisons& done, Progress& progress) {
+  const std::vector<std::string> planned = comparison_keys(plan);
+  for (const std::string& key : floors_judging(row.key))
+    if (std::find(planned.begin(), planned.end(), key) != planned.end() && done.count(key) == 0)
+      done.emplace(key, measure_comparison(key, plan, progress));
+}
+
+// Ping rows by poll mode, then streaming rows, each followed by its judges.
+void add_rows(const Options& o, const RunContext& ctx, const ComparePlan& plan, Report& report, Progress& progress) {
+  std::vector<std::string> runnable;
   for (const std::string& type : ctx.built_in) {
-    if (Status s = tools::builtin_registry().find(type)->probe(); !s) {
+    if (Status s = tools::builtin_registry().find(type)->probe(); !s)
       report.rows.push_back(unavailable_row(type, s));
-      continue;
-    }
-    for (PollMode poll : poll_modes(o))
+    else
+      runnable.push_back(type);
+  }
+  Comparisons done;
+  const PollMode stream_poll = o.poll_given ? o.poll : PollMode::kBusy;
+  for (PollMode poll : poll_modes(o))
+    for (const std::string& type : runnable) {
       report.rows.push_back(one_row(row_options(o, poll, false), ctx, type, progress));
-    const PollMode stream_poll = o.poll_given ? o.poll : PollMode::kBusy;
+      measure_judges(report.rows.back(), plan, done, progress);
+    }
+  for (const std::string& type : runnable) {
     report.rows.push_back(one_row(row_options(o, stream_poll, true), ctx, type, progress));
+    measure_judges(report.rows.back(), plan, done, progress);
+  }
+  for (const std::string& key : comparison_keys(plan)) {  // the rest, then all in display order
+    if (done.count(key) == 0) done.emplace(key, measure_comparison(key, plan, progress));
+    report.rows.push_back(done.at(key));
   }
 }
 
@@ -122,13 +148,12 @@ int run_all_command(const Options& o) {
   report.conditions.cpus = ctx->cpus;
   report.conditions.where = "each row starts its own peer process";
   report.conditions.batch = o.batch;
-  add_fjord_rows(o, *ctx, report, progress);
-  std::vector<Row> floors = measure_comparisons(compare_plan(o, *ctx), progress);
-  report.rows.insert(report.rows.end(), floors.begin(), floors.end());
+  add_rows(o, *ctx, compare_plan(o, *ctx), report, progress);
   report.targets = evaluate_targets(report.rows, true, ctx->built_in);
   report.notes.emplace_back("RTT rows: one frame to the peer and its echo back, timed here with two clock reads.");
   report.notes.emplace_back("Streaming: payload GB/s (1e9 B/s), first send to the receiver's report; the receiver");
-  report.notes.emplace_back("copies every payload out. Floors and peer tools ran in this same invocation.");
+  report.notes.emplace_back("copies every payload out. Floors and peer tools ran in this same invocation, each");
+  report.notes.emplace_back("right after the row a target compares it with.");
   bool failed = false;
   for (const Row& row : report.rows)
     failed = failed || (row.kind == RowKind::kFjord && row.outcome == Outcome::kFailed);

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "fjord/base/assert.h"
+
 namespace fjord::bench {
 namespace {
 
@@ -78,29 +80,51 @@ void evaluate(const TargetSpec& spec, const std::vector<Row>& rows, std::span<co
   }
 }
 
-void add_latency_floors(const ComparePlan& plan, PollMode poll, std::vector<Row>& rows, Progress& progress) {
-  if (poll == PollMode::kBusy) {
-    rows.push_back(mailbox_floor(plan.latency, progress));
-    rows.push_back(bare_tcp_floor(plan.latency, PollMode::kBusy, progress));
-    progress.begin("peer: ucx_perftest posix", 1);
-    rows.push_back(ucx_peer(plan.peers, "posix"));
-    progress.begin("peer: ucx_perftest tcp", 1);
-    rows.push_back(ucx_peer(plan.peers, "tcp"));
-  } else {
-    rows.push_back(bare_tcp_floor(plan.latency, PollMode::kSleep, progress));
-    progress.begin("peer: sockperf", 1);
-    rows.push_back(sockperf_peer(plan.peers));
-  }
-}
+constexpr const char* kBusyFloors[] = {"floor.mailbox", "floor.bare_tcp_busy", "peer.ucx_posix", "peer.ucx_tcp"};
+constexpr const char* kSleepFloors[] = {"floor.bare_tcp_sleep", "peer.sockperf_tcp"};
 
 }  // namespace
 
+std::vector<std::string> comparison_keys(const ComparePlan& plan) {
+  std::vector<std::string> keys;
+  if (plan.busy_latency) keys.insert(keys.end(), std::begin(kBusyFloors), std::end(kBusyFloors));
+  if (plan.sleep_latency) keys.insert(keys.end(), std::begin(kSleepFloors), std::end(kSleepFloors));
+  if (plan.streaming) keys.emplace_back("floor.memcpy");
+  return keys;
+}
+
+std::vector<std::string> floors_judging(const std::string& fjord_key) {
+  std::vector<std::string> keys;
+  for (const TargetSpec& spec : kTargets)
+    if (fjord_key == spec.ours_key) keys.emplace_back(spec.floor_key);
+  return keys;
+}
+
+Row measure_comparison(const std::string& key, const ComparePlan& plan, Progress& progress) {
+  Row row;
+  if (key == "floor.mailbox") {
+    row = mailbox_floor(plan.latency, progress);
+  } else if (key == "floor.bare_tcp_busy") {
+    row = bare_tcp_floor(plan.latency, PollMode::kBusy, progress);
+  } else if (key == "floor.bare_tcp_sleep") {
+    row = bare_tcp_floor(plan.latency, PollMode::kSleep, progress);
+  } else if (key == "floor.memcpy") {
+    row = memcpy_floor(plan.stream_payload_bytes, plan.stream_copies, progress);
+  } else if (key == "peer.sockperf_tcp") {
+    progress.begin("peer: sockperf", 1);
+    row = sockperf_peer(plan.peers);
+  } else {
+    FJORD_ASSERT_MSG(key == "peer.ucx_posix" || key == "peer.ucx_tcp", "unknown comparison");
+    progress.begin(key, 1);
+    row = ucx_peer(plan.peers, key == "peer.ucx_posix" ? "posix" : "tcp");
+  }
+  progress.clear();
+  return row;
+}
+
 std::vector<Row> measure_comparisons(const ComparePlan& plan, Progress& progress) {
   std::vector<Row> rows;
-  if (plan.busy_latency) add_latency_floors(plan, PollMode::kBusy, rows, progress);
-  if (plan.sleep_latency) add_latency_floors(plan, PollMode::kSleep, rows, progress);
-  if (plan.streaming) rows.push_back(memcpy_floor(plan.stream_payload_bytes, plan.stream_copies, progress));
-  progress.clear();
+  for (const std::string& key : comparison_keys(plan)) rows.push_back(measure_comparison(key, plan, progress));
   return rows;
 }
 

@@ -31,7 +31,17 @@ struct ComparePlan {
   uint64_t stream_copies = 200'000;
 };
 
+// Every floor and peer of the plan, in display order.
 std::vector<Row> measure_comparisons(const ComparePlan& plan, Progress& progress);
+
+// The same one at a time, for runs that measure a floor right after the row
+// it judges (this machine's cross-core latency drifts between levels over
+// seconds, so a ratio is only fair between neighbours in time).
+std::vector<std::string> comparison_keys(const ComparePlan& plan);  // display order
+Row measure_comparison(const std::string& key, const ComparePlan& plan, Progress& progress);
+// The floors that targets compare with this fjord row ("fjord.shm.busy" ->
+// mailbox, ucx posix), most important first.
+std::vector<std::string> floors_judging(const std::string& fjord_key);
 
 // The targets that concern the fjord rows present (every target when
 // `every_target`, with the reason when one cannot be evaluated).
