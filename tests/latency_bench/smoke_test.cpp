@@ -162,7 +162,14 @@ TEST_F(LatencyBenchProgram, NoArgumentsOneReportOverEveryTransporter) {
   const JsonValue j = json_of(r);
   EXPECT_EQ(j["mode"].text, "all");
   std::vector<std::string> runs;
-  for (const JsonValue& row : j["runs"].items) runs.push_back(row["name"].text);
+  for (const JsonValue& row : j["runs"].items) {
+    runs.push_back(row["name"].text);
+    // Runnable transporters must measure, with a peer process or a peer thread.
+    if (row["status"].text != "unavailable") {
+      EXPECT_EQ(row["status"].text, "measured")
+          << row["name"].text << ": " << (row.has("reason") ? row["reason"].text : "");
+    }
+  }
   for (const std::string& type : runnable())
     for (const char* what : {".busy", ".sleep", ".stream"})
       EXPECT_NE(std::find(runs.begin(), runs.end(), "fjord." + type + what), runs.end()) << type << what;
