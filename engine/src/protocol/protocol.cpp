@@ -72,7 +72,8 @@ Status read_op_bits(uint16_t number, uint32_t word, OpType& op, LockMode& lock) 
 
 Status check_error_code(uint16_t number, uint32_t code) {
   if (code == 0) return bad(number, "error code 0 in a refusal");
-  if (error_message(static_cast<ErrorCode>(code)).empty()) return bad(number, "unknown error code " + std::to_string(code));
+  if (error_message(static_cast<ErrorCode>(code)).empty())
+    return bad(number, "unknown error code " + std::to_string(code));
   return Status::ok();
 }
 
@@ -151,8 +152,8 @@ bool ValueCursor::next(ValueEntry& out) {
   std::memcpy(&flags, rest_.data() + 2, 2);
   std::memcpy(&length, rest_.data() + 4, 4);
   if (flags > 1) {
-    error_ = Status(StatusCode::kProtocolError, "value entry for column " + std::to_string(out.column) + " has flags " +
-                                                    std::to_string(flags));
+    error_ = Status(StatusCode::kProtocolError,
+                    "value entry for column " + std::to_string(out.column) + " has flags " + std::to_string(flags));
     return false;
   }
   out.is_null = flags == 1;
@@ -174,8 +175,15 @@ bool ValueCursor::next(ValueEntry& out) {
 
 SignalOut encode(const TcKeyReq& m) {
   return Out(gsn::kTcKeyReq)
-      .w(m.api_conn).tx(m.tx).w(m.table_id).w(m.table_version).w(op_bits(m.op, m.lock)).w(m.flags)
-      .w(m.op_index).w(m.index_id).w(m.batch_ops)
+      .w(m.api_conn)
+      .tx(m.tx)
+      .w(m.table_id)
+      .w(m.table_version)
+      .w(op_bits(m.op, m.lock))
+      .w(m.flags)
+      .w(m.op_index)
+      .w(m.index_id)
+      .w(m.batch_ops)
       .sections({m.key, m.values, m.columns})
       .done();
 }
@@ -238,14 +246,22 @@ Result<KeyData> decode_key_data(const Signal& s) {
 
 SignalOut encode(const LqhKeyReq& m) {
   return Out(gsn::kLqhKeyReq)
-      .w(m.tc_op).tx(m.tx).w(m.table_id).w(m.table_version).w(op_bits(m.op, m.lock))
-      .w(static_cast<uint32_t>(m.result_to)).w(m.partition).w(m.api_node).w(m.api_conn).w(m.op_index)
+      .w(m.tc_op)
+      .tx(m.tx)
+      .w(m.table_id)
+      .w(m.table_version)
+      .w(op_bits(m.op, m.lock))
+      .w(static_cast<uint32_t>(m.result_to))
+      .w(m.partition)
+      .w(m.api_node)
+      .w(m.api_conn)
+      .w(m.op_index)
       .sections({m.key, m.values, m.columns})
       .done();
 }
 
 Result<LqhKeyReq> decode_lqh_key_req(const Signal& s) {
-  if (Status st = shape(s, gsn::kLqhKeyReq, 12, 3); !st) return st;
+  if (Status st = shape(s, gsn::kLqhKeyReq, 11, 3); !st) return st;
   LqhKeyReq m;
   m.tc_op = s.word(0);
   m.tx = TxId::from(s.word(1), s.word(2));
@@ -270,7 +286,9 @@ Result<LqhKeyReq> decode_lqh_key_req(const Signal& s) {
 
 SignalOut encode(const LqhKeyConf& m) {
   return Out(gsn::kLqhKeyConf)
-      .w(m.tc_op).tx(m.tx).w(m.data_sent_to_api ? 1 : 0)
+      .w(m.tc_op)
+      .tx(m.tx)
+      .w(m.data_sent_to_api ? 1 : 0)
       .sections({m.data, m.unique_before, m.unique_after})
       .done();
 }
@@ -328,8 +346,15 @@ Result<LqhTxConf> decode_lqh_tx_conf(const Signal& s) {
 
 SignalOut encode(const ScanReq& m) {
   return Out(gsn::kScanReq)
-      .w(m.api_conn).tx(m.tx).w(m.scan_id).w(m.table_id).w(m.table_version).w(m.index_id).w(m.flags)
-      .w(static_cast<uint32_t>(m.lock)).w(m.batch_rows)
+      .w(m.api_conn)
+      .tx(m.tx)
+      .w(m.scan_id)
+      .w(m.table_id)
+      .w(m.table_version)
+      .w(m.index_id)
+      .w(m.flags)
+      .w(static_cast<uint32_t>(m.lock))
+      .w(m.batch_rows)
       .sections({m.bounds, m.filter, m.columns})
       .done();
 }
@@ -338,16 +363,18 @@ namespace {
 Status check_scan_common(uint16_t number, uint32_t flags, uint32_t lock, uint32_t batch_rows,
                          std::span<const std::byte> columns) {
   if ((flags & ~kKnownScanFlags) != 0) return bad(number, "unknown scan flags " + std::to_string(flags));
-  if (!in_range(lock, LockMode::kCommitted, LockMode::kExclusive)) return bad(number, "lock mode " + std::to_string(lock));
+  if (!in_range(lock, LockMode::kCommitted, LockMode::kExclusive))
+    return bad(number, "lock mode " + std::to_string(lock));
   if (batch_rows == 0 || batch_rows > kMaxScanBatchRows)
-    return bad(number, "batch of " + std::to_string(batch_rows) + " rows; accepted 1.." + std::to_string(kMaxScanBatchRows));
+    return bad(number,
+               "batch of " + std::to_string(batch_rows) + " rows; accepted 1.." + std::to_string(kMaxScanBatchRows));
   if (columns.size() % 2 != 0) return bad(number, "column list of odd length");
   return Status::ok();
 }
 }  // namespace
 
 Result<ScanReq> decode_scan_req(const Signal& s) {
-  if (Status st = shape(s, gsn::kScanReq, 11, 3); !st) return st;
+  if (Status st = shape(s, gsn::kScanReq, 10, 3); !st) return st;
   ScanReq m;
   m.api_conn = s.word(0);
   m.tx = TxId::from(s.word(1), s.word(2));
@@ -368,8 +395,18 @@ Result<ScanReq> decode_scan_req(const Signal& s) {
 
 SignalOut encode(const ScanFragReq& m) {
   return Out(gsn::kScanFragReq)
-      .w(m.tc_scan).tx(m.tx).w(m.table_id).w(m.table_version).w(m.index_id).w(m.flags)
-      .w(static_cast<uint32_t>(m.lock)).w(m.partition).w(m.batch_rows).w(m.api_node).w(m.api_conn).w(m.scan_id)
+      .w(m.tc_scan)
+      .tx(m.tx)
+      .w(m.table_id)
+      .w(m.table_version)
+      .w(m.index_id)
+      .w(m.flags)
+      .w(static_cast<uint32_t>(m.lock))
+      .w(m.partition)
+      .w(m.batch_rows)
+      .w(m.api_node)
+      .w(m.api_conn)
+      .w(m.scan_id)
       .sections({m.bounds, m.filter, m.columns})
       .done();
 }
@@ -506,7 +543,7 @@ std::size_t put_bounds_header(std::span<std::byte> out, const Bounds& b) {
 
 Result<Bounds> decode_bounds(std::span<const std::byte> section) {
   Bounds b;
-  if (section.empty()) return b;   // no bounds: the whole index
+  if (section.empty()) return b;  // no bounds: the whole index
   const auto fail = [](const std::string& what) { return Status(StatusCode::kProtocolError, "scan bounds: " + what); };
   if (section.size() < 4) return fail("shorter than the 4-byte header");
   const auto flags = static_cast<uint8_t>(section[0]);
@@ -533,7 +570,8 @@ Result<Bounds> decode_bounds(std::span<const std::byte> section) {
   uint8_t n = 0;
   while (up.next(e)) ++n;
   if (!up.error().is_ok()) return fail(up.error().message());
-  if (n != b.upper_count) return fail("upper value count " + std::to_string(n) + " != " + std::to_string(b.upper_count));
+  if (n != b.upper_count)
+    return fail("upper value count " + std::to_string(n) + " != " + std::to_string(b.upper_count));
   return b;
 }
 

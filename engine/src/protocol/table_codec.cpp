@@ -15,7 +15,7 @@
 namespace fjord::engine::protocol {
 namespace {
 
-constexpr uint32_t kMagic = 0x4254'4A46;   // "FJTB"
+constexpr uint32_t kMagic = 0x4254'4A46;  // "FJTB"
 constexpr uint16_t kVersion = 1;
 constexpr std::size_t kMaxNameBytes = 128;
 
@@ -112,7 +112,8 @@ Result<TableDef> decode_table(std::span<const std::byte> bytes) {
   if (!r.u16(version) || version != kVersion) return malformed("unsupported version " + std::to_string(version));
   if (!r.u16(zero) || zero != 0) return malformed("reserved bits set");
   TableDef t;
-  if (!r.u32(t.table_id) || !r.u32(t.version) || !r.u32(t.partitions) || !r.str(t.name)) return malformed("truncated header");
+  if (!r.u32(t.table_id) || !r.u32(t.version) || !r.u32(t.partitions) || !r.str(t.name))
+    return malformed("truncated header");
   if (!r.u16(count) || count > kMaxColumns) return malformed("column count");
   t.columns.resize(count);
   for (ColumnDef& c : t.columns) {

@@ -24,10 +24,9 @@
 #include <cstdint>
 #include <span>
 #include <string_view>
-
-#include "fjord/base/status.h"
 #include <vector>
 
+#include "fjord/base/status.h"
 #include "fjord/engine/runtime/block.h"
 #include "fjord/engine/schema.h"
 #include "fjord/transport/frame.h"
@@ -41,10 +40,10 @@ inline constexpr uint16_t kCreateTableReq = 100;   // sections: [0] encoded Tabl
 inline constexpr uint16_t kCreateTableConf = 101;  // sections: [0] TableDef with ids assigned
 inline constexpr uint16_t kDropTableReq = 102;     // sections: [0] table name
 inline constexpr uint16_t kDropTableConf = 103;
-inline constexpr uint16_t kGetTableReq = 104;      // sections: [0] table name
-inline constexpr uint16_t kGetTableConf = 105;     // sections: [0] TableDef
-inline constexpr uint16_t kSchemaRef = 106;        // any schema request refused: {request id, error}
-inline constexpr uint16_t kSchemaInstall = 110;    // DICT -> TC/LDM: sections [0] TableDef (or empty = drop)
+inline constexpr uint16_t kGetTableReq = 104;    // sections: [0] table name
+inline constexpr uint16_t kGetTableConf = 105;   // sections: [0] TableDef
+inline constexpr uint16_t kSchemaRef = 106;      // any schema request refused: {request id, error}
+inline constexpr uint16_t kSchemaInstall = 110;  // DICT -> TC/LDM: sections [0] TableDef (or empty = drop)
 inline constexpr uint16_t kSchemaInstallConf = 111;
 // key operations
 inline constexpr uint16_t kTcKeyReq = 200;
@@ -52,8 +51,8 @@ inline constexpr uint16_t kTcKeyConf = 201;
 inline constexpr uint16_t kTcKeyRef = 202;
 inline constexpr uint16_t kTcRollbackReq = 203;
 inline constexpr uint16_t kTcRollbackConf = 204;
-inline constexpr uint16_t kTcAbortRep = 205;       // TC aborted on its own (timeout, deadlock, node)
-inline constexpr uint16_t kKeyData = 210;          // LDM -> API: a read's values
+inline constexpr uint16_t kTcAbortRep = 205;  // TC aborted on its own (timeout, deadlock, node)
+inline constexpr uint16_t kKeyData = 210;     // LDM -> API: a read's values
 inline constexpr uint16_t kLqhKeyReq = 300;
 inline constexpr uint16_t kLqhKeyConf = 301;
 inline constexpr uint16_t kLqhKeyRef = 302;
@@ -67,7 +66,7 @@ inline constexpr uint16_t kScanConf = 231;
 inline constexpr uint16_t kScanRef = 232;
 inline constexpr uint16_t kScanNextReq = 233;
 inline constexpr uint16_t kScanCloseReq = 234;
-inline constexpr uint16_t kScanRows = 235;         // LDM -> API
+inline constexpr uint16_t kScanRows = 235;  // LDM -> API
 inline constexpr uint16_t kScanFragReq = 330;
 inline constexpr uint16_t kScanFragConf = 331;
 inline constexpr uint16_t kScanFragRef = 332;
@@ -79,26 +78,26 @@ inline constexpr uint16_t kScanFragCloseReq = 334;
 // Numbers follow NDB's where the meaning is the same.
 enum class ErrorCode : uint32_t {
   kNone = 0,
-  kNoSuchRow = 626,              // "Tuple did not exist"
-  kDuplicateKey = 630,           // "Tuple already existed when attempting to insert"
-  kDuplicateUniqueKey = 893,     // "Constraint violation e.g. duplicate value in unique index"
-  kDeadlockTimeout = 266,        // "Time-out in NDB, probably caused by deadlock"
-  kInactiveTimeout = 237,        // "Transaction had timed out when trying to commit it"
-  kOverload = 1218,              // "Send Buffers overloaded in NDB kernel"
-  kOutOfDataMemory = 827,        // "Out of memory in Ndb Kernel, table data (increase DataMemory)"
-  kTooManyOperations = 233,      // "Out of operation records in transaction coordinator"
-  kTooManyTransactions = 4010,   // out of transaction records
-  kNoSuchTable = 723,            // "No such table existed"
-  kSchemaVersion = 241,          // "Invalid schema object version"
-  kTableExists = 721,            // "Schema object with given name already exists"
-  kNoSuchIndex = 4243,           // "Index not found"
-  kBadRequest = 4000,            // malformed or inconsistent request
-  kNodeFailure = 4025,           // "Node failure caused abort of transaction"
-  kUnknownTransaction = 4028,    // TC has no such transaction (it was aborted)
+  kNoSuchRow = 626,             // "Tuple did not exist"
+  kDuplicateKey = 630,          // "Tuple already existed when attempting to insert"
+  kDuplicateUniqueKey = 893,    // "Constraint violation e.g. duplicate value in unique index"
+  kDeadlockTimeout = 266,       // "Time-out in NDB, probably caused by deadlock"
+  kInactiveTimeout = 237,       // "Transaction had timed out when trying to commit it"
+  kOverload = 1218,             // "Send Buffers overloaded in NDB kernel"
+  kOutOfDataMemory = 827,       // "Out of memory in Ndb Kernel, table data (increase DataMemory)"
+  kTooManyOperations = 233,     // "Out of operation records in transaction coordinator"
+  kTooManyTransactions = 4010,  // out of transaction records
+  kNoSuchTable = 723,           // "No such table existed"
+  kSchemaVersion = 241,         // "Invalid schema object version"
+  kTableExists = 721,           // "Schema object with given name already exists"
+  kNoSuchIndex = 4243,          // "Index not found"
+  kBadRequest = 4000,           // malformed or inconsistent request
+  kNodeFailure = 4025,          // "Node failure caused abort of transaction"
+  kUnknownTransaction = 4028,   // TC has no such transaction (it was aborted)
   kScanError = 4110,
 };
 std::string_view error_message(ErrorCode code) noexcept;
-std::string error_text(ErrorCode code);   // "626: Tuple did not exist"
+std::string error_text(ErrorCode code);  // "626: Tuple did not exist"
 
 // ---- operations -----------------------------------------------------------
 enum class OpType : uint8_t { kRead = 1, kInsert, kUpdate, kWrite, kDelete };
@@ -139,44 +138,44 @@ struct TxId {
 };
 
 // Flags of TcKeyReq::flags.
-inline constexpr uint32_t kFlagStartTx = 1u << 0;     // first operation of the transaction
-inline constexpr uint32_t kFlagExecute = 1u << 1;     // last operation of this execute() batch
-inline constexpr uint32_t kFlagCommit = 1u << 2;      // ... and commit after it
-inline constexpr uint32_t kFlagViaUnique = 1u << 3;   // key is a unique index key (index_id)
+inline constexpr uint32_t kFlagStartTx = 1u << 0;    // first operation of the transaction
+inline constexpr uint32_t kFlagExecute = 1u << 1;    // last operation of this execute() batch
+inline constexpr uint32_t kFlagCommit = 1u << 2;     // ... and commit after it
+inline constexpr uint32_t kFlagViaUnique = 1u << 3;  // key is a unique index key (index_id)
 inline constexpr uint32_t kKnownTcKeyFlags = 0xF;
 
-struct TcKeyReq {                 // API -> TC
-  uint32_t api_conn = 0;          // the API's handle, echoed back
+struct TcKeyReq {         // API -> TC
+  uint32_t api_conn = 0;  // the API's handle, echoed back
   TxId tx;
   uint32_t table_id = 0;
   uint32_t table_version = 0;
   OpType op = OpType::kRead;
   LockMode lock = LockMode::kCommitted;
   uint32_t flags = 0;
-  uint32_t op_index = 0;          // the API's operation number, echoed back
-  uint32_t index_id = 0;          // with kFlagViaUnique
-  uint32_t batch_ops = 0;         // with kFlagExecute: operations in this batch
-  std::span<const std::byte> key;       // section 0: key values (ValueCursor)
-  std::span<const std::byte> values;    // section 1: values to write
-  std::span<const std::byte> columns;   // section 2: u16 column ids to read (empty: all)
+  uint32_t op_index = 0;               // the API's operation number, echoed back
+  uint32_t index_id = 0;               // with kFlagViaUnique
+  uint32_t batch_ops = 0;              // with kFlagExecute: operations in this batch
+  std::span<const std::byte> key;      // section 0: key values (ValueCursor)
+  std::span<const std::byte> values;   // section 1: values to write
+  std::span<const std::byte> columns;  // section 2: u16 column ids to read (empty: all)
 };
 
-struct TcKeyConf {                // TC -> API: the batch finished
+struct TcKeyConf {  // TC -> API: the batch finished
   uint32_t api_conn = 0;
   TxId tx;
-  uint32_t ops = 0;               // operations completed in the batch
-  uint32_t data_messages = 0;     // KeyData signals the API must also receive
+  uint32_t ops = 0;            // operations completed in the batch
+  uint32_t data_messages = 0;  // KeyData signals the API must also receive
   bool committed = false;
 };
 
-struct TcKeyRef {                 // TC -> API: the transaction failed and is aborted
+struct TcKeyRef {  // TC -> API: the transaction failed and is aborted
   uint32_t api_conn = 0;
   TxId tx;
-  uint32_t op_index = 0;          // the operation that failed (UINT32_MAX: none in particular)
+  uint32_t op_index = 0;  // the operation that failed (UINT32_MAX: none in particular)
   ErrorCode error = ErrorCode::kNone;
 };
 
-struct KeyData {                  // LDM -> API
+struct KeyData {  // LDM -> API
   uint32_t api_conn = 0;
   TxId tx;
   uint32_t op_index = 0;
@@ -188,8 +187,8 @@ struct KeyData {                  // LDM -> API
 // Where LDM sends a read's values.
 enum class ResultTo : uint8_t { kApi = 0, kTc = 1 };
 
-struct LqhKeyReq {                // TC -> LDM
-  uint32_t tc_op = 0;             // TC's operation record, echoed back
+struct LqhKeyReq {     // TC -> LDM
+  uint32_t tc_op = 0;  // TC's operation record, echoed back
   TxId tx;
   uint32_t table_id = 0;
   uint32_t table_version = 0;
@@ -197,15 +196,15 @@ struct LqhKeyReq {                // TC -> LDM
   LockMode lock = LockMode::kCommitted;
   ResultTo result_to = ResultTo::kApi;
   uint32_t partition = 0;
-  NodeId api_node = kNoNode;      // where KeyData goes (result_to kApi)
+  NodeId api_node = kNoNode;  // where KeyData goes (result_to kApi)
   uint32_t api_conn = 0;
   uint32_t op_index = 0;
-  std::span<const std::byte> key;       // section 0
-  std::span<const std::byte> values;    // section 1
-  std::span<const std::byte> columns;   // section 2
+  std::span<const std::byte> key;      // section 0
+  std::span<const std::byte> values;   // section 1
+  std::span<const std::byte> columns;  // section 2
 };
 
-struct LqhKeyConf {               // LDM -> TC: the operation is prepared (locks held, change pending)
+struct LqhKeyConf {  // LDM -> TC: the operation is prepared (locks held, change pending)
   uint32_t tc_op = 0;
   TxId tx;
   bool data_sent_to_api = false;  // one KeyData went to the API
@@ -217,18 +216,18 @@ struct LqhKeyConf {               // LDM -> TC: the operation is prepared (locks
   std::span<const std::byte> unique_after;
 };
 
-struct LqhKeyRef {                // LDM -> TC: the operation failed (nothing held for it)
+struct LqhKeyRef {  // LDM -> TC: the operation failed (nothing held for it)
   uint32_t tc_op = 0;
   TxId tx;
   ErrorCode error = ErrorCode::kNone;
 };
 
 // Commit or abort every operation of `tx` held by one LDM instance.
-struct LqhTxReq {                 // TC -> LDM (kLqhCommitReq / kLqhAbortReq)
+struct LqhTxReq {  // TC -> LDM (kLqhCommitReq / kLqhAbortReq)
   TxId tx;
-  uint16_t tc_instance = 0;       // where the conf goes
+  uint16_t tc_instance = 0;  // where the conf goes
 };
-struct LqhTxConf {                // LDM -> TC (kLqhCommitConf / kLqhAbortConf)
+struct LqhTxConf {  // LDM -> TC (kLqhCommitConf / kLqhAbortConf)
   TxId tx;
   uint16_t ldm_instance = 0;
   uint32_t ops = 0;
@@ -236,7 +235,7 @@ struct LqhTxConf {                // LDM -> TC (kLqhCommitConf / kLqhAbortConf)
 
 // ---- scans ---------------------------------------------------------------------
 
-inline constexpr uint32_t kScanFlagOrderedIndex = 1u << 0;   // index_id names an ordered index
+inline constexpr uint32_t kScanFlagOrderedIndex = 1u << 0;  // index_id names an ordered index
 inline constexpr uint32_t kKnownScanFlags = 0x1;
 
 // Bounds on an ordered index, as a section: u8 flags (kBound*), u8 lower
@@ -251,24 +250,24 @@ inline constexpr uint8_t kBoundUpperInclusive = 1 << 3;
 // FilterOp, u8 zero, then (for ops that compare) one value entry.
 enum class FilterOp : uint8_t { kEq = 1, kNe, kLt, kLe, kGt, kGe, kIsNull, kIsNotNull };
 
-struct ScanReq {                  // API -> TC
+struct ScanReq {  // API -> TC
   uint32_t api_conn = 0;
   TxId tx;
-  uint32_t scan_id = 0;           // the API's scan number, echoed back
+  uint32_t scan_id = 0;  // the API's scan number, echoed back
   uint32_t table_id = 0;
   uint32_t table_version = 0;
-  uint32_t index_id = 0;          // with kScanFlagOrderedIndex
+  uint32_t index_id = 0;  // with kScanFlagOrderedIndex
   uint32_t flags = 0;
   LockMode lock = LockMode::kCommitted;
-  uint32_t batch_rows = 0;        // rows per partition per round (1..kMaxScanBatchRows)
-  std::span<const std::byte> bounds;    // section 0
-  std::span<const std::byte> filter;    // section 1
-  std::span<const std::byte> columns;   // section 2
+  uint32_t batch_rows = 0;             // rows per partition per round (1..kMaxScanBatchRows)
+  std::span<const std::byte> bounds;   // section 0
+  std::span<const std::byte> filter;   // section 1
+  std::span<const std::byte> columns;  // section 2
 };
 inline constexpr uint32_t kMaxScanBatchRows = 4096;
 
-struct ScanFragReq {              // TC -> LDM
-  uint32_t tc_scan = 0;           // TC's scan record
+struct ScanFragReq {     // TC -> LDM
+  uint32_t tc_scan = 0;  // TC's scan record
   TxId tx;
   uint32_t table_id = 0;
   uint32_t table_version = 0;
@@ -285,20 +284,20 @@ struct ScanFragReq {              // TC -> LDM
   std::span<const std::byte> columns;
 };
 
-struct ScanFragNext {             // TC -> LDM (kScanFragNextReq / kScanFragCloseReq)
+struct ScanFragNext {  // TC -> LDM (kScanFragNextReq / kScanFragCloseReq)
   uint32_t tc_scan = 0;
   uint32_t partition = 0;
 };
 
-struct ScanFragConf {             // LDM -> TC: one round of one partition done
+struct ScanFragConf {  // LDM -> TC: one round of one partition done
   uint32_t tc_scan = 0;
   uint32_t partition = 0;
-  uint32_t rows = 0;              // rows sent to the API in this round
-  uint32_t messages = 0;          // ScanRows signals sent in this round
-  bool finished = false;          // the partition has no more rows
+  uint32_t rows = 0;      // rows sent to the API in this round
+  uint32_t messages = 0;  // ScanRows signals sent in this round
+  bool finished = false;  // the partition has no more rows
 };
 
-struct ScanFragRef {              // LDM -> TC
+struct ScanFragRef {  // LDM -> TC
   uint32_t tc_scan = 0;
   uint32_t partition = 0;
   ErrorCode error = ErrorCode::kNone;
@@ -312,28 +311,28 @@ struct ScanRows {
   std::span<const std::byte> data;
 };
 
-struct ScanConf {                 // TC -> API: a round is complete
+struct ScanConf {  // TC -> API: a round is complete
   uint32_t api_conn = 0;
   uint32_t scan_id = 0;
-  uint32_t rows = 0;              // rows sent in this round (over all partitions)
-  uint32_t messages = 0;          // ScanRows signals to expect for this round
-  bool finished = false;          // no more rounds
+  uint32_t rows = 0;      // rows sent in this round (over all partitions)
+  uint32_t messages = 0;  // ScanRows signals to expect for this round
+  bool finished = false;  // no more rounds
 };
 
-struct ScanRef {                  // TC -> API
+struct ScanRef {  // TC -> API
   uint32_t api_conn = 0;
   uint32_t scan_id = 0;
   ErrorCode error = ErrorCode::kNone;
 };
 
-struct ScanNext {                 // API -> TC (kScanNextReq / kScanCloseReq)
+struct ScanNext {  // API -> TC (kScanNextReq / kScanCloseReq)
   uint32_t api_conn = 0;
   uint32_t scan_id = 0;
 };
 
 // ---- schema ---------------------------------------------------------------------
 
-struct SchemaRef {                // DICT -> API
+struct SchemaRef {  // DICT -> API
   uint32_t request_id = 0;
   ErrorCode error = ErrorCode::kNone;
 };
@@ -361,8 +360,8 @@ Result<KeyData> decode_key_data(const Signal& s);
 SignalOut encode(const LqhKeyReq& m);
 SignalOut encode(const LqhKeyConf& m);
 SignalOut encode(const LqhKeyRef& m);
-SignalOut encode(uint16_t number, const LqhTxReq& m);    // kLqhCommitReq or kLqhAbortReq
-SignalOut encode(uint16_t number, const LqhTxConf& m);   // kLqhCommitConf or kLqhAbortConf
+SignalOut encode(uint16_t number, const LqhTxReq& m);   // kLqhCommitReq or kLqhAbortReq
+SignalOut encode(uint16_t number, const LqhTxConf& m);  // kLqhCommitConf or kLqhAbortConf
 Result<LqhKeyReq> decode_lqh_key_req(const Signal& s);
 Result<LqhKeyConf> decode_lqh_key_conf(const Signal& s);
 Result<LqhKeyRef> decode_lqh_key_ref(const Signal& s);
@@ -371,13 +370,13 @@ Result<LqhTxConf> decode_lqh_tx_conf(const Signal& s);
 
 SignalOut encode(const ScanReq& m);
 SignalOut encode(const ScanFragReq& m);
-SignalOut encode(uint16_t number, const ScanFragNext& m);   // kScanFragNextReq or kScanFragCloseReq
+SignalOut encode(uint16_t number, const ScanFragNext& m);  // kScanFragNextReq or kScanFragCloseReq
 SignalOut encode(const ScanFragConf& m);
 SignalOut encode(const ScanFragRef& m);
 SignalOut encode(const ScanRows& m);
 SignalOut encode(const ScanConf& m);
 SignalOut encode(const ScanRef& m);
-SignalOut encode(uint16_t number, const ScanNext& m);       // kScanNextReq or kScanCloseReq
+SignalOut encode(uint16_t number, const ScanNext& m);  // kScanNextReq or kScanCloseReq
 SignalOut encode(const SchemaRef& m);
 Result<ScanReq> decode_scan_req(const Signal& s);
 Result<ScanFragReq> decode_scan_frag_req(const Signal& s);
@@ -394,14 +393,14 @@ Result<SchemaRef> decode_schema_ref(const Signal& s);
 struct Bounds {
   bool has_lower = false, lower_inclusive = false, has_upper = false, upper_inclusive = false;
   uint8_t lower_count = 0, upper_count = 0;
-  std::span<const std::byte> lower;   // lower_count value entries
-  std::span<const std::byte> upper;   // upper_count value entries
+  std::span<const std::byte> lower;  // lower_count value entries
+  std::span<const std::byte> upper;  // upper_count value entries
 };
 Result<Bounds> decode_bounds(std::span<const std::byte> section);
 struct Predicate {
   uint16_t column = 0;
   FilterOp op = FilterOp::kEq;
-  ValueEntry value;               // unused for kIsNull / kIsNotNull
+  ValueEntry value;  // unused for kIsNull / kIsNotNull
 };
 class FilterCursor {
  public:
