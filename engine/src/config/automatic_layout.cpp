@@ -100,9 +100,9 @@ Result<ThreadLayout> automatic_layout_for(const MachineTopology& topology) {
   for (uint32_t i = 0; i < counts.ldm; ++i) ldm_cpus.push_back(topology.cores[i].cpus.front());
   std::sort(ldm_cpus.begin(), ldm_cpus.end());
   const std::vector<int> shared = place(layout, topology, counts.ldm);
-  layout.source += "; ldm bound one per core to CPUs " + format_cpu_list(ldm_cpus) +
-                   " (their other hardware threads left idle); the rest share cpuset " + format_cpu_list(shared) +
-                   " (the cores ldm does not use)";
+  layout.source += std::string("; ldm bound one per core to ") + (counts.ldm == 1 ? "CPU " : "CPUs ") +
+                   format_cpu_list(ldm_cpus) + " (their other hardware threads left idle); the rest share cpuset " +
+                   format_cpu_list(shared) + " (the cores ldm does not use)";
   return layout;
 }
 
