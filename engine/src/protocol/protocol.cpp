@@ -242,6 +242,29 @@ Result<KeyData> decode_key_data(const Signal& s) {
   return KeyData{s.word(0), TxId::from(s.word(1), s.word(2)), s.word(3), section_or_empty(s, 0)};
 }
 
+SignalOut encode(const TcTxMessage& m) {
+  FJORD_ASSERT(m.number == gsn::kTcCommitReq || m.number == gsn::kTcRollbackReq || m.number == gsn::kTcRollbackConf);
+  return Out(m.number).w(m.api_conn).tx(m.tx).done();
+}
+
+Result<TcTxMessage> decode_tc_tx_message(const Signal& s) {
+  const uint16_t n = s.number();
+  if (n != gsn::kTcCommitReq && n != gsn::kTcRollbackReq && n != gsn::kTcRollbackConf)
+    return bad(n, "not a commit/rollback message");
+  if (Status st = shape(s, n, 3, 0); !st) return st;
+  return TcTxMessage{n, s.word(0), TxId::from(s.word(1), s.word(2))};
+}
+
+SignalOut encode(const TcAbortRep& m) {
+  return Out(gsn::kTcAbortRep).w(m.api_conn).tx(m.tx).w(static_cast<uint32_t>(m.error)).done();
+}
+
+Result<TcAbortRep> decode_tc_abort_rep(const Signal& s) {
+  if (Status st = shape(s, gsn::kTcAbortRep, 4, 0); !st) return st;
+  if (Status st = check_error_code(gsn::kTcAbortRep, s.word(3)); !st) return st;
+  return TcAbortRep{s.word(0), TxId::from(s.word(1), s.word(2)), static_cast<ErrorCode>(s.word(3))};
+}
+
 // ---- TC <-> LDM ---------------------------------------------------------------------
 
 SignalOut encode(const LqhKeyReq& m) {
@@ -526,6 +549,76 @@ Result<SchemaRef> decode_schema_ref(const Signal& s) {
   if (Status st = shape(s, gsn::kSchemaRef, 2, 0); !st) return st;
   if (Status st = check_error_code(gsn::kSchemaRef, s.word(1)); !st) return st;
   return SchemaRef{s.word(0), static_cast<ErrorCode>(s.word(1))};
+}
+
+SignalOut encode(const SchemaMessage& m) {
+  FJORD_ASSERT(m.number >= gsn::kCreateTableReq && m.number <= gsn::kGetTableConf);
+  return Out(m.number).w(m.request_id).sections({m.payload}).done();
+}
+
+Result<SchemaMessage> decode_schema_message(const Signal& s) {
+  const uint16_t n = s.number();
+  if (n < gsn::kCreateTableReq || n > gsn::kGetTableConf) return bad(n, "not a schema request or confirmation");
+  if (Status st = shape(s, n, 1, 1); !st) return st;
+  SchemaMessage m{n, s.word(0), section_or_empty(s, 0)};
+  const bool needs_payload = n != gsn::kDropTableConf;
+  if (needs_payload && m.payload.empty()) return bad(n, "schema message without its payload");
+  if ((n == gsn::kDropTableReq || n == gsn::kGetTableReq) && m.payload.size() > 128)
+    return bad(n, "table name too long");
+  return m;
+}
+
+SignalOut encode(const SchemaInstall& m) {
+  return Out(gsn::kSchemaInstall).w(m.install_id).w(m.table_id).w(m.drop ? 1 : 0).sections({m.table}).done();
+}
+
+Result<SchemaInstall> decode_schema_install(const Signal& s) {
+  if (Status st = shape(s, gsn::kSchemaInstall, 3, 1); !st) return st;
+  if (s.word(2) > 1) return bad(gsn::kSchemaInstall, "drop flag " + std::to_string(s.word(2)));
+  SchemaInstall m{s.word(0), s.word(1), s.word(2) == 1, section_or_empty(s, 0)};
+  if (m.drop != m.table.empty()) return bad(gsn::kSchemaInstall, "install needs a table, drop takes none");
+  return m;
+}
+
+SignalOut encode(const SchemaInstallConf& m) { return Out(gsn::kSchemaInstallConf).w(m.install_id).done(); }
+
+Result<SchemaInstallConf> decode_schema_install_conf(const Signal& s) {
+  if (Status st = shape(s, gsn::kSchemaInstallConf, 1, 0); !st) return st;
+  return SchemaInstallConf{s.word(0)};
+}
+
+// ---- keys ---------------------------------------------------------------------------
+
+Result<uint32_t> encode_key_section(const KeyCodec& codec, std::span<const std::byte> section,
+                                    std::span<std::byte> out) {
+  ValueRef values[kMaxKeyColumns];
+  bool seen[kMaxKeyColumns] = {};
+  const uint32_t n = codec.column_count();
+  ValueCursor cursor(section);
+  ValueEntry e;
+  uint32_t given = 0;
+  while (cursor.next(e)) {
+    uint32_t slot = n;
+    for (uint32_t i = 0; i < n; ++i)
+      if (codec.column(i).position == e.column) slot = i;
+    if (slot == n)
+      return Status(StatusCode::kInvalidArgument,
+                    codec.owner() + ": column " + std::to_string(e.column) + " is not a key column");
+    if (seen[slot])
+      return Status(StatusCode::kInvalidArgument,
+                    codec.owner() + ": column '" + codec.column(slot).def.name + "' given twice");
+    seen[slot] = true;
+    values[slot] = e.is_null ? ValueRef::null() : ValueRef::of_bytes(e.bytes);
+    ++given;
+  }
+  if (!cursor.error().is_ok()) return cursor.error();
+  if (given != n) {
+    for (uint32_t i = 0; i < n; ++i)
+      if (!seen[i])
+        return Status(StatusCode::kInvalidArgument,
+                      codec.owner() + ": no value for key column '" + codec.column(i).def.name + "'");
+  }
+  return codec.encode({values, n}, out);
 }
 
 // ---- bounds and filters ---------------------------------------------------------------

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "fjord/base/status.h"
+#include "fjord/engine/key_codec.h"
 #include "fjord/engine/runtime/block.h"
 #include "fjord/engine/schema.h"
 #include "fjord/transport/frame.h"
@@ -51,8 +52,9 @@ inline constexpr uint16_t kTcKeyConf = 201;
 inline constexpr uint16_t kTcKeyRef = 202;
 inline constexpr uint16_t kTcRollbackReq = 203;
 inline constexpr uint16_t kTcRollbackConf = 204;
-inline constexpr uint16_t kTcAbortRep = 205;  // TC aborted on its own (timeout, deadlock, node)
-inline constexpr uint16_t kKeyData = 210;     // LDM -> API: a read's values
+inline constexpr uint16_t kTcAbortRep = 205;   // TC aborted on its own (timeout, deadlock, node)
+inline constexpr uint16_t kTcCommitReq = 206;  // commit with no new operations
+inline constexpr uint16_t kKeyData = 210;      // LDM -> API: a read's values
 inline constexpr uint16_t kLqhKeyReq = 300;
 inline constexpr uint16_t kLqhKeyConf = 301;
 inline constexpr uint16_t kLqhKeyRef = 302;
@@ -172,6 +174,19 @@ struct TcKeyRef {  // TC -> API: the transaction failed and is aborted
   uint32_t api_conn = 0;
   TxId tx;
   uint32_t op_index = 0;  // the operation that failed (UINT32_MAX: none in particular)
+  ErrorCode error = ErrorCode::kNone;
+};
+
+// kTcCommitReq, kTcRollbackReq (API -> TC) and kTcRollbackConf (TC -> API).
+struct TcTxMessage {
+  uint16_t number = 0;
+  uint32_t api_conn = 0;
+  TxId tx;
+};
+
+struct TcAbortRep {  // TC -> API: TC aborted the transaction on its own
+  uint32_t api_conn = 0;
+  TxId tx;
   ErrorCode error = ErrorCode::kNone;
 };
 
@@ -337,6 +352,27 @@ struct SchemaRef {  // DICT -> API
   ErrorCode error = ErrorCode::kNone;
 };
 
+// API -> DICT (kCreateTableReq: encoded TableDef; kDropTableReq and
+// kGetTableReq: the table name) and DICT -> API (kCreateTableConf and
+// kGetTableConf: the encoded TableDef; kDropTableConf: nothing).
+struct SchemaMessage {
+  uint16_t number = 0;
+  uint32_t request_id = 0;
+  std::span<const std::byte> payload;
+};
+
+// DICT -> TC and LDM instances: install a table (payload: encoded TableDef)
+// or drop one (drop = true, no payload).
+struct SchemaInstall {
+  uint32_t install_id = 0;
+  uint32_t table_id = 0;
+  bool drop = false;
+  std::span<const std::byte> table;
+};
+struct SchemaInstallConf {  // TC/LDM -> DICT
+  uint32_t install_id = 0;
+};
+
 // One encoded signal ready to send (words + up to 3 sections).
 struct SignalOut {
   uint16_t number = 0;
@@ -356,6 +392,10 @@ Result<TcKeyReq> decode_tc_key_req(const Signal& s);
 Result<TcKeyConf> decode_tc_key_conf(const Signal& s);
 Result<TcKeyRef> decode_tc_key_ref(const Signal& s);
 Result<KeyData> decode_key_data(const Signal& s);
+SignalOut encode(const TcTxMessage& m);
+SignalOut encode(const TcAbortRep& m);
+Result<TcTxMessage> decode_tc_tx_message(const Signal& s);
+Result<TcAbortRep> decode_tc_abort_rep(const Signal& s);
 
 SignalOut encode(const LqhKeyReq& m);
 SignalOut encode(const LqhKeyConf& m);
@@ -378,6 +418,12 @@ SignalOut encode(const ScanConf& m);
 SignalOut encode(const ScanRef& m);
 SignalOut encode(uint16_t number, const ScanNext& m);  // kScanNextReq or kScanCloseReq
 SignalOut encode(const SchemaRef& m);
+SignalOut encode(const SchemaMessage& m);
+SignalOut encode(const SchemaInstall& m);
+SignalOut encode(const SchemaInstallConf& m);
+Result<SchemaMessage> decode_schema_message(const Signal& s);
+Result<SchemaInstall> decode_schema_install(const Signal& s);
+Result<SchemaInstallConf> decode_schema_install_conf(const Signal& s);
 Result<ScanReq> decode_scan_req(const Signal& s);
 Result<ScanFragReq> decode_scan_frag_req(const Signal& s);
 Result<ScanFragNext> decode_scan_frag_next(const Signal& s);
@@ -416,6 +462,13 @@ class FilterCursor {
 std::size_t put_bounds_header(std::span<std::byte> out, const Bounds& b);
 std::size_t put_predicate(std::span<std::byte> out, uint16_t column, FilterOp op, bool is_null,
                           std::span<const std::byte> value);
+
+// Encodes the key values of a key section (entries naming exactly the
+// codec's columns by table position, in any order, each once, none NULL
+// unless nullable) into `out` (at least codec.max_encoded_bytes()). Errors
+// name the column at fault.
+Result<uint32_t> encode_key_section(const KeyCodec& codec, std::span<const std::byte> section,
+                                    std::span<std::byte> out);
 
 // Schema (TableDef) as bytes, for kCreateTableReq/Conf, kGetTableConf and kSchemaInstall.
 std::vector<std::byte> encode_table(const TableDef& table);
