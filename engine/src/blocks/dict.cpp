@@ -35,6 +35,12 @@ void DictBlock::execute(const Signal& signal, BlockContext& context) {
     case gsn::kCreateTableReq:
     case gsn::kDropTableReq:
     case gsn::kGetTableReq: accept(signal, context); break;
+    case gsn::kApiRegReq: {
+      const uint32_t request_id = signal.word_count() > 0 ? signal.word(0) : 0;
+      const SignalOut out = encode(ApiRegConf{request_id, tc_instances_, ldm_instances_, default_partitions_});
+      context.send(signal.sender_address(), out.number, out.data());
+      break;
+    }
     case gsn::kSchemaInstallConf: {
       auto conf = decode_schema_install_conf(signal);
       FJORD_ASSERT_MSG(conf.is_ok() && busy_, "schema install confirmation without an install");

@@ -587,6 +587,18 @@ Result<SchemaInstallConf> decode_schema_install_conf(const Signal& s) {
   return SchemaInstallConf{s.word(0)};
 }
 
+SignalOut encode(const ApiRegConf& m) {
+  return Out(gsn::kApiRegConf).w(m.request_id).w(m.tc_instances).w(m.ldm_instances).w(m.default_partitions).done();
+}
+
+Result<ApiRegConf> decode_api_reg_conf(const Signal& s) {
+  if (Status st = shape(s, gsn::kApiRegConf, 4, 0); !st) return st;
+  if (s.word(1) == 0 || s.word(1) > 64 || s.word(2) == 0 || s.word(2) > 64)
+    return bad(gsn::kApiRegConf, "instance counts out of range");
+  if (s.word(3) == 0 || s.word(3) > kMaxPartitions) return bad(gsn::kApiRegConf, "partition count out of range");
+  return ApiRegConf{s.word(0), static_cast<uint16_t>(s.word(1)), static_cast<uint16_t>(s.word(2)), s.word(3)};
+}
+
 // ---- keys ---------------------------------------------------------------------------
 
 Result<uint32_t> encode_key_section(const KeyCodec& codec, std::span<const std::byte> section,

@@ -46,6 +46,8 @@ inline constexpr uint16_t kGetTableConf = 105;   // sections: [0] TableDef
 inline constexpr uint16_t kSchemaRef = 106;      // any schema request refused: {request id, error}
 inline constexpr uint16_t kSchemaInstall = 110;  // DICT -> TC/LDM: sections [0] TableDef (or empty = drop)
 inline constexpr uint16_t kSchemaInstallConf = 111;
+inline constexpr uint16_t kApiRegReq = 120;   // API -> DICT: {request id}
+inline constexpr uint16_t kApiRegConf = 121;  // DICT -> API: {request id, TC instances, LDM instances, partitions}
 // key operations
 inline constexpr uint16_t kTcKeyReq = 200;
 inline constexpr uint16_t kTcKeyConf = 201;
@@ -373,6 +375,15 @@ struct SchemaInstallConf {  // TC/LDM -> DICT
   uint32_t install_id = 0;
 };
 
+// An API node introduces itself and learns how the data node is laid out
+// (NDB's API_REGREQ/API_REGCONF).
+struct ApiRegConf {
+  uint32_t request_id = 0;
+  uint16_t tc_instances = 0;
+  uint16_t ldm_instances = 0;
+  uint32_t default_partitions = 0;
+};
+
 // One encoded signal ready to send (words + up to 3 sections).
 struct SignalOut {
   uint16_t number = 0;
@@ -424,6 +435,8 @@ SignalOut encode(const SchemaInstallConf& m);
 Result<SchemaMessage> decode_schema_message(const Signal& s);
 Result<SchemaInstall> decode_schema_install(const Signal& s);
 Result<SchemaInstallConf> decode_schema_install_conf(const Signal& s);
+SignalOut encode(const ApiRegConf& m);
+Result<ApiRegConf> decode_api_reg_conf(const Signal& s);
 Result<ScanReq> decode_scan_req(const Signal& s);
 Result<ScanFragReq> decode_scan_frag_req(const Signal& s);
 Result<ScanFragNext> decode_scan_frag_next(const Signal& s);
