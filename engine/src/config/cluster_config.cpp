@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "fjord/engine/schema.h"
 #include "fjord/engine/thread_config.h"
 
 namespace fjord::engine {
