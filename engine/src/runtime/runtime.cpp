@@ -91,7 +91,8 @@ Status Runtime::add_block(std::unique_ptr<Block> block, ThreadType type, uint32_
 Status Runtime::start() {
   RuntimeShared& s = *shared_;
   if (s.started.exchange(true)) return Status(StatusCode::kInvalidArgument, "runtime already started");
-  for (auto& t : s.threads) t->start();
+  for (auto& t : s.threads)
+    if (t->has_work()) t->start();  // a thread with no blocks, links or sending to do never runs
   if (s.options.watchdog_ms > 0) {
     watchdog_ = std::make_unique<Watchdog>();
     watchdog_->thread = std::thread([this] { run_watchdog(); });
@@ -240,6 +241,7 @@ std::string Runtime::describe_threads() const {
     std::string blocks;
     for (const auto& b : t->blocks()) blocks += (blocks.empty() ? "" : ",") + b->name();
     out += blocks.empty() ? "-" : blocks;
+    if (!t->has_work()) out += " (idle: not started)";
     std::string cpus;
     for (int c : p.cpus) cpus += (cpus.empty() ? "" : ",") + std::to_string(c);
     out += "; cpus " + (cpus.empty() ? std::string("any")

@@ -74,6 +74,9 @@ class WorkerThread {
   const ThreadSpec& plan() const { return plan_; }
   std::string name() const;
   bool polls_links() const;
+  // Whether the thread has anything to run: blocks, links to receive, or
+  // sending on behalf of others.
+  bool has_work() const { return !blocks_.empty() || polls_links() || plan_.type == ThreadType::kSend; }
 
   void add_block(std::unique_ptr<Block> block);
   const std::vector<std::unique_ptr<Block>>& blocks() const { return blocks_; }

@@ -53,19 +53,19 @@ using engine::protocol::LockMode;
 enum class ExecType : uint8_t { kNoCommit, kCommit, kRollback };
 
 enum class PollMode : uint8_t {
-  kBusy,    // spin on the link: lowest latency, burns a core
-  kSleep,   // spin for spin_us, then sleep until data arrives
+  kBusy,   // spin on the link: lowest latency, burns a core
+  kSleep,  // spin for spin_us, then sleep until data arrives
 };
 
 struct ConnectOptions {
-  std::string config_path;        // the cluster's config file, or
-  std::string config_text;        // its text (config_path wins when both are set)
-  NodeId node_id = kNoNode;       // this API node; 0 = the first [api] section
-  transport::TransporterRegistry* registry = nullptr;   // required: the transporters built in
+  std::string config_path;                             // the cluster's config file, or
+  std::string config_text;                             // its text (config_path wins when both are set)
+  NodeId node_id = kNoNode;                            // this API node; 0 = the first [api] section
+  transport::TransporterRegistry* registry = nullptr;  // required: the transporters built in
   uint32_t connect_timeout_ms = 10000;
-  uint32_t request_timeout_ms = 30000;   // a blocking call gives up (kTimeout) after this
+  uint32_t request_timeout_ms = 30000;  // a blocking call gives up (kTimeout) after this
   PollMode poll_mode = PollMode::kBusy;
-  uint32_t spin_us = 50;          // kSleep: spin this long first
+  uint32_t spin_us = 50;  // kSleep: spin this long first
   uint32_t max_transactions = 1024;
 };
 
@@ -123,7 +123,7 @@ class Operation {
   engine::protocol::OpType type_ = engine::protocol::OpType::kRead;
   bool has_row_ = false;
   uint32_t index_ = 0;
-  std::size_t result_offset_ = 0;   // where its values start in the transaction's result buffer
+  std::size_t result_offset_ = 0;  // where its values start in the transaction's result buffer
   std::size_t result_bytes_ = 0;
   RowView row_;
 };
@@ -140,7 +140,7 @@ class Transaction {
                          std::span<const uint16_t> columns = {}, LockMode lock = LockMode::kCommitted);
   Operation& insert(const TableDef& table, const Row& row);
   Operation& update(const TableDef& table, const Row& key, const Row& changes);
-  Operation& write(const TableDef& table, const Row& row);   // insert or update
+  Operation& write(const TableDef& table, const Row& row);  // insert or update
   Operation& remove(const TableDef& table, const Row& key);
 
   // Sends every defined operation in one round trip and waits. kRollback
@@ -168,16 +168,17 @@ class Transaction {
   void reset(uint32_t handle, engine::protocol::TxId tx);
 
   Connection& conn_;
-  uint32_t handle_ = 0;                   // api_conn: slot | generation << 16
+  uint32_t handle_ = 0;  // api_conn: slot | generation << 16
   engine::protocol::TxId tx_;
+  uint16_t tc_ = 0;  // the TC instance coordinating it
   State state_ = State::kIdle;
-  bool started_ = false;                  // TC knows the transaction
+  bool started_ = false;  // TC knows the transaction
   // The batch being defined: each operation's request, serialised.
   std::vector<std::byte> requests_;
   std::vector<std::unique_ptr<Operation>> ops_;
   std::size_t ops_used_ = 0;
-  std::size_t batch_first_ = 0;           // first operation of the batch in flight
-  std::vector<std::byte> results_;        // values of reads in the batch
+  std::size_t batch_first_ = 0;     // first operation of the batch in flight
+  std::vector<std::byte> results_;  // values of reads in the batch
   // Completion of the batch in flight.
   bool conf_received_ = false;
   uint32_t data_expected_ = 0;
@@ -190,7 +191,7 @@ class Transaction {
 
 struct ScanSpec {
   const TableDef* table = nullptr;
-  const IndexDef* index = nullptr;         // an ordered index, or nullptr for a full table scan
+  const IndexDef* index = nullptr;  // an ordered index, or nullptr for a full table scan
   // Bounds on a prefix of the index columns (ordered scans only).
   bool has_lower = false, lower_inclusive = true;
   Row lower;
@@ -199,11 +200,11 @@ struct ScanSpec {
   struct Predicate {
     uint16_t column;
     FilterOp op;
-    Row value;                             // one value for `column` (unused for IS [NOT] NULL)
+    Row value;  // one value for `column` (unused for IS [NOT] NULL)
   };
-  std::vector<Predicate> filter;           // ANDed, evaluated in the data node
-  std::vector<uint16_t> columns;           // empty: all
-  uint32_t batch_rows = 64;                // per partition per round
+  std::vector<Predicate> filter;  // ANDed, evaluated in the data node
+  std::vector<uint16_t> columns;  // empty: all
+  uint32_t batch_rows = 64;       // per partition per round
 };
 
 class Scan {
@@ -229,10 +230,11 @@ class Scan {
   bool finished_ = false;
   bool closed_ = false;
   bool round_done_ = false;
+  bool conf_ = false;  // this round's ScanConf arrived
   uint32_t round_rows_ = 0;
   uint32_t messages_expected_ = 0;
   uint32_t messages_received_ = 0;
-  std::vector<std::byte> rows_;            // ScanRows sections of the current round
+  std::vector<std::byte> rows_;  // ScanRows sections of the current round
   std::size_t cursor_ = 0;
   uint64_t rows_returned_ = 0;
   Status status_;
@@ -284,8 +286,7 @@ class Connection {
   Transaction* transaction_of(uint32_t handle);
   void complete(Transaction& tx);
   void fail_everything(const Status& why);
-  Result<std::vector<std::byte>> schema_call(uint16_t number, std::span<const std::byte> payload,
-                                             uint16_t expected);
+  Result<std::vector<std::byte>> schema_call(uint16_t number, std::span<const std::byte> payload, uint16_t expected);
   uint16_t tc_for(const TableDef* table, const Row* key);
 
   ConnectOptions options_;
