@@ -18,7 +18,8 @@
 // After mapping, both sides close the fd: the memory lives exactly as long
 // as a mapping does, and no name exists anywhere in the filesystem.
 //
-// Slow path (creation, mapping); the mapped memory is used on the hot path.
+// Slow path (creation, mapping), by the thread setting the link up; the
+// mapped memory is used on the hot path by the link's sender and receiver.
 #pragma once
 
 #include <atomic>
