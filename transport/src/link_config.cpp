@@ -126,8 +126,8 @@ Result<LinkTable> load_link_table(const config::File& file, const TransporterReg
     auto params = config::apply_schema(file, section, specs);
     if (!params) return params.status();
 
-    const std::string where =
-        (section.line > 0 ? file.path + ":" + std::to_string(section.line) : "default link") + ": [" + section.name + "]";
+    const std::string where = (section.line > 0 ? file.path + ":" + std::to_string(section.line) : "default link") +
+                              ": [" + section.name + "]";
     LinkConfig link;
     link.type = std::string(factory->name());
     link.node1 = static_cast<NodeId>(params->get_uint("NodeId1"));
