@@ -31,7 +31,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!n) return 0;
   std::vector<std::byte> again(codec.max_encoded_bytes());
   auto m = codec.encode({values, *n}, again);
-  if (!m) std::abort();                                  // decoded values must be encodable
+  if (!m) std::abort();  // decoded values must be encodable
   if (*m > key.size() || std::memcmp(again.data(), key.data(), *m) != 0) std::abort();
   return 0;
 }

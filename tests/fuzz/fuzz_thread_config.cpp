@@ -11,7 +11,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
   auto layout = fjord::engine::parse_thread_config(text);
   if (!layout) {
-    if (layout.status().message().rfind("ThreadConfig: ", 0) != 0) std::abort();   // errors say where they come from
+    if (layout.status().message().rfind("ThreadConfig: ", 0) != 0) std::abort();  // errors say where they come from
     return 0;
   }
   const std::string canonical = fjord::engine::format_thread_config(*layout);
