@@ -95,8 +95,8 @@ void BM_BareCacheLineHandoff(benchmark::State& state) {
 void BM_JobBufferSignalPingPong(benchmark::State& state) {
   RuntimeOptions o;
   o.self = 1;
-  ThreadPlan a{ThreadRole::kTc, 0, cpu(0), true, 1'000'000};
-  ThreadPlan b{ThreadRole::kLdm, 0, cpu(1), true, 1'000'000};
+  ThreadSpec a{ThreadType::kTc, 0, cpu(0), ThreadSpec::Binding::kBind, false, false, 1'000'000};
+  ThreadSpec b{ThreadType::kLdm, 0, cpu(1), ThreadSpec::Binding::kBind, false, false, 1'000'000};
   o.threads = {a, b};
   o.watchdog_ms = 0;
   auto rt = Runtime::create(o);
@@ -114,12 +114,12 @@ void BM_JobBufferSignalPingPong(benchmark::State& state) {
     c.send({1, {kB, 0}}, kPing, {});
   });
   FnBlock* pa = block_a.get();
-  (void)(*rt)->add_block(std::move(block_a), ThreadRole::kTc, 0);
+  (void)(*rt)->add_block(std::move(block_a), ThreadType::kTc, 0);
   (void)(*rt)->add_block(std::make_unique<FnBlock>(kB,
                                                    [](FnBlock&, const Signal& s, BlockContext& c) {
                                                      c.send({1, s.sender()}, kPing, {});
                                                    }),
-                         ThreadRole::kLdm, 0);
+                         ThreadType::kLdm, 0);
   (void)(*rt)->start();
   uint64_t total_ns = 0, total = 0;
   for (auto _ : state) {
@@ -140,7 +140,8 @@ void BM_JobBufferSignalPingPong(benchmark::State& state) {
 void BM_IdleSchedulerLoop(benchmark::State& state) {
   RuntimeOptions o;
   o.self = 1;
-  o.threads = {ThreadPlan{ThreadRole::kLdm, 0, cpu(1), true, 100'000'000}};  // spins 100 s: never sleeps here
+  o.threads = {ThreadSpec{ThreadType::kLdm, 0, cpu(1), ThreadSpec::Binding::kBind, false, false,
+                          100'000'000}};  // spins 100 s: never sleeps here
   o.watchdog_ms = 0;
   auto rt = Runtime::create(o);
   (void)(*rt)->start();
@@ -164,7 +165,7 @@ void BM_IdleSchedulerLoop(benchmark::State& state) {
 void BM_TrivialSignalsOneThread(benchmark::State& state) {
   RuntimeOptions o;
   o.self = 1;
-  o.threads = {ThreadPlan{ThreadRole::kLdm, 0, cpu(1), true, 0}};
+  o.threads = {ThreadSpec{ThreadType::kLdm, 0, cpu(1), ThreadSpec::Binding::kBind, false, false, 0}};
   o.watchdog_ms = 0;
   auto rt = Runtime::create(o);
   auto block = std::make_unique<FnBlock>(kA, [](FnBlock& self, const Signal& s, BlockContext& c) {
@@ -179,7 +180,7 @@ void BM_TrivialSignalsOneThread(benchmark::State& state) {
       for (int i = 0; i < 63; ++i) c.send({1, {kA, 0}}, kPing, {});
   });
   FnBlock* p = block.get();
-  (void)(*rt)->add_block(std::move(block), ThreadRole::kLdm, 0);
+  (void)(*rt)->add_block(std::move(block), ThreadType::kLdm, 0);
   (void)(*rt)->start();
   double rate = 0;
   for (auto _ : state) {

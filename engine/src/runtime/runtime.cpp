@@ -12,27 +12,12 @@
 
 namespace fjord::engine {
 
-const char* thread_role_name(ThreadRole role) noexcept {
-  switch (role) {
-    case ThreadRole::kLdm: return "ldm";
-    case ThreadRole::kTc: return "tc";
-    case ThreadRole::kRecv: return "recv";
-    case ThreadRole::kSend: return "send";
-    case ThreadRole::kMain: return "main";
-    case ThreadRole::kRep: return "rep";
-    case ThreadRole::kIo: return "io";
-    case ThreadRole::kWatchdog: return "wd";
-    case ThreadRole::kSingle: return "single";
-  }
-  return "?";
-}
-
 namespace {
 
-bool runs_a_loop(ThreadRole role) {
-  // io and wd plans describe threads that the runtime does not run as
+bool runs_a_loop(ThreadType type) {
+  // io and wd entries describe threads that the runtime does not run as
   // scheduler loops (there is no disk I/O; the watchdog is its own thread).
-  return role != ThreadRole::kIo && role != ThreadRole::kWatchdog;
+  return type != ThreadType::kIo && type != ThreadType::kWatchdog;
 }
 
 }  // namespace
@@ -56,21 +41,21 @@ const RuntimeOptions& Runtime::options() const { return shared_->options; }
 Result<std::unique_ptr<Runtime>> Runtime::create(RuntimeOptions options) {
   if (options.self == kNoNode || options.self > kMaxNodeId)
     return Status(StatusCode::kInvalidArgument, "node id " + std::to_string(options.self) + " outside 1..255");
-  const bool single = std::any_of(options.threads.begin(), options.threads.end(),
-                                  [](const ThreadPlan& p) { return p.role == ThreadRole::kSingle; });
-  if (single && std::count_if(options.threads.begin(), options.threads.end(),
-                              [](const ThreadPlan& p) { return runs_a_loop(p.role); }) != 1)
-    return Status(StatusCode::kInvalidArgument, "single-threaded mode runs exactly one thread");
+  if (options.single_threaded && options.threads.size() != 1)
+    return Status(StatusCode::kInvalidArgument,
+                  "single-threaded mode runs exactly one thread, " + std::to_string(options.threads.size()) + " given");
   if (options.batch_signals == 0 || options.congestion_percent == 0 || options.congestion_percent > 90)
     return Status(StatusCode::kInvalidArgument, "batch_signals must be > 0 and congestion_percent in 1..90");
   std::unique_ptr<Runtime> rt(new Runtime(std::move(options)));
   RuntimeShared& s = *rt->shared_;
-  for (const ThreadPlan& plan : s.options.threads) {
-    if (!runs_a_loop(plan.role)) continue;
+  for (const ThreadSpec& spec : s.options.threads) {
+    if (!s.options.single_threaded && !runs_a_loop(spec.type)) continue;
     const auto index = static_cast<uint32_t>(s.threads.size());
-    s.threads.push_back(std::make_unique<WorkerThread>(s, index, plan));
-    if (plan.role == ThreadRole::kRecv || plan.role == ThreadRole::kSingle) s.receiver_threads.push_back(index);
-    if (plan.role == ThreadRole::kSend) s.send_threads.push_back(index);
+    s.threads.push_back(std::make_unique<WorkerThread>(s, index, spec));
+    if (s.options.single_threaded || spec.type == ThreadType::kRecv)
+      s.receiver_threads.push_back(index);
+    else if (spec.type == ThreadType::kSend)
+      s.send_threads.push_back(index);
   }
   if (s.threads.empty()) return Status(StatusCode::kInvalidArgument, "no threads to run");
   s.injector_row = static_cast<uint32_t>(s.threads.size());
@@ -80,19 +65,19 @@ Result<std::unique_ptr<Runtime>> Runtime::create(RuntimeOptions options) {
   return rt;
 }
 
-Status Runtime::add_block(std::unique_ptr<Block> block, ThreadRole role, uint32_t role_instance) {
+Status Runtime::add_block(std::unique_ptr<Block> block, ThreadType type, uint32_t instance) {
   RuntimeShared& s = *shared_;
   if (s.started) return Status(StatusCode::kInvalidArgument, "add_block after start");
   WorkerThread* target = nullptr;
   for (auto& t : s.threads) {
-    if (t->plan().role == ThreadRole::kSingle || (t->plan().role == role && t->plan().instance == role_instance)) {
+    if (s.options.single_threaded || (t->plan().type == type && t->plan().instance == instance)) {
       target = t.get();
       break;
     }
   }
   if (!target)
-    return Status(StatusCode::kNotFound, std::string("no ") + thread_role_name(role) + " thread " +
-                                             std::to_string(role_instance) + " for block " + block->name());
+    return Status(StatusCode::kNotFound, std::string("no ") + thread_type_name(type) + " thread " +
+                                             std::to_string(instance) + " for block " + block->name());
   const BlockRef ref = block->ref();
   if (s.thread_of(ref) >= 0) return Status(StatusCode::kAlreadyExists, "block " + block->name() + " added twice");
   if (s.route.size() <= ref.block) s.route.resize(ref.block + 1);
@@ -106,7 +91,8 @@ Status Runtime::add_block(std::unique_ptr<Block> block, ThreadRole role, uint32_
 Status Runtime::start() {
   RuntimeShared& s = *shared_;
   if (s.started.exchange(true)) return Status(StatusCode::kInvalidArgument, "runtime already started");
-  for (auto& t : s.threads) t->start();
+  for (auto& t : s.threads)
+    if (t->has_work()) t->start();  // a thread with no blocks, links or sending to do never runs
   if (s.options.watchdog_ms > 0) {
     watchdog_ = std::make_unique<Watchdog>();
     watchdog_->thread = std::thread([this] { run_watchdog(); });
@@ -250,14 +236,16 @@ std::vector<LinkStatsView> Runtime::link_stats() const {
 std::string Runtime::describe_threads() const {
   std::string out;
   for (const auto& t : shared_->threads) {
-    const ThreadPlan& p = t->plan();
+    const ThreadSpec& p = t->plan();
     out += t->name() + ": blocks ";
     std::string blocks;
     for (const auto& b : t->blocks()) blocks += (blocks.empty() ? "" : ",") + b->name();
     out += blocks.empty() ? "-" : blocks;
+    if (!t->has_work()) out += " (idle: not started)";
     std::string cpus;
     for (int c : p.cpus) cpus += (cpus.empty() ? "" : ",") + std::to_string(c);
-    out += "; cpus " + (cpus.empty() ? std::string("any") : std::string(p.bind ? "bind " : "set ") + cpus);
+    out += "; cpus " + (cpus.empty() ? std::string("any")
+                                     : std::string(p.binding == ThreadSpec::Binding::kBind ? "bind " : "set ") + cpus);
     out += "; spintime " + std::to_string(p.spintime_us) + " us";
     if (p.realtime) out += "; realtime";
     if (p.nosend) out += "; nosend";

@@ -39,13 +39,16 @@ std::size_t frame_bytes_of(std::span<const uint32_t> data, std::span<const std::
 
 }  // namespace
 
-WorkerThread::WorkerThread(RuntimeShared& shared, uint32_t index, ThreadPlan plan)
-    : shared_(shared), index_(index), plan_(std::move(plan)), context_(*this) {}
+WorkerThread::WorkerThread(RuntimeShared& shared, uint32_t index, ThreadSpec spec)
+    : shared_(shared), index_(index), plan_(std::move(spec)), context_(*this) {}
+
+bool WorkerThread::polls_links() const { return shared_.options.single_threaded || plan_.type == ThreadType::kRecv; }
 
 WorkerThread::~WorkerThread() { join(); }
 
 std::string WorkerThread::name() const {
-  return std::string(thread_role_name(plan_.role)) + " " + std::to_string(plan_.instance);
+  if (shared_.options.single_threaded) return "single " + std::to_string(plan_.instance);
+  return std::string(thread_type_name(plan_.type)) + " " + std::to_string(plan_.instance);
 }
 
 Status WorkerThread::init() {
@@ -114,10 +117,7 @@ void WorkerThread::start_blocks() {
   if (!plan_.cpus.empty()) {
     cpu_set_t set;
     CPU_ZERO(&set);
-    if (plan_.bind)
-      CPU_SET(plan_.cpus.front(), &set);
-    else
-      for (int cpu : plan_.cpus) CPU_SET(cpu, &set);
+    for (int cpu : plan_.cpus) CPU_SET(cpu, &set);  // a cpubind thread holds exactly one CPU
     if (pthread_setaffinity_np(pthread_self(), sizeof set, &set) != 0)
       FJORD_LOG_WARN("thread %s: cannot bind to its CPUs; running unbound", name().c_str());
   }
@@ -238,7 +238,7 @@ bool WorkerThread::has_pending_input(uint64_t now_ns) {
     transport::Transporter* t = shared_.links[node].transporter.get();
     if (t && (!t->receive().bytes.empty() || !t->is_up())) return true;
   }
-  if (plan_.role == ThreadRole::kSend)
+  if (plan_.type == ThreadType::kSend)
     for (NodeId n = 1; n <= kMaxNodeId; ++n)
       if (shared_.links[n].needs_flush.load(std::memory_order_relaxed)) return true;
   return false;
@@ -602,7 +602,7 @@ bool WorkerThread::flush_links() {
   }
   flush_list_.clear();
   const bool delegate = plan_.nosend && !shared_.send_threads.empty();
-  if (plan_.role == ThreadRole::kSend) {
+  if (plan_.type == ThreadType::kSend && !shared_.options.single_threaded) {
     for (NodeId n = 1; n <= kMaxNodeId; ++n)
       if (shared_.links[n].needs_flush.exchange(false, std::memory_order_acq_rel)) pending_flush_.push_back(n);
   }

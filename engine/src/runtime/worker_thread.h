@@ -63,7 +63,7 @@ struct RuntimeShared;
 
 class WorkerThread {
  public:
-  WorkerThread(RuntimeShared& shared, uint32_t index, ThreadPlan plan);
+  WorkerThread(RuntimeShared& shared, uint32_t index, ThreadSpec spec);
   ~WorkerThread();
 
   Status init();  // allocates everything before start
@@ -71,9 +71,12 @@ class WorkerThread {
   void join();
 
   uint32_t index() const { return index_; }
-  const ThreadPlan& plan() const { return plan_; }
+  const ThreadSpec& plan() const { return plan_; }
   std::string name() const;
-  bool polls_links() const { return plan_.role == ThreadRole::kRecv || plan_.role == ThreadRole::kSingle; }
+  bool polls_links() const;
+  // Whether the thread has anything to run: blocks, links to receive, or
+  // sending on behalf of others.
+  bool has_work() const { return !blocks_.empty() || polls_links() || plan_.type == ThreadType::kSend; }
 
   void add_block(std::unique_ptr<Block> block);
   const std::vector<std::unique_ptr<Block>>& blocks() const { return blocks_; }
@@ -130,7 +133,7 @@ class WorkerThread {
 
   RuntimeShared& shared_;
   uint32_t index_;
-  ThreadPlan plan_;
+  ThreadSpec plan_;
   std::thread thread_;
   std::vector<std::unique_ptr<Block>> blocks_;
   std::vector<std::vector<Block*>> block_table_;  // [block number][instance] on this thread
@@ -173,7 +176,7 @@ struct RuntimeShared {
   std::mutex inject_mutex;
   // route[block][instance] = thread index, or -1.
   std::vector<std::vector<int>> route;
-  std::vector<uint32_t> receiver_threads;  // kRecv or kSingle
+  std::vector<uint32_t> receiver_threads;  // recv threads, or the single thread
   std::vector<uint32_t> send_threads;      // kSend
   std::atomic<uint32_t> next_receiver{0};
   std::unique_ptr<LinkSlot[]> links;  // [kMaxNodeId + 1]

@@ -38,8 +38,9 @@ constexpr BlockNumber kBack = block_numbers::kFirstTest + 1;
 // The peer pings node 1's FRONT block over TCP; FRONT forwards to BACK on
 // another thread (a job buffer); BACK answers the peer over the link, and
 // arms a delayed signal (timers) every 64 pings.
-uint64_t allocations_during_pings(std::vector<ThreadPlan> plans, ThreadRole front, ThreadRole back) {
-  auto rt = Runtime::create(test::options_with(std::move(plans)));
+uint64_t allocations_during_pings(std::vector<ThreadSpec> plans, ThreadType front, ThreadType back,
+                                  bool single = false) {
+  auto rt = Runtime::create(test::options_with(std::move(plans), 1, single));
   EXPECT_TRUE(rt);
   EXPECT_TRUE((*rt)->add_block(std::make_unique<LambdaBlock>(kFront, 0, "FRONT",
                                                              [](const Signal& s, BlockContext& c) {
@@ -88,13 +89,13 @@ uint64_t allocations_during_pings(std::vector<ThreadPlan> plans, ThreadRole fron
 }
 
 TEST(AllocationTest, MultiThreadedSteadyStateAllocatesNothing) {
-  EXPECT_EQ(allocations_during_pings({plan(ThreadRole::kRecv, 0), plan(ThreadRole::kTc, 0), plan(ThreadRole::kLdm, 0)},
-                                     ThreadRole::kTc, ThreadRole::kLdm),
+  EXPECT_EQ(allocations_during_pings({plan(ThreadType::kRecv, 0), plan(ThreadType::kTc, 0), plan(ThreadType::kLdm, 0)},
+                                     ThreadType::kTc, ThreadType::kLdm),
             0u);
 }
 
 TEST(AllocationTest, SingleThreadedSteadyStateAllocatesNothing) {
-  EXPECT_EQ(allocations_during_pings({plan(ThreadRole::kSingle, 0)}, ThreadRole::kSingle, ThreadRole::kSingle), 0u);
+  EXPECT_EQ(allocations_during_pings({plan(ThreadType::kMain, 0)}, ThreadType::kMain, ThreadType::kMain, true), 0u);
 }
 
 TEST(AllocationTest, TheCounterSeesAllocations) {

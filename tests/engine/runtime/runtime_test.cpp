@@ -70,19 +70,19 @@ std::unique_ptr<Block> consumer_block(uint16_t instance, OrderCheck& check, uint
 
 TEST(RuntimeTest, OrderingAndNoLossWithEightBusyThreadsOnTwoCores) {
   // 3 producer threads, 3 consumer threads, 1 main, 1 recv: all spinning.
-  std::vector<ThreadPlan> plans;
-  for (uint32_t i = 0; i < 3; ++i) plans.push_back(plan(ThreadRole::kTc, i, 200));
-  for (uint32_t i = 0; i < 3; ++i) plans.push_back(plan(ThreadRole::kLdm, i, 200));
-  plans.push_back(plan(ThreadRole::kMain, 0, 200));
-  plans.push_back(plan(ThreadRole::kRecv, 0, 200));
+  std::vector<ThreadSpec> plans;
+  for (uint32_t i = 0; i < 3; ++i) plans.push_back(plan(ThreadType::kTc, i, 200));
+  for (uint32_t i = 0; i < 3; ++i) plans.push_back(plan(ThreadType::kLdm, i, 200));
+  plans.push_back(plan(ThreadType::kMain, 0, 200));
+  plans.push_back(plan(ThreadType::kRecv, 0, 200));
   auto rt = Runtime::create(options_with(plans));
   ASSERT_TRUE(rt) << rt.status().to_string();
   OrderCheck check;
   check.next.assign(3, std::vector<uint32_t>(3, 0));
   constexpr uint32_t kCount = 40000;
   for (uint16_t i = 0; i < 3; ++i) {
-    ASSERT_TRUE((*rt)->add_block(producer_block(i, 3, kCount, 64), ThreadRole::kTc, i));
-    ASSERT_TRUE((*rt)->add_block(consumer_block(i, check), ThreadRole::kLdm, i));
+    ASSERT_TRUE((*rt)->add_block(producer_block(i, 3, kCount, 64), ThreadType::kTc, i));
+    ASSERT_TRUE((*rt)->add_block(consumer_block(i, check), ThreadType::kLdm, i));
   }
   ASSERT_TRUE((*rt)->start());
   for (uint16_t i = 0; i < 3; ++i) ASSERT_TRUE((*rt)->inject({1, {kProducer, i}}, kGo, {}));
@@ -96,7 +96,7 @@ TEST(RuntimeTest, OrderingAndNoLossWithEightBusyThreadsOnTwoCores) {
 }
 
 TEST(RuntimeTest, SlowConsumerStopsTheProducerWithoutLossAndWithBoundedMemory) {
-  auto opts = options_with({plan(ThreadRole::kTc, 0), plan(ThreadRole::kLdm, 0)});
+  auto opts = options_with({plan(ThreadType::kTc, 0), plan(ThreadType::kLdm, 0)});
   opts.job_buffer_bytes = 64 << 10;  // small, so the producer meets it quickly
   auto rt = Runtime::create(opts);
   ASSERT_TRUE(rt);
@@ -106,8 +106,8 @@ TEST(RuntimeTest, SlowConsumerStopsTheProducerWithoutLossAndWithBoundedMemory) {
   // The producer re-arms itself after every 64 signals, far faster than the
   // consumer (2 us per signal) drains a 64 KB job buffer: it must spill and
   // then stop executing until the consumer catches up.
-  ASSERT_TRUE((*rt)->add_block(producer_block(0, 1, kCount, 64), ThreadRole::kTc, 0));
-  ASSERT_TRUE((*rt)->add_block(consumer_block(0, check, 2000), ThreadRole::kLdm, 0));
+  ASSERT_TRUE((*rt)->add_block(producer_block(0, 1, kCount, 64), ThreadType::kTc, 0));
+  ASSERT_TRUE((*rt)->add_block(consumer_block(0, check, 2000), ThreadType::kLdm, 0));
   ASSERT_TRUE((*rt)->start());
   ASSERT_TRUE((*rt)->inject({1, {kProducer, 0}}, kGo, {}));
   uint32_t max_fill = 0;
@@ -129,8 +129,8 @@ TEST(RuntimeTest, SlowConsumerStopsTheProducerWithoutLossAndWithBoundedMemory) {
 // A deterministic computation: a token visits blocks on every thread, each
 // visit folding the block's identity into a hash. Same result whatever the
 // thread layout.
-uint64_t run_token_ring(std::vector<ThreadPlan> plans, bool single) {
-  auto rt = Runtime::create(options_with(std::move(plans)));
+uint64_t run_token_ring(std::vector<ThreadSpec> plans, bool single) {
+  auto rt = Runtime::create(options_with(std::move(plans), 1, single));
   EXPECT_TRUE(rt);
   std::atomic<uint64_t> result{0};
   constexpr uint16_t kStations = 4;
@@ -147,7 +147,7 @@ uint64_t run_token_ring(std::vector<ThreadPlan> plans, bool single) {
       const uint32_t w[] = {static_cast<uint32_t>(h >> 32), static_cast<uint32_t>(h), hops - 1};
       c.send({c.self_node(), {kConsumer, static_cast<uint16_t>((i + h % 3 + 1) % kStations)}}, kData, w);
     });
-    const ThreadRole role = single ? ThreadRole::kSingle : (i % 2 ? ThreadRole::kLdm : ThreadRole::kTc);
+    const ThreadType role = single ? ThreadType::kMain : (i % 2 ? ThreadType::kLdm : ThreadType::kTc);
     EXPECT_TRUE((*rt)->add_block(std::move(block), role, single ? 0 : i / 2));
   }
   EXPECT_TRUE((*rt)->start());
@@ -159,16 +159,16 @@ uint64_t run_token_ring(std::vector<ThreadPlan> plans, bool single) {
 }
 
 TEST(RuntimeTest, SingleAndMultiThreadedModesComputeTheSameResult) {
-  const uint64_t single = run_token_ring({plan(ThreadRole::kSingle, 0)}, true);
+  const uint64_t single = run_token_ring({plan(ThreadType::kMain, 0)}, true);
   const uint64_t multi = run_token_ring(
-      {plan(ThreadRole::kTc, 0), plan(ThreadRole::kTc, 1), plan(ThreadRole::kLdm, 0), plan(ThreadRole::kLdm, 1)},
+      {plan(ThreadType::kTc, 0), plan(ThreadType::kTc, 1), plan(ThreadType::kLdm, 0), plan(ThreadType::kLdm, 1)},
       false);
   EXPECT_NE(single, 0u);
   EXPECT_EQ(single, multi);
 }
 
 TEST(RuntimeTest, DelayedSignalsFireAfterTheirDelayInOrder) {
-  auto rt = Runtime::create(options_with({plan(ThreadRole::kMain, 0)}));
+  auto rt = Runtime::create(options_with({plan(ThreadType::kMain, 0)}));
   ASSERT_TRUE(rt);
   std::mutex m;
   std::vector<std::pair<uint32_t, uint64_t>> fired;
@@ -186,7 +186,7 @@ TEST(RuntimeTest, DelayedSignalsFireAfterTheirDelayInOrder) {
                                                                  fired.emplace_back(s.word(0), monotonic_ns() - t0);
                                                                }
                                                              }),
-                               ThreadRole::kMain, 0));
+                               ThreadType::kMain, 0));
   ASSERT_TRUE((*rt)->start());
   ASSERT_TRUE((*rt)->inject({1, {kConsumer, 0}}, kGo, {}));
   ASSERT_TRUE(eventually([&] {
@@ -203,7 +203,7 @@ TEST(RuntimeTest, DelayedSignalsFireAfterTheirDelayInOrder) {
 }
 
 TEST(RuntimeTest, WatchdogNamesAThreadStuckInABlock) {
-  auto opts = options_with({plan(ThreadRole::kLdm, 0), plan(ThreadRole::kMain, 0)});
+  auto opts = options_with({plan(ThreadType::kLdm, 0), plan(ThreadType::kMain, 0)});
   opts.watchdog_ms = 100;
   std::mutex m;
   std::vector<std::string> reports;
@@ -219,7 +219,7 @@ TEST(RuntimeTest, WatchdogNamesAThreadStuckInABlock) {
                                                                const uint64_t until = monotonic_ns() + 400'000'000;
                                                                while (monotonic_ns() < until) cpu_relax();
                                                              }),
-                               ThreadRole::kLdm, 0));
+                               ThreadType::kLdm, 0));
   ASSERT_TRUE((*rt)->start());
   std::this_thread::sleep_for(std::chrono::milliseconds(250));
   {
@@ -258,7 +258,7 @@ class RuntimeLinkTest : public ::testing::Test {
 };
 
 TEST_F(RuntimeLinkTest, SignalsCrossTheLinkBothWaysAndNodeEventsArrive) {
-  auto opts = options_with({plan(ThreadRole::kRecv, 0), plan(ThreadRole::kTc, 0)});
+  auto opts = options_with({plan(ThreadType::kRecv, 0), plan(ThreadType::kTc, 0)});
   std::vector<std::unique_ptr<transport::Transporter>> dead;
   std::mutex dead_mutex;
   opts.on_link_down = [&](std::unique_ptr<transport::Transporter> t) {
@@ -279,7 +279,7 @@ TEST_F(RuntimeLinkTest, SignalsCrossTheLinkBothWaysAndNodeEventsArrive) {
                                      }
                                    },
                                    true),
-                               ThreadRole::kTc, 0));
+                               ThreadType::kTc, 0));
   ASSERT_TRUE((*rt)->start());
   connect(**rt);
   ASSERT_TRUE(eventually([&] { return connected.load() == 2; }));
@@ -312,10 +312,10 @@ TEST_F(RuntimeLinkTest, SignalsCrossTheLinkBothWaysAndNodeEventsArrive) {
 }
 
 TEST_F(RuntimeLinkTest, ASignalToAMissingBlockClosesOnlyThatLinkWithAReason) {
-  auto rt = Runtime::create(options_with({plan(ThreadRole::kSingle, 0)}));
+  auto rt = Runtime::create(options_with({plan(ThreadType::kMain, 0)}, 1, true));
   ASSERT_TRUE(rt);
   ASSERT_TRUE((*rt)->add_block(std::make_unique<LambdaBlock>(kConsumer, 0, "X", [](const Signal&, BlockContext&) {}),
-                               ThreadRole::kSingle, 0));
+                               ThreadType::kMain, 0));
   ASSERT_TRUE((*rt)->start());
   connect(**rt);
   const uint32_t w[] = {1};
@@ -326,13 +326,13 @@ TEST_F(RuntimeLinkTest, ASignalToAMissingBlockClosesOnlyThatLinkWithAReason) {
 }
 
 TEST_F(RuntimeLinkTest, CongestionStopsTheReceiverWithoutLoss) {
-  auto opts = options_with({plan(ThreadRole::kRecv, 0), plan(ThreadRole::kLdm, 0)});
+  auto opts = options_with({plan(ThreadType::kRecv, 0), plan(ThreadType::kLdm, 0)});
   opts.job_buffer_bytes = 64 << 10;
   auto rt = Runtime::create(opts);
   ASSERT_TRUE(rt);
   OrderCheck check;
   check.next.assign(1, std::vector<uint32_t>(8, 0));
-  ASSERT_TRUE((*rt)->add_block(consumer_block(0, check, 3000), ThreadRole::kLdm, 0));
+  ASSERT_TRUE((*rt)->add_block(consumer_block(0, check, 3000), ThreadType::kLdm, 0));
   ASSERT_TRUE((*rt)->start());
   connect(**rt);
   constexpr uint32_t kCount = 20000;

@@ -23,17 +23,18 @@ class LambdaBlock final : public Block {
   bool node_events_;
 };
 
-inline ThreadPlan plan(ThreadRole role, uint32_t instance, uint32_t spintime_us = 0) {
-  ThreadPlan p;
-  p.role = role;
+inline ThreadSpec plan(ThreadType type, uint32_t instance, uint32_t spintime_us = 0) {
+  ThreadSpec p;
+  p.type = type;
   p.instance = instance;
   p.spintime_us = spintime_us;
   return p;
 }
 
-inline RuntimeOptions options_with(std::vector<ThreadPlan> threads, NodeId self = 1) {
+inline RuntimeOptions options_with(std::vector<ThreadSpec> threads, NodeId self = 1, bool single = false) {
   RuntimeOptions o;
   o.self = self;
+  o.single_threaded = single;
   o.threads = std::move(threads);
   o.job_buffer_bytes = 256 << 10;
   o.local_queue_bytes = 1 << 20;

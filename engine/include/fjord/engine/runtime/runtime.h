@@ -4,7 +4,7 @@
 // Usage (the data node program, tests and benchmarks):
 //   RuntimeOptions options;  options.threads = ...;   // from ThreadConfig
 //   auto rt = Runtime::create(options);
-//   rt->add_block(std::make_unique<MyBlock>(...), ThreadRole::kLdm, 0);
+//   rt->add_block(std::make_unique<MyBlock>(...), ThreadType::kLdm, 0);
 //   rt->start();
 //   rt->attach_link(std::move(transporter));           // whenever a link connects
 //   ... rt->stop();
@@ -35,30 +35,20 @@
 
 #include "fjord/base/status.h"
 #include "fjord/engine/runtime/block.h"
+#include "fjord/engine/thread_config.h"
 #include "fjord/transport/transporter.h"
 
 namespace fjord::engine {
 
-enum class ThreadRole : uint8_t { kLdm, kTc, kRecv, kSend, kMain, kRep, kIo, kWatchdog, kSingle };
-const char* thread_role_name(ThreadRole role) noexcept;
-
-struct ThreadPlan {
-  ThreadRole role = ThreadRole::kMain;
-  uint32_t instance = 0;     // per role
-  std::vector<int> cpus;     // empty: any CPU
-  bool bind = false;         // true: pinned to cpus[0]; false: may use any of cpus
-  uint32_t spintime_us = 0;  // spin this long before sleeping
-  bool realtime = false;     // SCHED_FIFO (best effort; a failure is logged)
-  int thread_prio = -1;      // -1: leave the nice value alone
-  bool nosend = false;       // never flushes links itself (send threads do)
-};
-
 struct RuntimeOptions {
   NodeId self = 1;
-  // The threads. A single kSingle thread is NDB's ndbd: it receives,
-  // executes every block and sends. Watchdog/io/rep plans are accepted; the
-  // watchdog runs in its own thread regardless.
-  std::vector<ThreadPlan> threads;
+  // The threads, as ThreadConfig describes them (thread_config.h). io and wd
+  // entries are accepted and not run as loops (no disk I/O; the watchdog is
+  // the runtime's own thread).
+  std::vector<ThreadSpec> threads;
+  // NDB's ndbd: one thread receives, executes every block and sends.
+  // `threads` must then hold exactly one entry (its CPUs and spintime apply).
+  bool single_threaded = false;
   std::size_t job_buffer_bytes = 1 << 20;               // per (producer, consumer) thread pair
   std::size_t local_queue_bytes = 4 << 20;              // each thread's queue to itself
   std::size_t spill_bytes = 4 << 20;                    // each thread's overflow queue
@@ -75,9 +65,9 @@ struct RuntimeOptions {
 // Per-thread statistics (NDB: loops, signals, "Mean loop Counter", cpu and
 // spin time, job-buffer fill).
 struct ThreadStats {
-  std::string name;  // "ldm 0"
-  uint64_t loops = 0;               // scheduler loops that found or did work
-  uint64_t idle_polls = 0;          // spin iterations: each checks every input once
+  std::string name;         // "ldm 0"
+  uint64_t loops = 0;       // scheduler loops that found or did work
+  uint64_t idle_polls = 0;  // spin iterations: each checks every input once
   uint64_t signals = 0;
   double mean_signals_per_loop = 0;  // over loops that executed something
   uint64_t busy_ns = 0;              // executing, receiving or sending
@@ -108,9 +98,9 @@ class Runtime {
   static Result<std::unique_ptr<Runtime>> create(RuntimeOptions options);
   ~Runtime();
 
-  // Places a block on the thread with this role and instance (in single-
+  // Places a block on the thread of this type and instance (in single-
   // threaded mode every block goes on the single thread). Before start().
-  Status add_block(std::unique_ptr<Block> block, ThreadRole role, uint32_t role_instance);
+  Status add_block(std::unique_ptr<Block> block, ThreadType type, uint32_t instance);
 
   Status start();
   // Stops every thread, joins them and closes the links. Idempotent.
