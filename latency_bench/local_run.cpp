@@ -179,7 +179,11 @@ Row run_local(const LocalPlan& plan, Progress& progress) {
   if (!t) {
     auto code = peer->wait_for(0);
     if (!code || *code != kPeerExitUnavailable) return with_outcome(row, Outcome::kFailed, t.status().message());
-    row.note = "peer is a thread of this process; a peer process got: " + peer_said(*peer);
+    // The peer printed "latency_bench peer: connecting <link>: <why>"; keep <why>.
+    std::string said = peer_said(*peer);
+    const std::string prefix = "latency_bench peer: connecting " + plan.link.link.describe() + ": ";
+    if (said.rfind(prefix, 0) == 0) said.erase(0, prefix.size());
+    row.note = "peer is a thread of this process; from another process: " + said;
     return run_with_peer_thread(plan, *factory, **listener, std::move(row), progress);
   }
   const Status measured = measure_on_link(plan, **t, row, progress);
