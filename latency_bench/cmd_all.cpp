@@ -17,8 +17,13 @@ namespace {
 constexpr uint64_t kNsPerSecond = 1'000'000'000ULL;
 constexpr std::size_t kStreamPayloadBytes = 4096;  // the streaming target is for 4 KB messages
 
-std::vector<PollMode> poll_modes(const Options& o) {
+// Two processes spinning on one CPU take turns by time slice, so with a
+// single CPU only sleeping rows mean anything unless --poll busy insists.
+bool one_cpu(const RunContext& ctx) { return ctx.cpus[0] == ctx.cpus[1]; }
+
+std::vector<PollMode> poll_modes(const Options& o, const RunContext& ctx) {
   if (o.poll_given) return {o.poll};
+  if (one_cpu(ctx)) return {PollMode::kSleep};
   return {PollMode::kBusy, PollMode::kSleep};
 }
 
@@ -88,8 +93,8 @@ void add_rows(const Options& o, const RunContext& ctx, const ComparePlan& plan, 
       runnable.push_back(type);
   }
   Comparisons done;
-  const PollMode stream_poll = o.poll_given ? o.poll : PollMode::kBusy;
-  for (PollMode poll : poll_modes(o))
+  const PollMode stream_poll = poll_modes(o, ctx).front();
+  for (PollMode poll : poll_modes(o, ctx))
     for (const std::string& type : runnable) {
       report.rows.push_back(one_row(row_options(o, poll, false), ctx, type, progress));
       measure_judges(report.rows.back(), plan, done, progress);
@@ -105,7 +110,7 @@ void add_rows(const Options& o, const RunContext& ctx, const ComparePlan& plan, 
 }
 
 ComparePlan compare_plan(const Options& o, const RunContext& ctx) {
-  const std::vector<PollMode> polls = poll_modes(o);
+  const std::vector<PollMode> polls = poll_modes(o, ctx);
   ComparePlan c;
   c.busy_latency = std::find(polls.begin(), polls.end(), PollMode::kBusy) != polls.end();
   c.sleep_latency = std::find(polls.begin(), polls.end(), PollMode::kSleep) != polls.end();
@@ -127,12 +132,13 @@ ComparePlan compare_plan(const Options& o, const RunContext& ctx) {
 std::string title(const Options& o, const RunContext& ctx) {
   std::string names;
   for (const std::string& n : ctx.built_in) names += (names.empty() ? "" : ", ") + n;
-  const Options busy = row_options(o, PollMode::kBusy, false);
-  const Options sleep = row_options(o, PollMode::kSleep, false);
+  std::string rounds;
+  for (PollMode poll : poll_modes(o, ctx))
+    rounds += (rounds.empty() ? "" : " / ") + std::to_string(effective_iterations(row_options(o, poll, false))) +
+              " round trips " + poll_mode_name(poll);
   return "latency_bench all: every transporter built in (" + names + "); ping-pong " + std::to_string(o.size_bytes) +
-         " B payload, " + std::to_string(effective_iterations(busy)) + " round trips busy / " +
-         std::to_string(effective_iterations(sleep)) + " sleeping; streaming " + std::to_string(kStreamPayloadBytes) +
-         " B, " + std::to_string(effective_iterations(row_options(o, PollMode::kBusy, true))) + " messages";
+         " B payload, " + rounds + "; streaming " + std::to_string(kStreamPayloadBytes) + " B, " +
+         std::to_string(effective_iterations(row_options(o, PollMode::kBusy, true))) + " messages";
 }
 
 }  // namespace
@@ -154,6 +160,8 @@ int run_all_command(const Options& o) {
   report.notes.emplace_back("Streaming: payload GB/s (1e9 B/s), first send to the receiver's report; the receiver");
   report.notes.emplace_back("copies every payload out. Floors and peer tools ran in this same invocation, each");
   report.notes.emplace_back("right after the row a target compares it with.");
+  if (one_cpu(*ctx) && !o.poll_given)
+    report.notes.emplace_back("one CPU: busy-poll rows skipped (two spinners on one CPU measure its time slice)");
   bool failed = false;
   for (const Row& row : report.rows)
     failed = failed || (row.kind == RowKind::kFjord && row.outcome == Outcome::kFailed);
