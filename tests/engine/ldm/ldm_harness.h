@@ -120,7 +120,8 @@ class Inbox {
 struct HarnessOptions {
   uint16_t ldm_threads = 1;
   uint64_t data_memory_bytes = 64 << 20;
-  LdmOptions ldm;  // instance and ldm_instances are set per block
+  uint32_t spintime_us = 0;  // > 0: busy threads (tests run with more of them than cores)
+  LdmOptions ldm;            // instance and ldm_instances are set per block
 };
 
 class Harness {
@@ -130,8 +131,9 @@ class Harness {
     EXPECT_TRUE(pool) << pool.status().to_string();
     pool_ = std::move(pool).value();
     std::vector<ThreadSpec> threads;
-    for (uint32_t i = 0; i < options.ldm_threads; ++i) threads.push_back(test::plan(ThreadType::kLdm, i));
-    threads.push_back(test::plan(ThreadType::kTc, 0));
+    for (uint32_t i = 0; i < options.ldm_threads; ++i)
+      threads.push_back(test::plan(ThreadType::kLdm, i, options.spintime_us));
+    threads.push_back(test::plan(ThreadType::kTc, 0, options.spintime_us));
     auto rt = Runtime::create(test::options_with(threads, kSelf));
     EXPECT_TRUE(rt) << rt.status().to_string();
     runtime_ = std::move(rt).value();
@@ -385,30 +387,13 @@ class Client {
   // Waits for the answer to operation `op`.
   KeyOutcome wait(uint32_t op) {
     const Captured c = h_.tc().take([&](const Captured& x) { return answers(x, op); });
-    KeyOutcome out;
-    if (c.frame.empty()) return out;
-    const Signal s = c.signal();
-    if (s.number() == gsn::kLqhKeyRef) {
-      out.error = decode_lqh_key_ref(s)->error;
-      return out;
-    }
-    auto conf = decode_lqh_key_conf(s);
-    EXPECT_TRUE(conf);
-    out.ok = true;
-    out.data_sent_to_api = conf->data_sent_to_api;
-    out.unique_before.assign(conf->unique_before.begin(), conf->unique_before.end());
-    out.unique_after.assign(conf->unique_after.begin(), conf->unique_after.end());
-    if (conf->data_sent_to_api) {
-      const Captured d = h_.api().take([&](const Captured& x) {
-        if (x.number() != gsn::kKeyData) return false;
-        auto k = decode_key_data(x.signal());
-        return k && k->op_index == op;
-      });
-      if (!d.frame.empty()) out.values = decode_values(decode_key_data(d.signal())->values);
-    } else {
-      out.values = decode_values(conf->data);
-    }
-    return out;
+    return c.frame.empty() ? KeyOutcome{} : outcome_of(c, op);
+  }
+  // The answer to `op` if it has arrived (call after a sync()).
+  std::optional<KeyOutcome> poll(uint32_t op) {
+    std::vector<Captured> got = h_.tc().drain([&](const Captured& x) { return answers(x, op); });
+    if (got.empty()) return std::nullopt;
+    return outcome_of(got.front(), op);
   }
   KeyOutcome run(const Request& r) { return wait(send(r)); }
   // True if operation `op` has been answered (call after a sync()).
@@ -437,6 +422,33 @@ class Client {
   Harness& harness() { return h_; }
 
  private:
+  // The conf or ref `c` for operation `op`, with its KeyData if it sent one.
+  KeyOutcome outcome_of(const Captured& c, uint32_t op) {
+    KeyOutcome out;
+    const Signal s = c.signal();
+    if (s.number() == gsn::kLqhKeyRef) {
+      out.error = decode_lqh_key_ref(s)->error;
+      return out;
+    }
+    auto conf = decode_lqh_key_conf(s);
+    EXPECT_TRUE(conf);
+    out.ok = true;
+    out.data_sent_to_api = conf->data_sent_to_api;
+    out.unique_before.assign(conf->unique_before.begin(), conf->unique_before.end());
+    out.unique_after.assign(conf->unique_after.begin(), conf->unique_after.end());
+    if (!conf->data_sent_to_api) {
+      out.values = decode_values(conf->data);
+      return out;
+    }
+    const Captured d = h_.api().take([&](const Captured& x) {
+      if (x.number() != gsn::kKeyData) return false;
+      auto k = decode_key_data(x.signal());
+      return k && k->op_index == op;
+    });
+    if (!d.frame.empty()) out.values = decode_values(decode_key_data(d.signal())->values);
+    return out;
+  }
+
   static bool answers(const Captured& x, uint32_t op) {
     if (x.number() == gsn::kLqhKeyConf) {
       auto m = decode_lqh_key_conf(x.signal());

@@ -188,6 +188,7 @@ class ModelRun {
     }
     check_scans();
     const LdmStats s = db_.h.ldm(0).stats();
+    EXPECT_GE(s.commits + s.aborts, transactions);
     EXPECT_EQ(s.committed_rows, committed_.size());
     EXPECT_EQ(s.lock_records_in_use, 0u);
     EXPECT_EQ(s.operation_records_in_use, 0u);
@@ -204,7 +205,7 @@ class ModelRun {
 TEST(LdmModelTest, RandomTransactionsAgreeWithAMap) {
   const uint64_t seed = test_seed();
   SCOPED_TRACE("FJORD_SEED=" + std::to_string(seed));
-  ModelRun(seed).run(600);
+  ModelRun(seed).run(3000);
 }
 
 }  // namespace

@@ -245,6 +245,7 @@ TEST(LdmScanTest, BatchesOfManySizesReturnEveryRowOnce) {
 TEST(LdmScanTest, ManyPartitionsOverTwoLdmInstancesOnTwoThreads) {
   HarnessOptions options;
   options.ldm_threads = 2;
+  options.spintime_us = 200;  // three busy threads and the test's, on two cores
   Db db(options, items_table(16));
   fill(db, 0, 400);
   EXPECT_GT(db.h.ldm(0).stats().committed_rows, 0u);

@@ -23,8 +23,10 @@ class Cluster {
     auto pool = storage::PagePool::create({32 << 20});
     EXPECT_TRUE(pool);
     pool_ = std::move(pool).value();
-    auto rt = Runtime::create(test::options_with({test::plan(ThreadType::kMain, 0), test::plan(ThreadType::kTc, 0),
-                                                  test::plan(ThreadType::kLdm, 0), test::plan(ThreadType::kLdm, 1)}));
+    // Four busy threads (200 us spin) and the test's on two cores.
+    auto rt = Runtime::create(
+        test::options_with({test::plan(ThreadType::kMain, 0, 200), test::plan(ThreadType::kTc, 0, 200),
+                            test::plan(ThreadType::kLdm, 0, 200), test::plan(ThreadType::kLdm, 1, 200)}));
     EXPECT_TRUE(rt);
     rt_ = std::move(rt).value();
     TcOptions tc;
