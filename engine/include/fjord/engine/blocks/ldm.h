@@ -53,7 +53,9 @@ struct LdmOptions {
   uint32_t scan_slice_rows = 1024;
 };
 
-// Counters (the owner thread writes, any thread reads; relaxed atomics).
+// Counters. The ldm thread is the only writer (a relaxed load and store);
+// any thread may read them. Relaxed is enough: each counter is read on its
+// own, as a statistic, and no other memory is published through it.
 struct LdmCounters {
   std::atomic<uint64_t> committed_rows{0};  // rows visible to read-committed readers
   std::atomic<uint64_t> key_operations{0};  // LqhKeyReq executed (each resumption counts again)
