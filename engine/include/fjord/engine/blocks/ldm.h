@@ -1,0 +1,106 @@
+// LDM: the local data manager block (NDB's DBLQH, DBTUP, DBACC and DBTUX in
+// one block), one instance per ldm thread.
+//
+// Instance i owns partition p of every table when p % ldm_instances == i.
+// Per owned partition it keeps a row store, a primary-key hash index and one
+// ordered index per ordered index of the table, all in pages of the node's
+// DataMemory (a PagePool shared by every LDM instance of the node).
+//
+// It executes what TC sends (protocol.h): key operations (LqhKeyReq) with
+// row locks, commit and abort of a transaction's operations, and scans
+// (ScanFragReq) in rounds. Writes take exclusive row locks and prepare a
+// pending version beside the committed one (copy-on-write), so a
+// read-committed read never waits and sees the last committed version until
+// the writer commits; shared locks on request. A request that meets a
+// conflicting lock waits ("parked", in FIFO order per row) in memory bounded
+// at start-up; deadlocks are broken by TC's timeout (LqhAbortReq). Commit
+// never needs memory: everything it makes visible was prepared, index
+// entries included. docs/ldm.md describes the design.
+//
+// Every record (operations, locks, transactions, parked requests, scans)
+// comes from pools sized at start-up: a full pool refuses the request with
+// an error code, never allocates.
+//
+// Thread: its ldm thread (execute, on_start). stats() from any thread.
+// Hot path: execute(); it allocates nothing from the heap (tests prove it).
+// Schema installs and drops are slow-path.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+
+#include "fjord/engine/runtime/block.h"
+#include "fjord/engine/storage/page_pool.h"
+
+namespace fjord::engine {
+
+struct LdmOptions {
+  uint16_t instance = 0;       // this block's ldm thread index
+  uint16_t ldm_instances = 1;  // LDM instances of the node (partitions are spread over them)
+  // MaxNoOfConcurrentOperations: operation/lock records of this instance.
+  // A transaction's operations on one row share one record; each locked row
+  // and each transaction with something held or waiting needs one more.
+  uint32_t max_operations = 32768;
+  uint32_t max_scans = 256;  // scans open at once on this instance (one per partition scanned)
+  // Bytes for requests waiting for a lock (their key, values and column
+  // list); when full, a request that would wait is refused (kTooManyOperations).
+  uint32_t parked_request_bytes = 1 << 20;
+  // Scan definitions (filters and column lists) of open scans.
+  uint32_t scan_definition_bytes = 1 << 20;
+  // Rows a scan examines per signal before it yields the thread to other
+  // signals (the round goes on in a signal to itself).
+  uint32_t scan_slice_rows = 1024;
+};
+
+// Counters. The ldm thread is the only writer (a relaxed load and store);
+// any thread may read them. Relaxed is enough: each counter is read on its
+// own, as a statistic, and no other memory is published through it.
+struct LdmCounters {
+  std::atomic<uint64_t> committed_rows{0};  // rows visible to read-committed readers
+  std::atomic<uint64_t> key_operations{0};  // LqhKeyReq executed (each resumption counts again)
+  std::atomic<uint64_t> reads{0};
+  std::atomic<uint64_t> inserts{0};
+  std::atomic<uint64_t> updates{0};
+  std::atomic<uint64_t> deletes{0};
+  std::atomic<uint64_t> refused{0};     // LqhKeyRef sent
+  std::atomic<uint64_t> lock_waits{0};  // requests parked behind a lock
+  std::atomic<uint64_t> commits{0};     // LqhCommitReq handled
+  std::atomic<uint64_t> aborts{0};      // LqhAbortReq handled
+  std::atomic<uint64_t> scans{0};       // ScanFragReq accepted
+  std::atomic<uint64_t> scan_rows{0};   // rows sent by scans
+  std::atomic<uint64_t> out_of_memory{0};
+  // Gauges.
+  std::atomic<uint64_t> parked_now{0};
+  std::atomic<uint64_t> operation_records_in_use{0};
+  std::atomic<uint64_t> lock_records_in_use{0};
+  std::atomic<uint64_t> scans_open{0};
+};
+
+// A snapshot of the counters plus DataMemory, for the node's statistics.
+struct LdmStats {
+  uint64_t committed_rows = 0, key_operations = 0, reads = 0, inserts = 0, updates = 0, deletes = 0;
+  uint64_t refused = 0, lock_waits = 0, commits = 0, aborts = 0, scans = 0, scan_rows = 0, out_of_memory = 0;
+  uint64_t parked_now = 0, operation_records_in_use = 0, lock_records_in_use = 0, scans_open = 0;
+  uint64_t data_memory_used_bytes = 0;  // the node's DataMemory in use (all LDM instances)
+  uint64_t data_memory_bytes = 0;       // the node's DataMemory
+};
+
+class LdmBlock final : public Block {
+ public:
+  // `data_memory` is shared by every LDM instance of the node and must
+  // outlive the block.
+  LdmBlock(storage::PagePool& data_memory, const LdmOptions& options);
+  ~LdmBlock() override;
+
+  void execute(const Signal& signal, BlockContext& context) override;
+
+  LdmStats stats() const;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace fjord::engine

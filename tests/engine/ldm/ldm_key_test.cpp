@@ -1,0 +1,349 @@
+// LDM key operations: every operation type and error, versions seen by
+// read-committed readers, a transaction's own changes, unique-index
+// columns before and after, DataMemory and record exhaustion.
+#include <gtest/gtest.h>
+
+#include "ldm_test_tables.h"
+
+namespace fjord::engine::ldm_test {
+namespace {
+
+const Item kApple{5, "apple", 100};
+const Item kPear{7, std::nullopt, std::nullopt};
+
+TEST(LdmKeyTest, InsertReadUpdateDeleteWithCommits) {
+  Db db;
+  const TxId t1 = db.fresh_tx();
+  const KeyOutcome ins = db.insert(t1, 1, kApple);
+  ASSERT_TRUE(ins.ok) << error_text(ins.error);
+  EXPECT_EQ(db.client.commit(t1), 1u);
+  EXPECT_EQ(db.committed(1), kApple);
+
+  const TxId t2 = db.fresh_tx();
+  ASSERT_TRUE(db.update(t2, 1, Values().i32(kQty, 9).null(kName)).ok);
+  EXPECT_EQ(db.client.commit(t2), 1u);
+  EXPECT_EQ(db.committed(1), (Item{9, std::nullopt, 100}));
+
+  const TxId t3 = db.fresh_tx();
+  ASSERT_TRUE(db.remove(t3, 1).ok);
+  EXPECT_EQ(db.client.commit(t3), 1u);
+  EXPECT_EQ(db.committed(1), std::nullopt);
+  const LdmStats stats = db.h.ldm(0).stats();
+  EXPECT_EQ(stats.inserts, 1u);
+  EXPECT_EQ(stats.updates, 1u);
+  EXPECT_EQ(stats.deletes, 1u);
+  EXPECT_EQ(stats.committed_rows, 0u);
+  EXPECT_EQ(stats.operation_records_in_use, 0u);
+  EXPECT_EQ(stats.lock_records_in_use, 0u);
+}
+
+TEST(LdmKeyTest, WriteInsertsThenUpdates) {
+  Db db;
+  const TxId t1 = db.fresh_tx();
+  ASSERT_TRUE(db.write(t1, 4, kApple).ok);
+  db.client.commit(t1);
+  EXPECT_EQ(db.committed(4), kApple);
+  const TxId t2 = db.fresh_tx();
+  ASSERT_TRUE(db.write(t2, 4, kPear).ok);
+  db.client.commit(t2);
+  EXPECT_EQ(db.committed(4), kPear);
+}
+
+TEST(LdmKeyTest, ReadsReturnTheRequestedColumnsToTheApiOrToTc) {
+  Db db;
+  db.put(1, kApple);
+  Client::Request r{OpType::kRead, LockMode::kCommitted, db.fresh_tx(), item_key(1), {}, column_list({kCode, kQty})};
+  KeyOutcome to_api = db.client.run(r);
+  ASSERT_TRUE(to_api.ok);
+  EXPECT_TRUE(to_api.data_sent_to_api);
+  ASSERT_EQ(to_api.values.size(), 2u);
+  EXPECT_EQ(int_of<uint32_t>(to_api.values.at(kCode)), 100u);
+  EXPECT_EQ(int_of<int32_t>(to_api.values.at(kQty)), 5);
+
+  r.result_to = ResultTo::kTc;
+  r.columns.clear();  // all of them
+  KeyOutcome to_tc = db.client.run(r);
+  ASSERT_TRUE(to_tc.ok);
+  EXPECT_FALSE(to_tc.data_sent_to_api);
+  ASSERT_EQ(to_tc.values.size(), 4u);
+  EXPECT_EQ(item_of(to_tc.values), kApple);
+  EXPECT_EQ(int_of<uint64_t>(to_tc.values.at(kId)), 1u);
+}
+
+TEST(LdmKeyTest, MissingRowsAndDuplicateKeys) {
+  Db db;
+  db.put(1, kApple);
+  const TxId t = db.fresh_tx();
+  EXPECT_EQ(db.insert(t, 1, kPear).error, ErrorCode::kDuplicateKey);
+  EXPECT_EQ(db.update(t, 2, Values().i32(kQty, 1)).error, ErrorCode::kNoSuchRow);
+  EXPECT_EQ(db.remove(t, 2).error, ErrorCode::kNoSuchRow);
+  EXPECT_EQ(db.read(t, 2).error, ErrorCode::kNoSuchRow);
+  EXPECT_EQ(db.read(t, 2, LockMode::kShared).error, ErrorCode::kNoSuchRow);
+  EXPECT_EQ(db.read(t, 2, LockMode::kExclusive).error, ErrorCode::kNoSuchRow);
+  // Refused operations hold nothing: the transaction has nothing to commit.
+  EXPECT_EQ(db.client.commit(t), 0u);
+  EXPECT_EQ(db.h.ldm(0).stats().operation_records_in_use, 0u);
+  EXPECT_EQ(db.committed(1), kApple);
+}
+
+TEST(LdmKeyTest, UnknownTableAndSchemaVersion) {
+  Db db;
+  TableDef other = db.table;
+  other.table_id = 99;
+  Client stranger(db.h, other);
+  EXPECT_EQ(stranger.run({OpType::kRead, LockMode::kCommitted, db.fresh_tx(), item_key(1), {}}).error,
+            ErrorCode::kNoSuchTable);
+  Client::Request r{OpType::kRead, LockMode::kCommitted, db.fresh_tx(), item_key(1), {}};
+  r.table_version = db.table.version + 1;
+  EXPECT_EQ(db.client.run(r).error, ErrorCode::kSchemaVersion);
+}
+
+TEST(LdmKeyTest, MalformedRequestsAreRefusedAsBadRequests) {
+  Db db;
+  db.put(1, kApple);
+  const auto op = [&](OpType type, Values key, Values values, std::vector<std::byte> columns = {}) {
+    return db.client.run({type, LockMode::kExclusive, db.fresh_tx(), std::move(key), std::move(values), columns}).error;
+  };
+  const auto bad = ErrorCode::kBadRequest;
+  EXPECT_EQ(op(OpType::kUpdate, item_key(1), Values().i32(9, 1)), bad) << "unknown column";
+  EXPECT_EQ(op(OpType::kUpdate, item_key(1), Values().null(kQty)), bad) << "NULL in NOT NULL";
+  EXPECT_EQ(op(OpType::kUpdate, item_key(1), Values().i64(kQty, 1)), bad) << "wrong width";
+  EXPECT_EQ(op(OpType::kUpdate, item_key(1), Values().str(kName, std::string(41, 'x'))), bad) << "too long";
+  EXPECT_EQ(op(OpType::kUpdate, item_key(1), Values().i32(kQty, 1).i32(kQty, 2)), bad) << "column twice";
+  EXPECT_EQ(op(OpType::kUpdate, item_key(1), Values().u64(kId, 2)), bad) << "changes the primary key";
+  EXPECT_EQ(op(OpType::kInsert, item_key(2), Values().u64(kId, 2).null(kName)), bad) << "NOT NULL qty missing";
+  EXPECT_EQ(op(OpType::kDelete, item_key(1), Values().i32(kQty, 1)), bad) << "delete with values";
+  EXPECT_EQ(op(OpType::kRead, item_key(1), {}, column_list({7})), bad) << "unknown column to read";
+  EXPECT_EQ(op(OpType::kRead, item_key(1), {}, column_list({1, 1})), bad) << "column to read twice";
+  EXPECT_EQ(op(OpType::kRead, Values().u32(kId, 1), {}), bad) << "key of the wrong width";
+  EXPECT_EQ(op(OpType::kRead, Values().u64(kQty, 1), {}), bad) << "key names a non-key column";
+  EXPECT_EQ(op(OpType::kRead, item_key(1).u64(kId, 1), {}), bad) << "key column twice";
+  // A partition that the key does not hash to.
+  Client::Request wrong{OpType::kRead, LockMode::kCommitted, db.fresh_tx(), item_key(1), {}};
+  wrong.partition = (db.client.partition_of_key(item_key(1)) + 1) % db.table.partitions;
+  EXPECT_EQ(db.client.run(wrong).error, bad);
+  wrong.partition = db.table.partitions;  // no such partition
+  EXPECT_EQ(db.client.run(wrong).error, bad);
+  // Nothing of it changed the row.
+  EXPECT_EQ(db.committed(1), kApple);
+}
+
+TEST(LdmKeyTest, AnUndecodableSignalIsRefused) {
+  Db db;
+  // Three words: a tc_op and a transaction id, nothing else.
+  db.h.send_raw(0, gsn::kLqhKeyReq, {42, 1, 2});
+  const Captured c = db.h.tc().take([](const Captured& x) { return x.number() == gsn::kLqhKeyRef; });
+  const LqhKeyRef ref = decode_lqh_key_ref(c.signal()).value();
+  EXPECT_EQ(ref.tc_op, 42u);
+  EXPECT_EQ(ref.error, ErrorCode::kBadRequest);
+}
+
+TEST(LdmKeyTest, APartitionOfAnotherInstanceIsRefused) {
+  HarnessOptions options;
+  options.ldm_threads = 2;
+  Db db(options);
+  // Find a key of a partition owned by instance 1, and send it to instance 0.
+  uint64_t id = 0;
+  while (db.client.partition_of_key(item_key(id)) % 2 != 1) ++id;
+  LqhKeyReq m;
+  m.tc_op = 77;
+  m.tx = db.fresh_tx();
+  m.table_id = db.table.table_id;
+  m.table_version = db.table.version;
+  m.partition = db.client.partition_of_key(item_key(id));
+  m.api_node = kSelf;
+  const Values key = item_key(id);
+  m.key = key.bytes();
+  db.h.send(0, encode(m));
+  const Captured c = db.h.tc().take([](const Captured& x) { return x.number() == gsn::kLqhKeyRef; });
+  EXPECT_EQ(decode_lqh_key_ref(c.signal())->error, ErrorCode::kBadRequest);
+  // The owner takes it.
+  ASSERT_TRUE(db.insert(db.fresh_tx(), id, kApple).ok);
+}
+
+TEST(LdmKeyTest, ReadCommittedSeesTheOldVersionUntilCommitAndNeverWaits) {
+  Db db;
+  db.put(1, kApple);
+  db.put(2, kPear);
+  const TxId writer = db.fresh_tx();
+  ASSERT_TRUE(db.update(writer, 1, Values().i32(kQty, 50).str(kName, "changed")).ok);
+  ASSERT_TRUE(db.remove(writer, 2).ok);
+  ASSERT_TRUE(db.insert(writer, 3, kApple).ok);
+  // Another transaction reads committed rows at once, while the writer
+  // holds all three exclusively.
+  EXPECT_EQ(db.committed(1), kApple);
+  EXPECT_EQ(db.committed(2), kPear);
+  EXPECT_EQ(db.committed(3), std::nullopt);
+  // The writer itself, reading committed, sees the same.
+  EXPECT_EQ(item_of(db.read(writer, 1).values), kApple);
+  EXPECT_EQ(db.client.commit(writer), 3u);
+  EXPECT_EQ(db.committed(1), (Item{50, "changed", 100}));
+  EXPECT_EQ(db.committed(2), std::nullopt);
+  EXPECT_EQ(db.committed(3), kApple);
+  EXPECT_EQ(db.h.ldm(0).stats().lock_waits, 0u);
+}
+
+TEST(LdmKeyTest, AbortDiscardsEveryPendingChange) {
+  Db db;
+  db.put(1, kApple);
+  db.put(2, kPear);
+  const TxId t = db.fresh_tx();
+  ASSERT_TRUE(db.update(t, 1, Values().i32(kQty, 50)).ok);
+  ASSERT_TRUE(db.remove(t, 2).ok);
+  ASSERT_TRUE(db.insert(t, 3, kApple).ok);
+  EXPECT_EQ(db.client.abort(t), 3u);
+  EXPECT_EQ(db.committed(1), kApple);
+  EXPECT_EQ(db.committed(2), kPear);
+  EXPECT_EQ(db.committed(3), std::nullopt);
+  const LdmStats s = db.h.ldm(0).stats();
+  EXPECT_EQ(s.committed_rows, 2u);
+  EXPECT_EQ(s.lock_records_in_use, 0u);
+  // The key is free again.
+  db.put(3, kPear);
+  EXPECT_EQ(db.committed(3), kPear);
+}
+
+TEST(LdmKeyTest, ATransactionSeesItsOwnChanges) {
+  Db db;
+  const TxId t = db.fresh_tx();
+  // insert, update, update, read: the last update.
+  ASSERT_TRUE(db.insert(t, 1, kApple).ok);
+  ASSERT_TRUE(db.update(t, 1, Values().i32(kQty, 6)).ok);
+  ASSERT_TRUE(db.update(t, 1, Values().str(kName, long_name(1))).ok);
+  EXPECT_EQ(item_of(db.read(t, 1, LockMode::kShared).values), (Item{6, long_name(1), 100}));
+  EXPECT_EQ(item_of(db.read(t, 1, LockMode::kExclusive).values), (Item{6, long_name(1), 100}));
+  // insert then delete: gone for it; insert again works.
+  ASSERT_TRUE(db.insert(t, 2, kPear).ok);
+  ASSERT_TRUE(db.remove(t, 2).ok);
+  EXPECT_EQ(db.read(t, 2, LockMode::kShared).error, ErrorCode::kNoSuchRow);
+  EXPECT_EQ(db.update(t, 2, Values().i32(kQty, 1)).error, ErrorCode::kNoSuchRow);
+  EXPECT_EQ(db.remove(t, 2).error, ErrorCode::kNoSuchRow);
+  ASSERT_TRUE(db.insert(t, 2, kApple).ok);
+  EXPECT_EQ(db.insert(t, 2, kApple).error, ErrorCode::kDuplicateKey);
+  EXPECT_EQ(db.client.commit(t), 8u);  // the operations that succeeded
+  EXPECT_EQ(db.committed(1), (Item{6, long_name(1), 100}));
+  EXPECT_EQ(db.committed(2), kApple);
+
+  // delete then insert of a committed row: the new image replaces it.
+  const TxId u = db.fresh_tx();
+  ASSERT_TRUE(db.remove(u, 1).ok);
+  EXPECT_EQ(db.read(u, 1, LockMode::kExclusive).error, ErrorCode::kNoSuchRow);
+  ASSERT_TRUE(db.insert(u, 1, kPear).ok);
+  EXPECT_EQ(item_of(db.read(u, 1, LockMode::kShared).values), kPear);
+  EXPECT_EQ(db.committed(1), (Item{6, long_name(1), 100}));
+  db.client.commit(u);
+  EXPECT_EQ(db.committed(1), kPear);
+}
+
+// Unique-index columns (code) and the primary key (id), before and after
+// each write, as TC needs them to keep the hidden unique table in step.
+TEST(LdmKeyTest, WritesReportUniqueColumnsBeforeAndAfter) {
+  Db db;
+  const TxId t = db.fresh_tx();
+  KeyOutcome r = db.insert(t, 1, kApple);
+  ASSERT_TRUE(r.ok);
+  EXPECT_TRUE(r.unique_before.empty());
+  RowValues after = decode_values(r.unique_after);
+  ASSERT_EQ(after.size(), 2u);
+  EXPECT_EQ(int_of<uint32_t>(after.at(kCode)), 100u);
+  EXPECT_EQ(int_of<uint64_t>(after.at(kId)), 1u);
+
+  r = db.update(t, 1, Values().u32(kCode, 200));
+  ASSERT_TRUE(r.ok);
+  EXPECT_EQ(int_of<uint32_t>(decode_values(r.unique_before).at(kCode)), 100u);
+  EXPECT_EQ(int_of<uint32_t>(decode_values(r.unique_after).at(kCode)), 200u);
+
+  r = db.update(t, 1, Values().null(kCode));
+  ASSERT_TRUE(r.ok);
+  EXPECT_FALSE(decode_values(r.unique_after).at(kCode).has_value());
+
+  r = db.remove(t, 1);
+  ASSERT_TRUE(r.ok);
+  EXPECT_FALSE(decode_values(r.unique_before).at(kCode).has_value());
+  EXPECT_EQ(int_of<uint64_t>(decode_values(r.unique_before).at(kId)), 1u);
+  EXPECT_TRUE(r.unique_after.empty());
+  db.client.commit(t);
+
+  // A table without unique indexes reports nothing.
+  TableDef plain = items_table(4, 8);
+  plain.indexes.pop_back();
+  install(db.h, plain);
+  Client c(db.h, plain);
+  r = c.run({OpType::kInsert, LockMode::kExclusive, db.fresh_tx(), item_key(1), item_values(1, kApple)});
+  ASSERT_TRUE(r.ok);
+  EXPECT_TRUE(r.unique_before.empty());
+  EXPECT_TRUE(r.unique_after.empty());
+}
+
+TEST(LdmKeyTest, CommitAndAbortOfUnknownTransactionsSucceed) {
+  Db db;
+  EXPECT_EQ(db.client.commit(db.fresh_tx()), 0u);
+  EXPECT_EQ(db.client.abort(db.fresh_tx()), 0u);
+  // A read-committed read leaves nothing to commit.
+  db.put(1, kApple);
+  const TxId t = db.fresh_tx();
+  ASSERT_TRUE(db.read(t, 1).ok);
+  EXPECT_EQ(db.client.commit(t), 0u);
+}
+
+TEST(LdmKeyTest, DataMemoryFullRefusesWritesAndKeepsEverythingCommitted) {
+  HarnessOptions options;
+  options.data_memory_bytes = 40 * storage::PagePool::kPageBytes;
+  Db db(options);
+  uint64_t stored = 0;
+  KeyOutcome r;
+  // Insert, one committed row at a time, until DataMemory is full.
+  for (;; ++stored) {
+    const TxId t = db.fresh_tx();
+    r = db.insert(t, stored, Item{static_cast<int32_t>(stored), long_name(stored), static_cast<uint32_t>(stored)});
+    if (!r.ok) {
+      db.client.abort(t);
+      break;
+    }
+    db.client.commit(t);
+  }
+  ASSERT_EQ(r.error, ErrorCode::kOutOfDataMemory);
+  ASSERT_GT(stored, 100u);
+  EXPECT_GE(db.h.ldm(0).stats().out_of_memory, 1u);
+  // An update needs a version: it may be refused too, and must then leave the row alone.
+  const TxId u = db.fresh_tx();
+  for (uint64_t id = 0; id < stored; ++id) {
+    const KeyOutcome up = db.update(u, id, Values().i32(kQty, -1).str(kName, "x"));
+    if (!up.ok) {
+      EXPECT_EQ(up.error, ErrorCode::kOutOfDataMemory);
+      break;
+    }
+  }
+  db.client.abort(u);
+  for (uint64_t id = 0; id < stored; ++id)
+    ASSERT_EQ(db.committed(id), (Item{static_cast<int32_t>(id), long_name(id), static_cast<uint32_t>(id)}));
+  ScanResult all = scan_table(db.h, db.table, {});
+  EXPECT_EQ(all.rows.size(), stored);
+  EXPECT_EQ(db.h.ldm(0).stats().committed_rows, stored);
+  // Delete half; inserts work again.
+  const TxId d = db.fresh_tx();
+  for (uint64_t id = 0; id < stored; id += 2) ASSERT_TRUE(db.remove(d, id).ok);
+  db.client.commit(d);
+  for (uint64_t id = 0; id < stored / 4; ++id) db.put(stored + id, kPear);
+  EXPECT_EQ(db.committed(stored), kPear);
+}
+
+TEST(LdmKeyTest, OutOfOperationRecordsIsTooManyOperations) {
+  HarnessOptions options;
+  options.ldm.max_operations = 8;
+  Db db(options);
+  const TxId t = db.fresh_tx();
+  uint64_t id = 0;
+  KeyOutcome r;
+  while ((r = db.insert(t, id, kPear)).ok) ++id;
+  EXPECT_EQ(r.error, ErrorCode::kTooManyOperations);
+  EXPECT_EQ(id, 8u);
+  // Further operations on rows it already holds need no new records.
+  EXPECT_TRUE(db.update(t, 0, Values().i32(kQty, 1)).ok);
+  EXPECT_EQ(db.client.commit(t), id + 1);
+  EXPECT_EQ(db.h.ldm(0).stats().operation_records_in_use, 0u);
+  db.put(100, kApple);
+}
+
+}  // namespace
+}  // namespace fjord::engine::ldm_test
