@@ -33,7 +33,24 @@ void append(std::vector<std::byte>& out, const void* p, std::size_t n) {
 
 // ---- Row and RowView -----------------------------------------------------------
 
+// Setting a column again replaces its value.
+void Row::erase(uint16_t column) {
+  ValueCursor c(entries_);
+  ValueEntry e;
+  std::size_t at = 0;
+  while (c.next(e)) {
+    const std::size_t n = value_entry_bytes(e.is_null ? 0 : e.bytes.size());
+    if (e.column == column) {
+      entries_.erase(entries_.begin() + static_cast<std::ptrdiff_t>(at),
+                     entries_.begin() + static_cast<std::ptrdiff_t>(at + n));
+      return;
+    }
+    at += n;
+  }
+}
+
 Row& Row::put(uint16_t column, const void* data, std::size_t bytes) {
+  erase(column);
   const std::size_t at = entries_.size();
   entries_.resize(at + value_entry_bytes(bytes));
   put_value(std::span(entries_).subspan(at), column, false, {static_cast<const std::byte*>(data), bytes});
@@ -41,6 +58,7 @@ Row& Row::put(uint16_t column, const void* data, std::size_t bytes) {
 }
 
 Row& Row::set_null(uint16_t column) {
+  erase(column);
   const std::size_t at = entries_.size();
   entries_.resize(at + value_entry_bytes(0));
   put_value(std::span(entries_).subspan(at), column, true, {});

@@ -327,8 +327,9 @@ void TcBlock::Impl::maintain_unique(uint32_t tx_ref, const Op& op, const LqhKeyC
       send_lqh(ref, lqh, c);
     };
     if (had) issue(OpType::kDelete, std::span(section_a).first(before_key), {});
+    // The hidden row is the unique key columns, then the primary key columns.
     if (has && txs[tx_ref].state == TxState::kActive)
-      issue(OpType::kInsert, std::span(section_b).first(after_key), std::span(section_b).subspan(after_key, after_pk));
+      issue(OpType::kInsert, std::span(section_b).first(after_key), std::span(section_b).first(after_key + after_pk));
   }
 }
 
@@ -506,11 +507,14 @@ void TcBlock::Impl::timer(BlockContext& c) {
   const uint64_t now = c.now_ns();
   const uint64_t deadlock_ns = uint64_t{o.deadlock_timeout_ms} * 1'000'000;
   const uint64_t inactive_ns = uint64_t{o.inactive_timeout_ms} * 1'000'000;
+  // At most one deadlock victim per pass: aborting it releases its locks, and
+  // the transactions that waited for it get them instead of being aborted too.
+  bool victim_chosen = false;
   for (uint32_t i = 0; i < txs.capacity(); ++i) {
     const uint32_t ref = txs.ref_at(i);
     if (ref == kNoRecord || txs[ref].state != TxState::kActive) continue;
     Tx& tx = txs[ref];
-    if (tx.outstanding > 0) {
+    if (tx.outstanding > 0 && !victim_chosen) {
       for (uint32_t op = tx.first_op; op != kNoRecord; op = ops[op].next) {
         if (ops[op].answered || now - ops[op].sent_ns < deadlock_ns) continue;
         ++counters.deadlock_aborts;
@@ -518,9 +522,10 @@ void TcBlock::Impl::timer(BlockContext& c) {
                        o.instance, static_cast<unsigned long long>(tx.id.value),
                        static_cast<unsigned long long>((now - ops[op].sent_ns) / 1'000'000), ops[op].op_index);
         start_abort(ref, ErrorCode::kDeadlockTimeout, ops[op].op_index, c);
+        victim_chosen = true;
         break;
       }
-    } else if (inactive_ns > 0 && tx.batch_ops == 0 && now - tx.last_activity_ns > inactive_ns) {
+    } else if (tx.outstanding == 0 && inactive_ns > 0 && tx.batch_ops == 0 && now - tx.last_activity_ns > inactive_ns) {
       ++counters.inactive_aborts;
       start_abort(ref, ErrorCode::kInactiveTimeout, UINT32_MAX, c);
     }

@@ -134,6 +134,8 @@ void TcBlock::Impl::scan_frag_ref(const Signal& s, BlockContext& c) {
   FJORD_ASSERT_MSG(ref.is_ok(), "LDM sent a malformed ScanFragRef");
   if (!scans.valid(ref->tc_scan)) return;
   Scan& scan = scans[ref->tc_scan];
+  FJORD_ASSERT_MSG(ref->partition < scan.partitions && scan.parts[ref->partition].awaiting,
+                   "LDM refused a scan round it was not asked for");
   ScanPartition& part = scan.parts[ref->partition];
   part.awaiting = false;
   if (!part.finished) {

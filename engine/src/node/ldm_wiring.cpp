@@ -1,5 +1,6 @@
 // Creates DataMemory (the page pool every LDM instance shares) and one LDM
-// block per ldm thread.
+// block per ldm thread (the single thread in single-threaded mode).
+#include "fjord/engine/blocks/ldm.h"
 #include "fjord/engine/storage/page_pool.h"
 #include "node_internal.h"
 
@@ -11,7 +12,14 @@ Status DataNode::Impl::add_ldm_blocks() {
   auto created = storage::PagePool::create(pool_config);
   if (!created) return Status(created.status().code(), node->origin + ": DataMemory: " + created.status().message());
   pool = std::move(created).value();
-  // The LDM block joins here when it lands (branch ldm).
+  for (uint32_t i = 0; i < ldm_count; ++i) {
+    LdmOptions o;
+    o.instance = static_cast<uint16_t>(i);
+    o.ldm_instances = static_cast<uint16_t>(ldm_count);
+    o.max_operations = static_cast<uint32_t>(node->params.get_uint("MaxNoOfConcurrentOperations"));
+    o.max_scans = static_cast<uint32_t>(node->params.get_uint("MaxNoOfConcurrentScans"));
+    if (Status s = runtime->add_block(std::make_unique<LdmBlock>(*pool, o), ThreadType::kLdm, i); !s) return s;
+  }
   return Status::ok();
 }
 

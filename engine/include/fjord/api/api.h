@@ -70,7 +70,7 @@ struct ConnectOptions {
 };
 
 // Column values by table position, owning their bytes. Used for keys, rows
-// to write and scan bounds.
+// to write and scan bounds. Setting a column again replaces its value.
 class Row {
  public:
   Row& set(uint16_t column, int32_t v) { return put(column, &v, 4); }
@@ -88,6 +88,7 @@ class Row {
 
  private:
   Row& put(uint16_t column, const void* data, std::size_t bytes);
+  void erase(uint16_t column);
   std::vector<std::byte> entries_;
 };
 

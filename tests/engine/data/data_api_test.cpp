@@ -1,0 +1,515 @@
+// End to end: a data node (DICT, TC, LDM on its own threads) and API
+// connections over a real transporter. Every operation type and error,
+// transactions, unique keys, scans, locks and timeouts, DataMemory, the
+// asynchronous API, and node failure.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <optional>
+#include <set>
+#include <thread>
+
+#include "builtin_transporters.h"
+#include "cluster_harness.h"
+#include "fjord/base/clock.h"
+
+namespace fjord::test {
+namespace {
+
+using api::ExecType;
+using api::Row;
+using engine::ColumnType;
+using engine::IndexKind;
+using engine::protocol::ErrorCode;
+using engine::protocol::LockMode;
+
+constexpr uint16_t kId = 0, kEmail = 1, kName = 2, kBalance = 3, kTag = 4;
+
+engine::TableDef accounts_def(const std::string& name = "accounts") {
+  engine::TableDef t;
+  t.name = name;
+  t.columns = {{"id", ColumnType::kUint64, 0, false},
+               {"email", ColumnType::kVarChar, 64, false},
+               {"name", ColumnType::kVarChar, 32, true},
+               {"balance", ColumnType::kInt64, 0, false},
+               {"tag", ColumnType::kBinary, 4, true}};
+  t.primary_key = {kId};
+  t.indexes = {{"by_email", IndexKind::kUnique, {kEmail}, 0}, {"by_balance", IndexKind::kOrdered, {kBalance}, 0}};
+  return t;
+}
+
+Row key_of(uint64_t id) { return Row().set(kId, id); }
+Row account(uint64_t id, int64_t balance, const std::string& name = "") {
+  Row r;
+  r.set(kId, id).set(kEmail, "user" + std::to_string(id) + "@example.com").set(kBalance, balance);
+  if (name.empty())
+    r.set_null(kName);
+  else
+    r.set(kName, name);
+  return r;
+}
+
+class DataApiTest : public ::testing::Test {
+ protected:
+  void SetUp() override { start({}); }
+  void start(const ClusterOptions& options) {
+    conn_.reset();
+    cluster_.reset();
+    auto c = TestCluster::start(options);
+    ASSERT_TRUE(c) << c.status().to_string();
+    cluster_ = std::move(c).value();
+    auto conn = cluster_->connect(50);
+    ASSERT_TRUE(conn) << conn.status().to_string();
+    conn_ = std::move(conn).value();
+    auto t = conn_->create_table(accounts_def());
+    ASSERT_TRUE(t) << t.status().to_string();
+    table_ = *t;
+  }
+  Status run(const std::function<void(api::Transaction&)>& define, ExecType type = ExecType::kCommit) {
+    api::Transaction& tx = conn_->start_transaction();
+    define(tx);
+    Status s = tx.execute(type);
+    tx.close();
+    return s;
+  }
+  std::optional<int64_t> balance_of(uint64_t id, LockMode lock = LockMode::kCommitted) {
+    api::Transaction& tx = conn_->start_transaction();
+    api::Operation& op = tx.read(*table_, key_of(id), {}, lock);
+    const Status s = tx.execute(ExecType::kCommit);
+    std::optional<int64_t> out;
+    if (s.is_ok()) out = op.value(kBalance).as_int64();
+    tx.close();
+    return out;
+  }
+  const engine::IndexDef& index(const std::string& name) {
+    for (const auto& i : table_->indexes)
+      if (i.name == name) return i;
+    ADD_FAILURE() << "no index " << name;
+    return table_->indexes.front();
+  }
+
+  std::unique_ptr<TestCluster> cluster_;
+  std::unique_ptr<api::Connection> conn_;
+  const engine::TableDef* table_ = nullptr;
+};
+
+TEST_F(DataApiTest, SchemaIsCreatedDescribedAndDropped) {
+  EXPECT_GT(table_->table_id, 0u);
+  EXPECT_EQ(table_->partitions, 8u);
+  EXPECT_GT(table_->indexes[0].index_id, 0u);
+  auto other = cluster_->connect(51);
+  ASSERT_TRUE(other);
+  auto described = (*other)->get_table("accounts");
+  ASSERT_TRUE(described) << described.status().to_string();
+  EXPECT_EQ((*described)->table_id, table_->table_id);
+  EXPECT_EQ((*described)->columns.size(), 5u);
+  EXPECT_EQ((*described)->columns[kEmail].type, ColumnType::kVarChar);
+  auto duplicate = conn_->create_table(accounts_def());
+  EXPECT_EQ(duplicate.status().message(), "721: Schema object with given name already exists");
+  EXPECT_TRUE(conn_->drop_table("accounts"));
+  EXPECT_EQ((*other)->drop_table("accounts").message(), "723: No such table existed");
+  auto gone = cluster_->connect(52);
+  EXPECT_EQ((*gone)->get_table("accounts").status().message(), "723: No such table existed");
+  engine::TableDef bad = accounts_def("bad");
+  bad.primary_key = {kName};  // nullable primary key column
+  EXPECT_FALSE(conn_->create_table(bad));
+}
+
+TEST_F(DataApiTest, EveryOperationTypeAndItsErrors) {
+  ASSERT_TRUE(run([&](api::Transaction& tx) { tx.insert(*table_, account(1, 100, "ann")); }));
+  EXPECT_EQ(balance_of(1), 100);
+  // insert duplicate
+  Status dup = run([&](api::Transaction& tx) { tx.insert(*table_, account(1, 5)); });
+  EXPECT_EQ(dup.message(), "630: Tuple already existed when attempting to insert (operation 0)");
+  // update, write (as update and as insert), delete
+  ASSERT_TRUE(run([&](api::Transaction& tx) { tx.update(*table_, key_of(1), Row().set(kBalance, int64_t{150})); }));
+  EXPECT_EQ(balance_of(1), 150);
+  ASSERT_TRUE(run([&](api::Transaction& tx) { tx.write(*table_, account(1, 160, "ann")); }));
+  ASSERT_TRUE(run([&](api::Transaction& tx) { tx.write(*table_, account(2, 200)); }));
+  EXPECT_EQ(balance_of(1), 160);
+  EXPECT_EQ(balance_of(2), 200);
+  ASSERT_TRUE(run([&](api::Transaction& tx) { tx.remove(*table_, key_of(2)); }));
+  EXPECT_FALSE(balance_of(2).has_value());
+  // errors on missing rows
+  EXPECT_EQ(run([&](api::Transaction& tx) { tx.read(*table_, key_of(9)); }).message(),
+            "626: Tuple did not exist (operation 0)");
+  EXPECT_EQ(
+      run([&](api::Transaction& tx) { tx.update(*table_, key_of(9), Row().set(kBalance, int64_t{1})); }).message(),
+      "626: Tuple did not exist (operation 0)");
+  EXPECT_EQ(run([&](api::Transaction& tx) { tx.remove(*table_, key_of(9)); }).message(),
+            "626: Tuple did not exist (operation 0)");
+  // malformed values: a string too long, a wrong-width integer, NULL in NOT NULL
+  Row too_long = account(3, 1);
+  too_long.set(kName, std::string(40, 'x'));
+  EXPECT_EQ(run([&](api::Transaction& tx) { tx.insert(*table_, too_long); }).message().substr(0, 4), "4000");
+  EXPECT_EQ(run([&](api::Transaction& tx) { tx.update(*table_, key_of(1), Row().set(kBalance, int32_t{5})); })
+                .message()
+                .substr(0, 4),
+            "4000");
+  EXPECT_EQ(run([&](api::Transaction& tx) { tx.update(*table_, key_of(1), Row().set_null(kBalance)); })
+                .message()
+                .substr(0, 4),
+            "4000");
+  // The failures changed nothing.
+  EXPECT_EQ(balance_of(1), 160);
+  // Only the requested columns come back; NULL reads as NULL.
+  api::Transaction& tx = conn_->start_transaction();
+  const uint16_t cols[] = {kName, kTag};
+  api::Operation& read = tx.read(*table_, key_of(1), cols);
+  ASSERT_TRUE(tx.execute(ExecType::kCommit));
+  EXPECT_EQ(read.value(kName).as_string(), "ann");
+  EXPECT_TRUE(read.value(kTag).is_null);
+  EXPECT_FALSE(read.row().has(kBalance));
+  tx.close();
+}
+
+TEST_F(DataApiTest, StaleTableVersionIsRefused) {
+  const engine::TableDef old = *table_;
+  ASSERT_TRUE(conn_->drop_table("accounts"));
+  ASSERT_TRUE(conn_->create_table(accounts_def()));
+  api::Transaction& tx = conn_->start_transaction();
+  tx.read(old, key_of(1));
+  const Status s = tx.execute(ExecType::kCommit);
+  EXPECT_TRUE(s.message().rfind("241:", 0) == 0 || s.message().rfind("723:", 0) == 0) << s.message();
+  tx.close();
+}
+
+TEST_F(DataApiTest, BatchesNoCommitCommitAndRollback) {
+  // 20 inserts in one round trip, not committed yet.
+  api::Transaction& tx = conn_->start_transaction();
+  for (uint64_t id = 10; id < 30; ++id) tx.insert(*table_, account(id, static_cast<int64_t>(id)));
+  ASSERT_TRUE(tx.execute(ExecType::kNoCommit));
+  EXPECT_FALSE(balance_of(10).has_value()) << "read committed must not see uncommitted rows";
+  // The same transaction sees its own rows.
+  api::Operation& own = tx.read(*table_, key_of(15), {}, LockMode::kShared);
+  ASSERT_TRUE(tx.execute(ExecType::kNoCommit));
+  EXPECT_EQ(own.value(kBalance).as_int64(), 15);
+  ASSERT_TRUE(tx.execute(ExecType::kCommit));
+  tx.close();
+  EXPECT_EQ(balance_of(29), 29);
+  // Rollback undoes a batch.
+  api::Transaction& tx2 = conn_->start_transaction();
+  tx2.update(*table_, key_of(10), Row().set(kBalance, int64_t{-1}));
+  tx2.remove(*table_, key_of(11));
+  tx2.insert(*table_, account(99, 99));
+  ASSERT_TRUE(tx2.execute(ExecType::kNoCommit));
+  ASSERT_TRUE(tx2.execute(ExecType::kRollback));
+  tx2.close();
+  EXPECT_EQ(balance_of(10), 10);
+  EXPECT_EQ(balance_of(11), 11);
+  EXPECT_FALSE(balance_of(99).has_value());
+  // An error in the middle of a batch aborts all of it.
+  api::Transaction& tx3 = conn_->start_transaction();
+  tx3.update(*table_, key_of(12), Row().set(kBalance, int64_t{-5}));
+  tx3.insert(*table_, account(13, 0));  // duplicate
+  tx3.update(*table_, key_of(14), Row().set(kBalance, int64_t{-5}));
+  EXPECT_EQ(tx3.execute(ExecType::kCommit).message(),
+            "630: Tuple already existed when attempting to insert (operation 1)");
+  EXPECT_EQ(tx3.error(), ErrorCode::kDuplicateKey);
+  tx3.close();
+  EXPECT_EQ(balance_of(12), 12);
+  EXPECT_EQ(balance_of(14), 14);
+}
+
+TEST_F(DataApiTest, UniqueIndexReadsAndConstraints) {
+  ASSERT_TRUE(run([&](api::Transaction& tx) {
+    tx.insert(*table_, account(1, 10));
+    tx.insert(*table_, account(2, 20));
+  }));
+  const engine::IndexDef& by_email = index("by_email");
+  auto read_email = [&](const std::string& email) -> std::optional<uint64_t> {
+    api::Transaction& tx = conn_->start_transaction();
+    api::Operation& op = tx.read_unique(*table_, by_email, Row().set(kEmail, email));
+    const Status s = tx.execute(ExecType::kCommit);
+    std::optional<uint64_t> out;
+    if (s)
+      out = op.value(kId).as_uint64();
+    else
+      EXPECT_EQ(s.message(), "626: Tuple did not exist (operation 0)");
+    tx.close();
+    return out;
+  };
+  EXPECT_EQ(read_email("user2@example.com"), 2u);
+  EXPECT_FALSE(read_email("nobody@example.com"));
+  // A second row with the same email: constraint violation, nothing inserted.
+  Row clash = account(3, 30);
+  clash.set(kEmail, std::string("user1@example.com"));
+  Row clash_fixed = clash;
+  EXPECT_EQ(run([&](api::Transaction& tx) { tx.insert(*table_, clash); }).message(),
+            "893: Duplicate value in unique index (operation 0)");
+  EXPECT_FALSE(balance_of(3).has_value());
+  // Changing the email moves the index entry; deleting the row removes it.
+  ASSERT_TRUE(run(
+      [&](api::Transaction& tx) { tx.update(*table_, key_of(1), Row().set(kEmail, std::string("ann@example.com"))); }));
+  EXPECT_EQ(read_email("ann@example.com"), 1u);
+  EXPECT_FALSE(read_email("user1@example.com"));
+  ASSERT_TRUE(run([&](api::Transaction& tx) { tx.insert(*table_, clash_fixed); }));  // the old email is free now
+  ASSERT_TRUE(run([&](api::Transaction& tx) { tx.remove(*table_, key_of(1)); }));
+  EXPECT_FALSE(read_email("ann@example.com"));
+}
+
+TEST_F(DataApiTest, ScansFullOrderedBoundedAndFiltered) {
+  for (uint64_t base = 0; base < 400; base += 50)
+    ASSERT_TRUE(run([&](api::Transaction& tx) {
+      for (uint64_t id = base; id < base + 50; ++id) tx.insert(*table_, account(id, static_cast<int64_t>(id) - 100));
+    }));
+  auto count = [&](api::ScanSpec spec) {
+    spec.table = table_;
+    auto scan = conn_->scan(spec);
+    EXPECT_TRUE(scan) << scan.status().to_string();
+    if (!scan) return uint64_t{0};
+    api::RowView row;
+    std::set<uint64_t> seen;
+    while ((*scan)->next(row)) {
+      const uint64_t id = row.value(kId).as_uint64();
+      EXPECT_TRUE(seen.insert(id).second) << "row " << id << " returned twice";
+    }
+    EXPECT_TRUE((*scan)->status()) << (*scan)->status().to_string();
+    (*scan)->close();
+    return static_cast<uint64_t>(seen.size());
+  };
+  api::ScanSpec full;
+  full.batch_rows = 7;
+  EXPECT_EQ(count(full), 400u);
+  api::ScanSpec range;
+  range.index = &index("by_balance");
+  range.has_lower = true;
+  range.lower.set(kBalance, int64_t{0});  // balance >= 0: ids 100..399
+  range.has_upper = true;
+  range.upper_inclusive = false;
+  range.upper.set(kBalance, int64_t{100});  // balance < 100: ids 100..199
+  EXPECT_EQ(count(range), 100u);
+  api::ScanSpec eq;
+  eq.index = &index("by_balance");
+  eq.has_lower = eq.has_upper = true;
+  eq.lower.set(kBalance, int64_t{-50});
+  eq.upper.set(kBalance, int64_t{-50});
+  EXPECT_EQ(count(eq), 1u);
+  api::ScanSpec filtered;
+  filtered.filter.push_back({kBalance, engine::protocol::FilterOp::kGe, Row().set(kBalance, int64_t{250})});
+  filtered.filter.push_back({kTag, engine::protocol::FilterOp::kIsNull, Row()});
+  EXPECT_EQ(count(filtered), 50u);  // ids 350..399
+  api::ScanSpec bad;
+  bad.index = &table_->indexes[0];  // the unique index is not an ordered index
+  bad.table = table_;
+  auto refused = conn_->scan(bad);
+  EXPECT_FALSE(refused.is_ok() && (*refused)->status().is_ok());
+}
+
+TEST_F(DataApiTest, ScansWhileRowsAreInsertedAndDeleted) {
+  for (uint64_t base = 0; base < 1000; base += 100)
+    ASSERT_TRUE(run([&](api::Transaction& tx) {
+      for (uint64_t id = base; id < base + 100; ++id) tx.insert(*table_, account(id, 1));
+    }));
+  // Rows 0..499 stay for the whole scan; another connection deletes 500..999
+  // and inserts 1000..1499 while it runs.
+  auto writer_conn = cluster_->connect(51);
+  ASSERT_TRUE(writer_conn);
+  auto writer_table = (*writer_conn)->get_table("accounts");
+  ASSERT_TRUE(writer_table);
+  std::atomic<bool> stop{false};
+  std::atomic<int> writes{0};
+  std::thread writer([&] {
+    for (uint64_t i = 0; i < 500 && !stop; ++i) {
+      api::Transaction& tx = (*writer_conn)->start_transaction();
+      tx.remove(**writer_table, key_of(500 + i));
+      tx.insert(**writer_table, account(1000 + i, 1));
+      if (tx.execute(ExecType::kCommit)) ++writes;
+      tx.close();
+    }
+  });
+  api::ScanSpec spec;
+  spec.table = table_;
+  spec.batch_rows = 5;
+  auto scan = conn_->scan(spec);
+  ASSERT_TRUE(scan) << scan.status().to_string();
+  std::set<uint64_t> seen;
+  api::RowView row;
+  while ((*scan)->next(row)) {
+    const uint64_t id = row.value(kId).as_uint64();
+    EXPECT_TRUE(seen.insert(id).second) << "row " << id << " returned twice";
+  }
+  EXPECT_TRUE((*scan)->status()) << (*scan)->status().to_string();
+  stop = true;
+  writer.join();
+  for (uint64_t id = 0; id < 500; ++id) EXPECT_TRUE(seen.count(id)) << "row " << id << " present throughout was missed";
+  EXPECT_GT(writes.load(), 0);
+}
+
+TEST_F(DataApiTest, ConcurrentIncrementsLoseNoUpdate) {
+  ASSERT_TRUE(run([&](api::Transaction& tx) { tx.insert(*table_, account(7, 0)); }));
+  constexpr int kThreads = 4, kIncrements = 150;
+  std::atomic<int> committed{0}, retried{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] {
+      auto c = cluster_->connect(static_cast<NodeId>(51 + t));
+      ASSERT_TRUE(c) << c.status().to_string();
+      auto table = (*c)->get_table("accounts");
+      ASSERT_TRUE(table);
+      for (int i = 0; i < kIncrements;) {
+        api::Transaction& tx = (*c)->start_transaction();
+        api::Operation& read = tx.read(**table, key_of(7), {}, LockMode::kExclusive);
+        Status s = tx.execute(ExecType::kNoCommit);
+        if (s) {
+          const int64_t v = read.value(kBalance).as_int64();
+          tx.update(**table, key_of(7), Row().set(kBalance, v + 1));
+          s = tx.execute(ExecType::kCommit);
+        }
+        tx.close();
+        if (s) {
+          ++i;
+          ++committed;
+        } else {
+          ++retried;  // a lock wait that timed out: try again
+        }
+      }
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(committed.load(), kThreads * kIncrements);
+  EXPECT_EQ(balance_of(7), kThreads * kIncrements) << retried.load() << " retries";
+}
+
+TEST_F(DataApiTest, DeadlockIsBrokenByTheTimeout) {
+  ASSERT_TRUE(run([&](api::Transaction& tx) {
+    tx.insert(*table_, account(1, 1));
+    tx.insert(*table_, account(2, 2));
+  }));
+  auto other = cluster_->connect(51);
+  ASSERT_TRUE(other);
+  auto t2 = (*other)->get_table("accounts");
+  api::Transaction& a = conn_->start_transaction();
+  api::Transaction& b = (*other)->start_transaction();
+  a.update(*table_, key_of(1), Row().set(kBalance, int64_t{10}));
+  b.update(**t2, key_of(2), Row().set(kBalance, int64_t{20}));
+  ASSERT_TRUE(a.execute(ExecType::kNoCommit));
+  ASSERT_TRUE(b.execute(ExecType::kNoCommit));
+  // Each now wants the other's row.
+  a.update(*table_, key_of(2), Row().set(kBalance, int64_t{11}));
+  b.update(**t2, key_of(1), Row().set(kBalance, int64_t{21}));
+  Status sa, sb;
+  std::thread tb([&] { sb = b.execute(ExecType::kCommit); });
+  sa = a.execute(ExecType::kCommit);
+  tb.join();
+  const bool a_lost = sa.message().rfind("266:", 0) == 0;
+  const bool b_lost = sb.message().rfind("266:", 0) == 0;
+  EXPECT_TRUE(a_lost || b_lost) << sa.message() << " / " << sb.message();
+  EXPECT_TRUE(a_lost != b_lost) << "exactly one transaction is the victim; the other commits: " << sa.message() << " / "
+                                << sb.message();
+  a.close();
+  b.close();
+  // Whoever won committed both of its updates; nothing is left locked.
+  ASSERT_TRUE(run([&](api::Transaction& tx) { tx.update(*table_, key_of(1), Row().set(kBalance, int64_t{0})); }));
+}
+
+TEST_F(DataApiTest, InactiveTransactionsAreAbortedAndReleaseTheirLocks) {
+  ClusterOptions options;
+  options.inactive_timeout_ms = 300;
+  start(options);
+  ASSERT_TRUE(run([&](api::Transaction& tx) { tx.insert(*table_, account(1, 1)); }));
+  api::Transaction& idle = conn_->start_transaction();
+  idle.update(*table_, key_of(1), Row().set(kBalance, int64_t{5}));
+  ASSERT_TRUE(idle.execute(ExecType::kNoCommit));
+  std::this_thread::sleep_for(std::chrono::milliseconds(900));
+  conn_->poll(0, 0);  // deliver the abort report
+  auto other = cluster_->connect(51);
+  auto t2 = (*other)->get_table("accounts");
+  api::Transaction& tx = (*other)->start_transaction();
+  tx.update(**t2, key_of(1), Row().set(kBalance, int64_t{7}));
+  EXPECT_TRUE(tx.execute(ExecType::kCommit)) << "the idle transaction's lock was not released";
+  tx.close();
+  EXPECT_EQ(idle.execute(ExecType::kCommit).message().substr(0, 4), "237:");
+  idle.close();
+}
+
+TEST_F(DataApiTest, DataMemoryFullFailsInsertsClearlyAndBreaksNothingElse) {
+  ClusterOptions options;
+  options.data_memory = "2M";
+  start(options);
+  uint64_t inserted = 0;
+  Status last;
+  for (uint64_t batch = 0; batch < 2000 && last.is_ok(); ++batch) {
+    last = run([&](api::Transaction& tx) {
+      for (uint64_t i = 0; i < 20; ++i) tx.insert(*table_, account(batch * 20 + i, 1, std::string(30, 'n')));
+    });
+    if (last) inserted += 20;
+  }
+  ASSERT_FALSE(last.is_ok()) << "2M of DataMemory never filled";
+  EXPECT_EQ(last.message().substr(0, 4), "827:") << last.message();
+  EXPECT_GT(inserted, 100u);
+  // Existing rows are intact and readable; updates in place work.
+  EXPECT_EQ(balance_of(0), 1);
+  EXPECT_EQ(balance_of(inserted - 1), 1);
+  // Deleting makes room again.
+  ASSERT_TRUE(run([&](api::Transaction& tx) {
+    for (uint64_t i = 0; i < 20; ++i) tx.remove(*table_, key_of(i));
+  }));
+  EXPECT_TRUE(run([&](api::Transaction& tx) { tx.insert(*table_, account(5, 5)); }));
+}
+
+TEST_F(DataApiTest, AsynchronousTransactionsInFlightFromOneThread) {
+  constexpr int kTransactions = 300;
+  std::atomic<int> done{0}, failed{0};
+  for (int i = 0; i < kTransactions; ++i) {
+    api::Transaction& tx = conn_->start_transaction();
+    tx.insert(*table_, account(static_cast<uint64_t>(i), i));
+    ASSERT_TRUE(tx.execute_async(ExecType::kCommit, [&](api::Transaction& t, const Status& s) {
+      s.is_ok() ? ++done : ++failed;
+      t.close();
+    }));
+    if (conn_->in_flight() >= 64) conn_->poll(5000, 1);
+  }
+  while (conn_->in_flight() > 0) ASSERT_GT(conn_->poll(5000, 1), 0);
+  EXPECT_EQ(done.load(), kTransactions);
+  EXPECT_EQ(failed.load(), 0);
+  EXPECT_EQ(balance_of(299), 299);
+}
+
+TEST_F(DataApiTest, ADisconnectedApiNodesTransactionsAreAborted) {
+  ASSERT_TRUE(run([&](api::Transaction& tx) { tx.insert(*table_, account(1, 1)); }));
+  {
+    auto doomed = cluster_->connect(51);
+    ASSERT_TRUE(doomed);
+    auto t = (*doomed)->get_table("accounts");
+    api::Transaction& tx = (*doomed)->start_transaction();
+    tx.update(**t, key_of(1), Row().set(kBalance, int64_t{99}));
+    ASSERT_TRUE(tx.execute(ExecType::kNoCommit));
+    // The connection goes away holding the lock, without committing.
+  }
+  const uint64_t until = monotonic_ns() + 10'000'000'000ULL;
+  Status s;
+  do {
+    s = run([&](api::Transaction& tx) { tx.update(*table_, key_of(1), Row().set(kBalance, int64_t{2})); });
+  } while (!s && monotonic_ns() < until);
+  EXPECT_TRUE(s) << s.message();
+  EXPECT_EQ(balance_of(1), 2);
+}
+
+TEST(DataNodeConfigTest, ConfigErrorsAreClear) {
+  engine::DataNodeOptions d;
+  d.registry = nullptr;
+  EXPECT_FALSE(engine::DataNode::create(d));
+  d.registry = &tools::builtin_registry();
+  d.config_text = "[ndbd]\nNodeId=1\n[api]\nNodeId=50\n";
+  d.node_id = 2;
+  EXPECT_EQ(engine::DataNode::create(d).status().message(), "node id 2 is not in <config>");
+  d.node_id = 50;
+  EXPECT_EQ(engine::DataNode::create(d).status().message(),
+            "node 50 is an api node in <config>, not a data node ([ndbd])");
+  d.node_id = 1;
+  d.config_text = "[ndbd]\nNodeId=1\nDataMemory=10\n";
+  EXPECT_EQ(engine::DataNode::create(d).status().message(),
+            "<config>:3: [ndbd] DataMemory: value 10 out of range; accepted 1M..1024G bytes");
+  d.config_text = "[ndbd]\nNodeId=1\nThreadConfig=ldm={count=5}\n";
+  EXPECT_NE(engine::DataNode::create(d).status().message().find("5 ldm threads in total"), std::string::npos);
+  d.config_text = "[ndbd]\nNodeId=1\nNoOfReplicas=2\n";
+  EXPECT_EQ(engine::DataNode::create(d).status().message(),
+            "<config>:3: [ndbd] NoOfReplicas: value 2 out of range; accepted 1..1");
+  d.config_text = "[ndbd]\nNodeId=1\n[api]\nNodeId=1\n";
+  EXPECT_NE(engine::DataNode::create(d).status().message().find("NodeId=1 is already used"), std::string::npos);
+  d.config_text = "[ndbd]\nNodeId=1\n[apii]\nNodeId=2\n";
+  EXPECT_NE(engine::DataNode::create(d).status().message().find("unknown section [apii]"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace fjord::test
