@@ -1,0 +1,168 @@
+// rdma_pingpong: round-trip time of 64-byte frames over one transporter link,
+// through the Transporter contract only (reserve/pack/commit/flush, receive/
+// release), for comparison with perftest's ib_write_lat / ib_send_lat on the
+// same device. Until latency_bench exists this is how docs/rdma.md measures.
+//
+//   rdma_pingpong [--transporter rdma] [--iters 20000] [--warmup 2000]
+//                 [--size 64] [--host 10.11.12.1] [--sleep]
+//
+// Both ends live in this process (two threads, like perftest's client and
+// server on one host): the client stamps, sends, busy-polls for the echo,
+// and records the round trip in a fjord::Histogram. --sleep makes both ends
+// wait with wait_for_receive() (spin 0) instead of busy-polling.
+// Prints RTT (not one-way) percentiles. Exit code 77 (skip) without a device.
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <thread>
+
+#include "fjord/base/clock.h"
+#include "fjord/base/histogram.h"
+#include "fjord/base/log.h"
+#include "fjord/rdma/rdma.h"
+#include "link_harness.h"
+
+namespace {
+
+using namespace fjord;
+
+struct Options {
+  std::string transporter = "rdma";
+  uint64_t iters = 20000;
+  uint64_t warmup = 2000;
+  std::size_t size = 64;
+  std::string host;
+  bool sleep = false;
+};
+
+bool parse(int argc, char** argv, Options& o) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    const char* value = i + 1 < argc ? argv[i + 1] : nullptr;
+    if (arg == "--sleep") {
+      o.sleep = true;
+      continue;
+    }
+    if (!value) return false;
+    if (arg == "--transporter")
+      o.transporter = value;
+    else if (arg == "--iters")
+      o.iters = std::stoull(value);
+    else if (arg == "--warmup")
+      o.warmup = std::stoull(value);
+    else if (arg == "--size")
+      o.size = std::stoull(value);
+    else if (arg == "--host")
+      o.host = value;
+    else
+      return false;
+    ++i;
+  }
+  return o.size >= 24 && o.size % 8 == 0 && o.size <= frame::kMaxFrameBytes;
+}
+
+// One frame of exactly `size` bytes: header plus data words, then a section.
+std::size_t pack_ping(std::span<std::byte> dest, std::size_t size, uint64_t seq) {
+  const std::size_t words = std::min<std::size_t>((size - frame::kHeaderBytes) / 4, frame::kMaxDataWords);
+  uint32_t data[frame::kMaxDataWords] = {static_cast<uint32_t>(seq)};
+  const std::size_t rest = size - frame::kHeaderBytes - 4 * words;
+  static std::byte filler[frame::kMaxFrameBytes];
+  std::size_t section_bytes[1] = {rest >= 8 ? rest - 4 : 0};
+  const std::span<const std::byte> sections[] = {{filler, section_bytes[0]}};
+  const std::size_t count = rest >= 8 ? 1 : 0;
+  return frame::pack_frame(dest, {test::kTestSignal, {1, 0}, {2, 0}, static_cast<uint32_t>(seq)}, {data, words},
+                           {sections, count}, false);
+}
+
+bool send_one(transport::Transporter& t, std::size_t size, uint64_t seq) {
+  for (;;) {
+    auto space = t.reserve(size);
+    if (!space.empty()) {
+      const std::size_t n = pack_ping(space, size, seq);
+      if (n == 0) return false;
+      t.commit(n, 1);
+      while (t.flush() == transport::FlushStatus::kPending) cpu_relax();
+      return t.is_up();
+    }
+    if (!t.is_up()) return false;
+    cpu_relax();
+  }
+}
+
+// Busy-polls (or sleeps) until one frame is there; returns its trace word.
+bool receive_one(transport::Transporter& t, bool sleep, uint32_t* trace) {
+  for (;;) {
+    transport::ReceiveBatch b = t.receive();
+    if (b.frames > 0) {
+      frame::FrameCursor cursor(b.bytes);
+      frame::SignalView view;
+      cursor.next(view);
+      *trace = view.header.trace;
+      const std::size_t first = b.bytes.size() - cursor.remaining_bytes();
+      t.release(first);
+      return true;
+    }
+    if (!t.is_up()) return false;
+    if (sleep) (void)t.wait_for_receive(1'000'000'000, 0);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  if (!parse(argc, argv, o)) {
+    std::fprintf(stderr,
+                 "usage: rdma_pingpong [--transporter T] [--iters N] [--warmup N] [--size BYTES (8k, >= 24)] "
+                 "[--host IP] [--sleep]\n");
+    return 2;
+  }
+  log_set_level(LogLevel::kWarn);
+  if (!o.host.empty()) ::setenv("RXE_IP", o.host.c_str(), 1);
+  transport::TransporterFactory* factory = test::test_registry().find(o.transporter);
+  const test::Medium* medium = test::find_medium(o.transporter);
+  if (!factory || !medium) {
+    std::fprintf(stderr, "rdma_pingpong: no transporter '%s'\n", o.transporter.c_str());
+    return 2;
+  }
+  if (Status s = factory->probe(); !s) {
+    std::printf("rdma_pingpong: SKIP: %s unavailable: %s\n", o.transporter.c_str(), s.message().c_str());
+    return 77;
+  }
+  auto pair = test::make_pair(*medium);
+  if (!pair) {
+    std::fprintf(stderr, "rdma_pingpong: %s\n", pair.status().to_string().c_str());
+    return 1;
+  }
+  transport::Transporter& client = *pair->client;
+  transport::Transporter& server = *pair->server;
+  const uint64_t total = o.warmup + o.iters;
+  std::thread echo([&] {
+    uint32_t trace = 0;
+    for (uint64_t i = 0; i < total; ++i)
+      if (!receive_one(server, o.sleep, &trace) || !send_one(server, o.size, trace)) return;
+  });
+  Histogram rtt;
+  bool ok = true;
+  for (uint64_t i = 0; i < total && ok; ++i) {
+    const uint64_t start = monotonic_ns();
+    uint32_t trace = 0;
+    ok = send_one(client, o.size, i) && receive_one(client, o.sleep, &trace) && trace == static_cast<uint32_t>(i);
+    if (i >= o.warmup) rtt.record(monotonic_ns() - start);
+  }
+  echo.join();
+  if (!ok) {
+    std::fprintf(stderr, "rdma_pingpong: link failed: %s\n", client.down_reason().to_string().c_str());
+    return 1;
+  }
+  std::string where = o.transporter;
+  if (auto info = rdma::link_info(client))
+    where = info->where + ", max inline " + std::to_string(info->max_inline_bytes);
+  std::printf("rdma_pingpong: %s, %zu-byte frames, %s, %lu round trips after %lu warm-up\n", where.c_str(), o.size,
+              o.sleep ? "sleeping receivers" : "busy-poll", static_cast<unsigned long>(o.iters),
+              static_cast<unsigned long>(o.warmup));
+  std::printf("RTT_US p50 %.2f p99 %.2f p99.9 %.2f max %.2f mean %.2f\n", rtt.percentile(0.50) / 1e3,
+              rtt.percentile(0.99) / 1e3, rtt.percentile(0.999) / 1e3, static_cast<double>(rtt.max()) / 1e3,
+              rtt.mean() / 1e3);
+  return 0;
+}
