@@ -43,7 +43,7 @@ const ParamSpec kRdmaParams[] = {
      "GID table entry named in messages (RoCE v2 over IPv4 is 1 on rxe); rdma_cm picks the GID of HostName"},
     {"ReceiveBufferMemory", Kind::kBytes, 64 << 10, 1ULL << 30, "2M", false,
      "receive ring; each direction's ring is min(SendBufferMemory, ReceiveBufferMemory)"},
-    {"QueueDepth", Kind::kUint, 16, 4096, "128", false, "send-queue slots, and receives kept posted"},
+    {"QueueDepth", Kind::kUint, 16, 4096, "256", false, "send-queue slots, and receives kept posted"},
     {"InlineThreshold", Kind::kBytes, 0, 1024, "256", false,
      "RDMA WRITEs up to this many bytes are posted inline (capped by the device)"},
     {"RdmaSpintime", Kind::kUint, 0, 1'000'000, "100", false,
@@ -227,6 +227,8 @@ class RdmaListener final : public Listener {
     auto res = create_resources(std::move(channel).value(), std::move(id), d.params, link_name, d.link == nullptr);
     if (!res) return res.status();
     LinkResources& r = **res;
+    // The client's hello arrives first, so its receive goes first.
+    if (Status s = post_bootstrap_receive(r); !s) return s;
     if (d.link) {
       if (Status s = post_data_receives(r, 0, r.params.queue_depth); !s) return s;
     }
@@ -239,6 +241,14 @@ class RdmaListener final : public Listener {
                                 link_name + ": connection from " + peer + " [" + r.where + "]");
         !s)
       return s;
+    // Answer only once the client has spoken: on iWARP a SEND before the
+    // initiator's first message breaks the MPA start-up.
+    auto hello = receive_bootstrap(r, deadline);
+    if (!hello) return Status(hello.status().code(), link_name + ": " + hello.status().message());
+    uint32_t magic = 0;
+    if (hello->size() == sizeof magic) std::memcpy(&magic, hello->data(), sizeof magic);
+    if (magic != kHelloMagic)
+      return Status(StatusCode::kProtocolError, link_name + ": the peer's first message is not a fjord hello");
     transport::HandshakeReply reply;
     reply.accepted = d.link != nullptr;
     if (d.link) {
@@ -404,6 +414,9 @@ class RdmaFactory final : public transport::TransporterFactory {
     if (rdma_connect(r.id.get(), &param) != 0)
       return Status(StatusCode::kUnavailable, connecting + ": rdma_connect: " + std::strerror(errno));
     if (Status s = expect_event(r.channel.get(), RDMA_CM_EVENT_ESTABLISHED, deadline, connecting); !s) return s;
+    const uint32_t hello = kHelloMagic;
+    if (Status s = send_bootstrap(r, std::as_bytes(std::span(&hello, 1)), deadline, true); !s)
+      return Status(s.code(), connecting + ": " + s.message());
     auto reply_bytes = receive_bootstrap(r, deadline);
     if (!reply_bytes) return Status(reply_bytes.status().code(), prefix + reply_bytes.status().message());
     auto reply = transport::decode_reply(*reply_bytes);

@@ -30,7 +30,7 @@ RdmaTransporter::RdmaTransporter(transport::LinkConfig config, NodeId self, std:
       ring_bytes_(r_->params.ring_bytes),
       queue_depth_(r_->params.queue_depth),
       signal_interval_(std::max<uint32_t>(1, queue_depth_ / 4)),
-      receive_batch_(std::max<uint32_t>(1, queue_depth_ / 4)),
+      receive_batch_(std::max<uint32_t>(1, queue_depth_ / 2)),
       credit_release_bytes_(ring_bytes_ / 4),
       send_ring_(r_->send_ring.data()),
       receive_ring_(r_->receive_ring.data()),
@@ -44,6 +44,14 @@ RdmaTransporter::RdmaTransporter(transport::LinkConfig config, NodeId self, std:
   // A credit write is due before the sender could be stuck for want of one
   // frame's space: a quarter ring <= ring - largest frame (ring >= 64 KB).
   FJORD_ASSERT(credit_release_bytes_ + frame::kMaxFrameBytes <= ring_bytes_);
+  // Below the slowdown level, note_send_buffer_level() would change nothing
+  // (it computes the level in long double: slow where x87 is emulated), so
+  // the hot path compares with the same limit computed once here.
+  const auto& c = this->config();
+  slowdown_used_bytes_ =
+      c.send_buffer_bytes == 0
+          ? c.slowdown_bytes
+          : static_cast<uint64_t>(static_cast<long double>(c.slowdown_bytes) * ring_bytes_ / c.send_buffer_bytes);
   note_connect();
 }
 
@@ -70,7 +78,13 @@ void RdmaTransporter::commit(std::size_t bytes, uint32_t frames) {
   committed_ += bytes;
   reserved_ = 0;
   note_commit(bytes, frames);
-  note_send_buffer_level();
+  note_pressure();
+}
+
+void RdmaTransporter::note_pressure() {
+  const bool above = send_buffer_used() >= slowdown_used_bytes_;
+  if (above || pressure_noted_) note_send_buffer_level();
+  pressure_noted_ = above;
 }
 
 bool RdmaTransporter::refresh_credits() {
@@ -225,7 +239,12 @@ FlushStatus RdmaTransporter::flush() {
     if (!is_up()) return FlushStatus::kDown;
   }
   std::lock_guard lock(sq_mutex_);
-  if (!reap_send_completions() || !refresh_credits()) return FlushStatus::kDown;
+  // Completions are reaped only when half the queue is in use: a signalled
+  // one arrives every signal_interval_ requests, so the CQ cannot overflow,
+  // and the common flush skips a poll. Credits are re-read only when the
+  // last known ones do not allow a notification.
+  if (send_queue_free() < queue_depth_ / 2 && !reap_send_completions()) return FlushStatus::kDown;
+  if (notifies_ >= peer_receives_ && !refresh_credits()) return FlushStatus::kDown;
   ibv_send_wr wrs[4];
   ibv_sge sges[4];
   int n = 0;
@@ -249,7 +268,7 @@ FlushStatus RdmaTransporter::flush() {
     sent_ = committed_;
     ++notifies_;
   }
-  note_send_buffer_level();
+  note_pressure();
   return sent_ == committed_ ? FlushStatus::kFlushed : FlushStatus::kPending;
 }
 

@@ -69,6 +69,8 @@ class RdmaTransporter final : public transport::Transporter {
   void on_down() override;
 
   // ---- send side --------------------------------------------------------
+  // note_send_buffer_level() when the level may differ from kNormal.
+  void note_pressure();
   // Reads the credit block the peer writes; false (link down) if it lies.
   bool refresh_credits();
   // Under sq_mutex_: reaps send completions; false on an error completion.
@@ -110,6 +112,8 @@ class RdmaTransporter final : public transport::Transporter {
   uint64_t peer_receives_ = 0;  // receives the peer has posted in total (notify credit)
   uint64_t notifies_ = 0;       // WRITE_WITH_IMM / doorbell SENDs posted (each takes one)
   uint32_t flush_cm_countdown_ = kCmCheckEvery;
+  uint64_t slowdown_used_bytes_ = 0;  // the base class's slowdown limit, scaled to the ring
+  bool pressure_noted_ = false;       // the last note_send_buffer_level() saw kSlowdown or worse
 
   // Send queue, guarded by sq_mutex_.
   std::mutex sq_mutex_;

@@ -199,7 +199,8 @@ Status register_memory(LinkResources& r, bool bootstrap_only, const std::string&
   // mirror, so the device never needs the second mapping.
   r.receive_mr.reset(ibv_reg_mr(r.pd.get(), r.receive_ring.data(), r.params.ring_bytes, kRemote));
   if (!r.receive_mr) return registration_failed(fail_prefix, "receive ring", r.params.ring_bytes, errno);
-  r.send_mr.reset(ibv_reg_mr(r.pd.get(), r.send_ring.data(), r.params.ring_bytes, IBV_ACCESS_LOCAL_WRITE));
+  constexpr int kLocal = IBV_ACCESS_LOCAL_WRITE;  // an int: ibv_reg_mr's macro masks it with another enum
+  r.send_mr.reset(ibv_reg_mr(r.pd.get(), r.send_ring.data(), r.params.ring_bytes, kLocal));
   if (!r.send_mr) return registration_failed(fail_prefix, "send ring", r.params.ring_bytes, errno);
   return Status::ok();
 }
@@ -315,9 +316,9 @@ Result<ibv_wc> wait_one(LinkResources& r, ibv_cq* cq, DeadlineNs deadline, const
 
 }  // namespace
 
-Status send_bootstrap(LinkResources& r, std::span<const std::byte> message, DeadlineNs deadline) {
-  FJORD_ASSERT(message.size() <= wire::kBootstrapBytes);
-  std::byte* buffer = r.control_at(r.layout.bootstrap);
+Status send_bootstrap(LinkResources& r, std::span<const std::byte> message, DeadlineNs deadline, bool from_staging) {
+  FJORD_ASSERT(message.size() <= (from_staging ? wire::kStagingSlotBytes : wire::kBootstrapBytes));
+  std::byte* buffer = r.control_at(from_staging ? r.layout.staging : r.layout.bootstrap);
   std::memcpy(buffer, message.data(), message.size());
   ibv_sge sge{reinterpret_cast<uintptr_t>(buffer), static_cast<uint32_t>(message.size()), r.control_mr->lkey};
   ibv_send_wr wr{};

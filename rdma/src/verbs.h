@@ -133,9 +133,14 @@ Result<std::unique_ptr<LinkResources>> create_resources(CmChannel channel, CmId 
 Status post_data_receives(LinkResources& r, uint32_t first, uint32_t count);
 // Posts one receive for the handshake reply into the bootstrap buffer.
 Status post_bootstrap_receive(LinkResources& r);
-// Sends `message` from the bootstrap buffer (signaled) and waits for the
+// Sends `message` (signaled) from the bootstrap buffer, or from the first
+// staging slot when the bootstrap buffer awaits a reply, and waits for the
 // send completion until deadline.
-Status send_bootstrap(LinkResources& r, std::span<const std::byte> message, DeadlineNs deadline);
+Status send_bootstrap(LinkResources& r, std::span<const std::byte> message, DeadlineNs deadline,
+                      bool from_staging = false);
+// The client's first message once connected; the server answers it. (On
+// iWARP the initiator must speak first: MPA peer-to-peer mode.)
+inline constexpr uint32_t kHelloMagic = 0x4C45'4846;  // "FHEL"
 // Waits for the bootstrap receive's completion; returns the message bytes.
 Result<std::span<const std::byte>> receive_bootstrap(LinkResources& r, DeadlineNs deadline);
 

@@ -5,11 +5,12 @@
 # rxe0. Writes gtest JSON, logs and perf output into OUT (a read-write share);
 # the host turns them into PASS/FAIL lines.
 #
-#   guest_checks.sh BUILD_DIR OUT [ITERS]
+#   guest_checks.sh BUILD_DIR OUT [ITERS] [ROUNDS]
 set -u
 BUILD=$1
 OUT=$2
 ITERS=${3:-5000}
+ROUNDS=${4:-3}
 # siw (like real HCAs) charges pinned memory against RLIMIT_MEMLOCK; RDMA
 # services run with it unlimited, so the tests do too.
 ulimit -l unlimited
@@ -34,28 +35,32 @@ for dev in rxe siw; do
   suite "rdma_test-$dev" "$ip" 300 "$BUILD/tests/rdma_test"
 done
 
-# Latency on the same device in the same guest run: perftest prints one-way
-# latency (half the round trip); rdma_pingpong prints the round trip.
-perftest() {  # perftest TOOL
-  stamp "$1"
-  "$1" -d rxe0 -x 1 -s 64 -n "$ITERS" -F > "$OUT/$1-server.log" 2>&1 &
+# Latency on the same device in the same guest run, alternating the tools
+# ROUNDS times so that noise from the shared host hits all of them alike.
+# perftest prints one-way latency (half the round trip); rdma_pingpong
+# prints the round trip.
+perftest() {  # perftest TOOL ROUND
+  "$1" -d rxe0 -x 1 -s 64 -n "$ITERS" -F > "$OUT/$1-server-$2.log" 2>&1 &
   server=$!
   sleep 1
   tries=0
-  until "$1" -d rxe0 -x 1 -s 64 -n "$ITERS" -F "$RXE_IP" > "$OUT/$1.log" 2>&1; do
+  until "$1" -d rxe0 -x 1 -s 64 -n "$ITERS" -F "$RXE_IP" > "$OUT/$1-$2.log" 2>&1; do
     tries=$((tries + 1))
     [ $tries -ge 3 ] && break
     sleep 1
   done
   wait $server
-  grep -E '^ *64 ' "$OUT/$1.log" | tail -1
+  echo "$1 round $2: $(grep -E '^ *64 ' "$OUT/$1-$2.log" | tail -1)"
 }
 if [ -d /sys/class/infiniband/rxe0 ]; then
-  perftest ib_write_lat
-  perftest ib_send_lat
-  stamp rdma_pingpong
-  RXE_IP=$RXE_IP timeout 120 "$BUILD/tests/rdma/rdma_pingpong" --iters "$ITERS" --warmup 500 > "$OUT/pingpong.log" 2>&1
-  echo $? > "$OUT/pingpong.rc"
-  cat "$OUT/pingpong.log"
+  stamp "latency: ib_write_lat, ib_send_lat, rdma_pingpong x $ROUNDS"
+  for round in $(seq 1 "$ROUNDS"); do
+    perftest ib_write_lat "$round"
+    perftest ib_send_lat "$round"
+    RXE_IP=$RXE_IP timeout 120 "$BUILD/tests/rdma/rdma_pingpong" --iters "$ITERS" --warmup 500 \
+      > "$OUT/pingpong-$round.log" 2>&1
+    echo "rdma_pingpong round $round: $(grep RTT_US "$OUT/pingpong-$round.log")"
+  done
+  cat "$OUT/pingpong-1.log"
 fi
 stamp done

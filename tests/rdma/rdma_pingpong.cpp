@@ -5,14 +5,18 @@
 //
 //   rdma_pingpong [--transporter rdma] [--iters 20000] [--warmup 2000]
 //                 [--size 64] [--host 10.11.12.1] [--sleep]
+//                 [--server PORT_FILE | --client PORT]
 //
-// Both ends live in this process (two threads, like perftest's client and
-// server on one host): the client stamps, sends, busy-polls for the echo,
-// and records the round trip in a fjord::Histogram. --sleep makes both ends
-// wait with wait_for_receive() (spin 0) instead of busy-polling.
+// By default both ends live in this process (two threads). With --server
+// the echo end runs alone: it listens on a free port, writes the port to
+// PORT_FILE and echoes; --client PORT is the measuring end in another
+// process (as perftest runs its two ends). The client stamps, sends,
+// busy-polls for the echo, and records the round trip in a fjord::Histogram.
+// --sleep makes both ends wait with wait_for_receive() (spin 0) instead.
 // Prints RTT (not one-way) percentiles. Exit code 77 (skip) without a device.
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <thread>
 
@@ -33,6 +37,8 @@ struct Options {
   std::size_t size = 64;
   std::string host;
   bool sleep = false;
+  std::string port_file;  // --server
+  uint16_t port = 0;      // --client
 };
 
 bool parse(int argc, char** argv, Options& o) {
@@ -54,6 +60,10 @@ bool parse(int argc, char** argv, Options& o) {
       o.size = std::stoull(value);
     else if (arg == "--host")
       o.host = value;
+    else if (arg == "--server")
+      o.port_file = value;
+    else if (arg == "--client")
+      o.port = static_cast<uint16_t>(std::stoul(value));
     else
       return false;
     ++i;
@@ -107,6 +117,33 @@ bool receive_one(transport::Transporter& t, bool sleep, uint32_t* trace) {
   }
 }
 
+// The echo end alone: listen, publish the port, accept one link, echo.
+template <typename Echo>
+int serve(transport::TransporterFactory& factory, const transport::LinkTable& table, const std::string& port_file,
+          DeadlineNs deadline, const Echo& echo) {
+  auto listener = factory.listen(1, table);
+  if (!listener) {
+    std::fprintf(stderr, "rdma_pingpong: %s\n", listener.status().to_string().c_str());
+    return 1;
+  }
+  const std::string tmp = port_file + ".tmp";
+  if (FILE* f = std::fopen(tmp.c_str(), "w")) {
+    std::fprintf(f, "%u\n", (*listener)->port());
+    std::fclose(f);
+    std::rename(tmp.c_str(), port_file.c_str());  // the client never reads half a number
+  }
+  auto server = (*listener)->accept(deadline);
+  if (!server) {
+    std::fprintf(stderr, "rdma_pingpong: %s\n", server.status().to_string().c_str());
+    return 1;
+  }
+  echo(**server);
+  // Stay until the client has its last echo and hangs up: exiting now could
+  // destroy the queue pair under a WRITE still on its way.
+  while ((*server)->is_up() && monotonic_ns() < deadline) (void)(*server)->wait_for_receive(100'000'000, 0);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -129,19 +166,40 @@ int main(int argc, char** argv) {
     std::printf("rdma_pingpong: SKIP: %s unavailable: %s\n", o.transporter.c_str(), s.message().c_str());
     return 77;
   }
-  auto pair = test::make_pair(*medium);
-  if (!pair) {
-    std::fprintf(stderr, "rdma_pingpong: %s\n", pair.status().to_string().c_str());
-    return 1;
-  }
-  transport::Transporter& client = *pair->client;
-  transport::Transporter& server = *pair->server;
   const uint64_t total = o.warmup + o.iters;
-  std::thread echo([&] {
+  const auto echo = [&o, total](transport::Transporter& server) {
     uint32_t trace = 0;
     for (uint64_t i = 0; i < total; ++i)
       if (!receive_one(server, o.sleep, &trace) || !send_one(server, o.size, trace)) return;
-  });
+  };
+  auto table = test::load_links(medium->section(1, 2, ""));
+  if (!table) {
+    std::fprintf(stderr, "rdma_pingpong: %s\n", table.status().to_string().c_str());
+    return 1;
+  }
+  const DeadlineNs deadline = monotonic_ns() + 30'000'000'000ULL;
+  if (!o.port_file.empty()) return serve(*factory, *table, o.port_file, deadline, echo);
+  test::LinkPair pair;
+  std::thread echo_thread;
+  if (o.port != 0) {
+    transport::LinkConfig link = *table->find(1, 2);
+    link.port = o.port;
+    auto connected = factory->connect(2, link, deadline);
+    if (!connected) {
+      std::fprintf(stderr, "rdma_pingpong: %s\n", connected.status().to_string().c_str());
+      return 1;
+    }
+    pair.client = std::move(connected).value();
+  } else {
+    auto made = test::connect_pair(*table, 1, *table->find(1, 2), 2);
+    if (!made) {
+      std::fprintf(stderr, "rdma_pingpong: %s\n", made.status().to_string().c_str());
+      return 1;
+    }
+    pair = std::move(made).value();
+    echo_thread = std::thread(echo, std::ref(*pair.server));
+  }
+  transport::Transporter& client = *pair.client;
   Histogram rtt;
   bool ok = true;
   for (uint64_t i = 0; i < total && ok; ++i) {
@@ -150,7 +208,7 @@ int main(int argc, char** argv) {
     ok = send_one(client, o.size, i) && receive_one(client, o.sleep, &trace) && trace == static_cast<uint32_t>(i);
     if (i >= o.warmup) rtt.record(monotonic_ns() - start);
   }
-  echo.join();
+  if (echo_thread.joinable()) echo_thread.join();
   if (!ok) {
     std::fprintf(stderr, "rdma_pingpong: link failed: %s\n", client.down_reason().to_string().c_str());
     return 1;
@@ -158,9 +216,9 @@ int main(int argc, char** argv) {
   std::string where = o.transporter;
   if (auto info = rdma::link_info(client))
     where = info->where + ", max inline " + std::to_string(info->max_inline_bytes);
-  std::printf("rdma_pingpong: %s, %zu-byte frames, %s, %lu round trips after %lu warm-up\n", where.c_str(), o.size,
-              o.sleep ? "sleeping receivers" : "busy-poll", static_cast<unsigned long>(o.iters),
-              static_cast<unsigned long>(o.warmup));
+  std::printf("rdma_pingpong: %s, %zu-byte frames, %s, %s, %lu round trips after %lu warm-up\n", where.c_str(), o.size,
+              o.sleep ? "sleeping receivers" : "busy-poll", o.port ? "two processes" : "two threads",
+              static_cast<unsigned long>(o.iters), static_cast<unsigned long>(o.warmup));
   std::printf("RTT_US p50 %.2f p99 %.2f p99.9 %.2f max %.2f mean %.2f\n", rtt.percentile(0.50) / 1e3,
               rtt.percentile(0.99) / 1e3, rtt.percentile(0.999) / 1e3, static_cast<double>(rtt.max()) / 1e3,
               rtt.mean() / 1e3);

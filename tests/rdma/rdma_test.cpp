@@ -100,7 +100,7 @@ TEST(RdmaConfig, SectionAcceptsItsParametersAndChecksRanges) {
 
   auto defaults = load_links("[rdma]\nNodeId1=1\nNodeId2=2\n");
   ASSERT_TRUE(defaults) << defaults.status().to_string();
-  EXPECT_EQ(defaults->find(1, 2)->params.get_uint("QueueDepth"), 128u);
+  EXPECT_EQ(defaults->find(1, 2)->params.get_uint("QueueDepth"), 256u);
   EXPECT_EQ(defaults->find(1, 2)->params.get_uint("GidIndex"), 1u);
 
   for (const char* bad : {"QueueDepth=8", "QueueDepth=5000", "InlineThreshold=2K", "RdmaPort=0",
