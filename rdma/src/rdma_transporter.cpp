@@ -1,6 +1,6 @@
 // RdmaTransporter data path. Hot path: no allocation; one ibv_post_send per
-// flush, one ibv_poll_cq per empty receive poll, no system call in either on
-// providers with user-space doorbells (rxe rings its doorbell with a write).
+// flush; an empty receive poll reads one word of the ring (and, every
+// kSlowCheckEvery polls, the receive CQ and the rdma_cm channel).
 #include "rdma_transporter.h"
 
 #include <arpa/inet.h>
@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "fjord/base/clock.h"
 #include "fjord/base/log.h"
 
 namespace fjord::rdma {
@@ -16,10 +17,17 @@ using transport::FlushStatus;
 using transport::ReceiveBatch;
 
 namespace {
+
 // Counters with a single writer: a relaxed load+store is an exact increment.
 void count_up(std::atomic<uint64_t>& counter, uint64_t by = 1) {
   counter.store(counter.load(std::memory_order_relaxed) + by, std::memory_order_relaxed);
 }
+
+// Loads a word the peer's NIC may be writing (aligned: never split).
+uint64_t load_word(const std::byte* at) {
+  return __atomic_load_n(reinterpret_cast<const uint64_t*>(at), __ATOMIC_ACQUIRE);
+}
+
 }  // namespace
 
 RdmaTransporter::RdmaTransporter(transport::LinkConfig config, NodeId self, std::unique_ptr<LinkResources> resources,
@@ -35,6 +43,8 @@ RdmaTransporter::RdmaTransporter(transport::LinkConfig config, NodeId self, std:
       send_ring_(r_->send_ring.data()),
       receive_ring_(r_->receive_ring.data()),
       credit_block_(reinterpret_cast<const wire::CreditBlock*>(r_->control_at(wire::kCreditOffset))),
+      posted_end_(reinterpret_cast<uint64_t*>(r_->control_at(wire::kPostedEndOffset))),
+      read_target_(reinterpret_cast<const uint64_t*>(r_->control_at(wire::kReadTargetOffset))),
       peer_receives_(peer.queue_depth),
       reported_receives_(queue_depth_),
       posted_receives_(queue_depth_),
@@ -42,8 +52,9 @@ RdmaTransporter::RdmaTransporter(transport::LinkConfig config, NodeId self, std:
   FJORD_ASSERT(r_->send_ring.size() == ring_bytes_ && r_->receive_ring.size() == ring_bytes_);
   FJORD_ASSERT(peer_.ring_bytes == ring_bytes_ && peer_.queue_depth > 0);
   // A credit write is due before the sender could be stuck for want of one
-  // frame's space: a quarter ring <= ring - largest frame (ring >= 64 KB).
-  FJORD_ASSERT(credit_release_bytes_ + frame::kMaxFrameBytes <= ring_bytes_);
+  // frame's space: a quarter ring + the largest record <= ring (ring >= 64 KB).
+  FJORD_ASSERT(credit_release_bytes_ + frame::kMaxFrameBytes + wire::kRecordHeaderBytes + wire::kRecordTrailerBytes <=
+               ring_bytes_);
   // Below the slowdown level, note_send_buffer_level() would change nothing
   // (it computes the level in long double: slow where x87 is emulated), so
   // the hot path compares with the same limit computed once here.
@@ -62,20 +73,31 @@ RdmaTransporter::~RdmaTransporter() = default;
 std::span<std::byte> RdmaTransporter::reserve(std::size_t min_bytes) {
   FJORD_ASSERT(min_bytes > 0 && min_bytes <= frame::kMaxFrameBytes);
   if (!is_up() || !refresh_credits()) return {};
-  std::size_t free_bytes = ring_bytes_ - send_buffer_used();
-  if (free_bytes < min_bytes) {
+  // Room for frames from where the next one goes up to the ring's limit,
+  // keeping the trailer's 8 bytes (and the header's, for a new record).
+  const auto room = [this]() -> uint64_t {
+    const uint64_t frames_at = record_open_ ? frames_end_ : sent_ + wire::kRecordHeaderBytes;
+    const uint64_t limit = peer_released_ + ring_bytes_;
+    const uint64_t end = frames_at + wire::kRecordTrailerBytes;
+    return limit > end ? limit - end : 0;
+  };
+  if (room() < min_bytes) {
     (void)flush();  // may carry a credit update that unblocks the peer
-    if (!is_up() || !refresh_credits()) return {};
-    free_bytes = ring_bytes_ - send_buffer_used();
-    if (free_bytes < min_bytes) return {};
+    if (!is_up() || !refresh_credits() || room() < min_bytes) return {};
   }
-  reserved_ = free_bytes;
-  return {send_ring_ + committed_ % ring_bytes_, free_bytes};
+  if (!record_open_) {
+    record_open_ = true;
+    record_start_ = sent_;
+    frames_end_ = sent_ + wire::kRecordHeaderBytes;
+  }
+  reserved_ = room();
+  return {send_ring_ + frames_end_ % ring_bytes_, reserved_};
 }
 
 void RdmaTransporter::commit(std::size_t bytes, uint32_t frames) {
   FJORD_ASSERT_MSG(bytes <= reserved_, "commit beyond the reservation");
-  committed_ += bytes;
+  FJORD_ASSERT(bytes % frame::kFrameAlign == 0);
+  frames_end_ += bytes;
   reserved_ = 0;
   note_commit(bytes, frames);
   note_pressure();
@@ -93,9 +115,10 @@ bool RdmaTransporter::refresh_credits() {
   // read that allowed it), and take the block only if its check word matches.
   const uint64_t released = __atomic_load_n(&credit_block_->released_bytes, __ATOMIC_ACQUIRE);
   const uint64_t receives = __atomic_load_n(&credit_block_->reposted_receives, __ATOMIC_ACQUIRE);
+  const uint64_t sleep_seq = __atomic_load_n(&credit_block_->sleep_seq, __ATOMIC_ACQUIRE);
   const uint64_t check = __atomic_load_n(&credit_block_->check, __ATOMIC_ACQUIRE);
-  if (check != (released ^ receives ^ wire::kCreditMagic)) return true;  // not written yet, or torn: keep the last
-  if (released <= peer_released_ && receives <= peer_receives_) return true;
+  if (check != (released ^ receives ^ sleep_seq ^ wire::kCreditMagic)) return true;  // unwritten or torn: keep the last
+  if (released <= peer_released_ && receives <= peer_receives_ && sleep_seq <= peer_sleep_seq_) return true;
   if (released > sent_ || receives > notifies_ + peer_.queue_depth) {
     fail(StatusCode::kProtocolError, "node " + std::to_string(remote_node()) + " returned credit for " +
                                          std::to_string(released) + " bytes and " + std::to_string(receives) +
@@ -104,6 +127,7 @@ bool RdmaTransporter::refresh_credits() {
   }
   peer_released_ = std::max(peer_released_, released);
   peer_receives_ = std::max(peer_receives_, receives);
+  peer_sleep_seq_ = std::max(peer_sleep_seq_, sleep_seq);
   return true;
 }
 
@@ -128,21 +152,24 @@ bool RdmaTransporter::reap_send_completions() {
   }
 }
 
-void RdmaTransporter::append_credit(ibv_send_wr* wrs, ibv_sge* sges, int* n, bool piggy_back) {
+void RdmaTransporter::append_credit(ibv_send_wr* wrs, ibv_sge* sges, int* n, CreditMode mode) {
   // S1: pairs with R1; the receiver finished with the bytes it released.
   const uint64_t released = released_public_.load(std::memory_order_acquire);
   const uint64_t receives = reposted_public_.load(std::memory_order_acquire);
-  if (released == reported_released_ && receives == reported_receives_) return;
+  const uint64_t sleep_seq = sleep_seq_public_.load(std::memory_order_acquire);
+  const bool changed =
+      released != reported_released_ || receives != reported_receives_ || sleep_seq != reported_sleep_seq_;
+  if (!changed && mode != CreditMode::kAlways) return;
   // On a data flush the credit costs a packet of its own: send it only when
   // it returns a useful amount (the receiver's own reports guarantee progress).
-  if (piggy_back && released - reported_released_ < credit_release_bytes_ / 4 &&
-      receives - reported_receives_ < receive_batch_)
+  if (mode == CreditMode::kPiggyBack && sleep_seq == reported_sleep_seq_ &&
+      released - reported_released_ < credit_release_bytes_ / 4 && receives - reported_receives_ < receive_batch_)
     return;
   // The staging slot of work request `seq` is reused only by seq + depth,
   // which cannot be posted before seq completed: the device has read it.
   const uint64_t seq = sq_posted_ + static_cast<uint64_t>(*n);
   std::byte* slot = r_->control_at(r_->layout.staging + (seq % queue_depth_) * wire::kStagingSlotBytes);
-  const wire::CreditBlock block = wire::make_credit(released, receives);
+  const wire::CreditBlock block = wire::make_credit(released, receives, sleep_seq);
   std::memcpy(slot, &block, sizeof block);
   ibv_send_wr& wr = wrs[*n];
   ibv_sge& sge = sges[*n];
@@ -155,16 +182,22 @@ void RdmaTransporter::append_credit(ibv_send_wr* wrs, ibv_sge* sges, int* n, boo
   wr.wr.rdma.remote_addr = peer_.control_addr + wire::kCreditOffset;
   wr.wr.rdma.rkey = peer_.control_rkey;
   ++*n;
-  reported_released_ = released;  // undone by the caller if posting fails (the link is then down anyway)
+  reported_released_ = released;  // if posting fails the link is down anyway
   reported_receives_ = receives;
+  reported_sleep_seq_ = sleep_seq;
   count_up(credit_writes_);
 }
 
-void RdmaTransporter::append_data(ibv_send_wr* wrs, ibv_sge* sges, int* n) {
-  const uint64_t length = committed_ - sent_;
-  const uint64_t offset = sent_ % ring_bytes_;
+void RdmaTransporter::append_record(ibv_send_wr* wrs, ibv_sge* sges, int* n, bool wake) {
+  const wire::RecordHeader header{static_cast<uint32_t>(frames_end_ - record_start_ - wire::kRecordHeaderBytes),
+                                  static_cast<uint32_t>(record_seq_)};
+  const uint64_t trailer = record_seq_ ^ wire::kTrailerMagic;
+  // Both land inside the mirrored ring, so neither is ever split.
+  std::memcpy(send_ring_ + record_start_ % ring_bytes_, &header, sizeof header);
+  std::memcpy(send_ring_ + frames_end_ % ring_bytes_, &trailer, sizeof trailer);
+  const uint64_t length = frames_end_ + wire::kRecordTrailerBytes - record_start_;
+  const uint64_t offset = record_start_ % ring_bytes_;
   const uint64_t first = std::min<uint64_t>(length, ring_bytes_ - offset);
-  const uint32_t stream_end = static_cast<uint32_t>(committed_);  // what the receive completion will announce
   const auto add_write = [&](uint64_t local_offset, uint64_t bytes) {
     ibv_send_wr& wr = wrs[*n];
     ibv_sge& sge = sges[*n];
@@ -184,38 +217,40 @@ void RdmaTransporter::append_data(ibv_send_wr* wrs, ibv_sge* sges, int* n) {
   };
   add_write(offset, first);
   if (first < length) add_write(0, length - first);  // the wrap: the rest lands at the ring's start
+  if (!wake) return;
   if (!r_->iwarp) {
-    // The last WRITE announces the new stream end; its receive completion
-    // is generated after all of the QP's earlier WRITEs are placed.
+    // The peer sleeps: this WRITE also makes a receive completion there,
+    // generated after all of the QP's earlier WRITEs are placed.
     ibv_send_wr& last = wrs[*n - 1];
     last.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
-    last.imm_data = htonl(stream_end);
+    last.imm_data = htonl(static_cast<uint32_t>(record_seq_));
     return;
   }
   // iWARP has no immediate data: a SEND after the WRITEs does the same job
   // (RDMAP delivers it only after the WRITEs before it are placed).
   const uint64_t seq = sq_posted_ + static_cast<uint64_t>(*n);
   std::byte* slot = r_->control_at(r_->layout.staging + (seq % queue_depth_) * wire::kStagingSlotBytes);
-  std::memcpy(slot, &stream_end, sizeof stream_end);
+  const auto seq_lo = static_cast<uint32_t>(record_seq_);
+  std::memcpy(slot, &seq_lo, sizeof seq_lo);
   ibv_send_wr& wr = wrs[*n];
   ibv_sge& sge = sges[*n];
-  sge = {reinterpret_cast<uintptr_t>(slot), sizeof stream_end, r_->control_mr->lkey};
+  sge = {reinterpret_cast<uintptr_t>(slot), sizeof seq_lo, r_->control_mr->lkey};
   wr = {};
   wr.sg_list = &sge;
   wr.num_sge = 1;
   wr.opcode = IBV_WR_SEND;
-  wr.send_flags = sizeof stream_end <= r_->max_inline ? IBV_SEND_INLINE : 0;
+  wr.send_flags = sizeof seq_lo <= r_->max_inline ? IBV_SEND_INLINE : 0;
   ++*n;
 }
 
-bool RdmaTransporter::post_chain(ibv_send_wr* wrs, int n) {
+bool RdmaTransporter::post_chain(ibv_send_wr* wrs, int n, bool force_signal) {
   for (int i = 0; i < n; ++i) {
     const uint64_t seq = sq_posted_ + static_cast<uint64_t>(i);
     wrs[i].wr_id = seq;
     wrs[i].next = i + 1 < n ? &wrs[i + 1] : nullptr;
     // Selective signalling: one completion per signal_interval_ requests is
     // enough to free their slots, since a completion covers all before it.
-    if (seq - last_signaled_ >= signal_interval_) {
+    if (seq - last_signaled_ >= signal_interval_ || (force_signal && i == n - 1)) {
       wrs[i].send_flags |= IBV_SEND_SIGNALED;
       last_signaled_ = seq;
       count_up(signaled_);
@@ -234,84 +269,120 @@ bool RdmaTransporter::post_chain(ibv_send_wr* wrs, int n) {
 FlushStatus RdmaTransporter::flush() {
   if (!is_up()) return FlushStatus::kDown;
   if (--flush_cm_countdown_ == 0) {
-    flush_cm_countdown_ = kCmCheckEvery;
+    flush_cm_countdown_ = kSlowCheckEvery;
     check_cm_events();
     if (!is_up()) return FlushStatus::kDown;
   }
+  const bool have_record = record_open_ && frames_end_ > record_start_ + wire::kRecordHeaderBytes;
   std::lock_guard lock(sq_mutex_);
   // Completions are reaped only when half the queue is in use: a signalled
   // one arrives every signal_interval_ requests, so the CQ cannot overflow,
-  // and the common flush skips a poll. Credits are re-read only when the
-  // last known ones do not allow a notification.
+  // and the common flush skips a poll.
   if (send_queue_free() < queue_depth_ / 2 && !reap_send_completions()) return FlushStatus::kDown;
-  if (notifies_ >= peer_receives_ && !refresh_credits()) return FlushStatus::kDown;
+  if (have_record) {
+    // P1: announce how far the stream will reach; P2: the fence orders that
+    // store before P3, the load of the peer's sleep announcement.
+    __atomic_store_n(posted_end_, frames_end_ + wire::kRecordTrailerBytes, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+  }
+  if (!refresh_credits()) return FlushStatus::kDown;  // P3
+  const bool wake = have_record && peer_sleep_seq_ > woken_seq_;
   ibv_send_wr wrs[4];
   ibv_sge sges[4];
   int n = 0;
-  const bool data_waiting = sent_ < committed_;
-  const uint64_t length = committed_ - sent_;
-  const uint32_t data_requests = (length > ring_bytes_ - sent_ % ring_bytes_ ? 2 : 1) + (r_->iwarp ? 1 : 0);
   const uint32_t free_slots = send_queue_free();
-  if (free_slots > 0) append_credit(wrs, sges, &n, true);  // piggy-backed on this doorbell
+  if (free_slots > 0) append_credit(wrs, sges, &n, CreditMode::kPiggyBack);  // on this doorbell
   bool sending = false;
-  if (data_waiting) {
-    if (notifies_ < peer_receives_ && free_slots >= static_cast<uint32_t>(n) + data_requests) {
-      append_data(wrs, sges, &n);
-      sending = true;
-    } else {
+  const uint64_t length = frames_end_ + wire::kRecordTrailerBytes - record_start_;
+  if (have_record) {
+    const uint32_t requests =
+        (record_start_ % ring_bytes_ + length > ring_bytes_ ? 2 : 1) + (wake && r_->iwarp ? 1 : 0);
+    if ((wake && notifies_ >= peer_receives_) || free_slots < static_cast<uint32_t>(n) + requests) {
       count_up(queue_full_);
+    } else {
+      append_record(wrs, sges, &n, wake);
+      sending = true;
     }
   }
   if (n > 0 && !post_chain(wrs, n)) return FlushStatus::kDown;
   if (sending) {
     note_send(static_cast<std::size_t>(length));
-    sent_ = committed_;
-    ++notifies_;
+    sent_ = frames_end_ + wire::kRecordTrailerBytes;
+    record_open_ = false;
+    ++record_seq_;
+    if (wake) {
+      woken_seq_ = peer_sleep_seq_;
+      ++notifies_;
+      count_up(wakeups_);
+    }
   }
   note_pressure();
-  return sent_ == committed_ ? FlushStatus::kFlushed : FlushStatus::kPending;
+  return have_record && !sending ? FlushStatus::kPending : FlushStatus::kFlushed;
 }
 
 // ---- receive side ----------------------------------------------------------
 
-void RdmaTransporter::poll_receive_cq() {
-  ibv_wc wcs[16];
-  const int n = ibv_poll_cq(r_->recv_cq.get(), 16, wcs);
-  if (n < 0) {
-    fail(StatusCode::kLinkDown, "polling the receive completion queue failed");
-    return;
+bool RdmaTransporter::poll_ring() {
+  const std::byte* at = receive_ring_ + next_record_ % ring_bytes_;
+  const uint64_t header_word = load_word(at);
+  wire::RecordHeader header;
+  std::memcpy(&header, &header_word, sizeof header);
+  if (header.seq_lo != static_cast<uint32_t>(expected_seq_)) return false;
+  // A header still being written may be torn: a length that cannot be right
+  // only means "not yet"; the trailer decides.
+  const uint64_t length = header.frame_bytes;
+  if (length == 0 || length % frame::kFrameAlign != 0 ||
+      length + wire::kRecordHeaderBytes + wire::kRecordTrailerBytes > ring_bytes_)
+    return false;
+  const uint64_t trailer = load_word(receive_ring_ + (next_record_ + wire::kRecordHeaderBytes + length) % ring_bytes_);
+  if (trailer != (expected_seq_ ^ wire::kTrailerMagic)) return false;
+  // The whole record is placed (its trailer is placed last). The mirror
+  // makes it contiguous even across the ring's end.
+  const uint64_t frames_at = next_record_ + wire::kRecordHeaderBytes;
+  const std::span<const std::byte> frames(receive_ring_ + frames_at % ring_bytes_, length);
+  const frame::ScanResult scan = frame::scan_frames(frames);
+  released_ = frames_at;
+  batch_end_ = frames_at + scan.whole_bytes;
+  batch_frames_ = scan.frames;
+  if (scan.whole_bytes > 0) note_receive(scan.whole_bytes, scan.frames);
+  if (scan.error != frame::FrameError::kNone || scan.whole_bytes != length) {
+    receive_stopped_ = true;  // nothing after a malformed frame can be trusted; the good ones are delivered
+    const char* what = scan.error == frame::FrameError::kIncomplete ? "record ends inside a frame"
+                                                                    : frame::frame_error_name(scan.error);
+    fail(StatusCode::kProtocolError, "malformed frame from node " + std::to_string(remote_node()) +
+                                         " at stream offset " + std::to_string(frames_at + scan.error_offset) + ": " +
+                                         what);
+    return scan.whole_bytes > 0;
   }
-  for (int i = 0; i < n; ++i) {
-    const ibv_wc& wc = wcs[i];
-    if (wc.status != IBV_WC_SUCCESS) {
-      // Flushed receives follow every error; the first one names the cause.
-      fail(StatusCode::kLinkDown, std::string("receive completion in error: ") + ibv_wc_status_str(wc.status) +
-                                      " (the queue pair is in the error state)");
-      continue;
-    }
-    uint32_t stream_end = 0;
-    if (!r_->iwarp && wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
-      stream_end = ntohl(wc.imm_data);
-    } else if (r_->iwarp && wc.opcode == IBV_WC_RECV && wc.byte_len == sizeof stream_end && wc.wr_id < queue_depth_) {
-      std::memcpy(&stream_end, r_->control_at(r_->layout.doorbells + wc.wr_id * wire::kDoorbellSlotBytes),
-                  sizeof stream_end);
-    } else {
-      receive_stopped_ = true;
-      fail(StatusCode::kProtocolError, "unexpected receive completion (opcode " + std::to_string(wc.opcode) + ", " +
-                                           std::to_string(wc.byte_len) + " bytes)");
+  next_record_ = frames_at + length + wire::kRecordTrailerBytes;
+  ++expected_seq_;
+  return true;
+}
+
+void RdmaTransporter::drain_receive_cq() {
+  ibv_wc wcs[16];
+  for (;;) {
+    const int n = ibv_poll_cq(r_->recv_cq.get(), 16, wcs);
+    if (n < 0) {
+      fail(StatusCode::kLinkDown, "polling the receive completion queue failed");
       return;
     }
-    ++consumed_receives_;
-    // The announced end must lie within the space we gave the peer.
-    const uint32_t delta = stream_end - static_cast<uint32_t>(filled_);
-    if (delta > ring_bytes_ - (filled_ - released_)) {
-      receive_stopped_ = true;
-      fail(StatusCode::kProtocolError, "node " + std::to_string(remote_node()) + " announced " + std::to_string(delta) +
-                                           " new bytes but only " +
-                                           std::to_string(ring_bytes_ - (filled_ - released_)) + " were free");
-      return;
+    for (int i = 0; i < n; ++i) {
+      const ibv_wc& wc = wcs[i];
+      if (wc.status != IBV_WC_SUCCESS) {
+        // Flushed receives follow every error; the first one names the cause.
+        fail(StatusCode::kLinkDown, std::string("receive completion in error: ") + ibv_wc_status_str(wc.status) +
+                                        " (the queue pair is in the error state)");
+        continue;
+      }
+      const bool expected = r_->iwarp ? wc.opcode == IBV_WC_RECV : wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM;
+      if (!expected) {
+        fail(StatusCode::kProtocolError, "unexpected receive completion (opcode " + std::to_string(wc.opcode) + ")");
+        return;
+      }
+      ++consumed_receives_;  // a wake-up: the record itself is found in the ring
     }
-    filled_ += delta;
+    if (n < 16) break;
   }
   if (consumed_receives_ + queue_depth_ - posted_receives_ >= receive_batch_ && is_up()) repost_receives();
 }
@@ -338,54 +409,36 @@ void RdmaTransporter::report_credits() {
   ibv_send_wr wr[1];
   ibv_sge sge[1];
   int n = 0;
-  append_credit(wr, sge, &n, false);
+  append_credit(wr, sge, &n, CreditMode::kIfChanged);
   if (n > 0 && !post_chain(wr, n)) return;
   credit_pending_.store(false, std::memory_order_relaxed);
 }
 
-void RdmaTransporter::scan_received() {
-  if (scanned_ == filled_ || receive_stopped_) return;
-  const std::span<const std::byte> fresh(receive_ring_ + scanned_ % ring_bytes_,
-                                         static_cast<std::size_t>(filled_ - scanned_));
-  const frame::ScanResult scan = frame::scan_frames(fresh);
-  if (scan.whole_bytes > 0) {
-    scanned_ += scan.whole_bytes;
-    scanned_frames_ += scan.frames;
-    note_receive(scan.whole_bytes, scan.frames);
-  }
-  if (scan.error != frame::FrameError::kNone && scan.error != frame::FrameError::kIncomplete) {
-    receive_stopped_ = true;  // nothing after a malformed frame can be trusted
-    fail(StatusCode::kProtocolError, "malformed frame from node " + std::to_string(remote_node()) +
-                                         " at stream offset " + std::to_string(scanned_) + ": " +
-                                         frame::frame_error_name(scan.error));
-  }
-}
-
 ReceiveBatch RdmaTransporter::receive() {
-  if (scanned_ == released_ && !receive_stopped_) {
-    poll_receive_cq();
-    scan_received();
-    if (scanned_ == released_) {
-      if (credit_pending_.load(std::memory_order_relaxed)) report_credits();
-      if (--receive_cm_countdown_ == 0) {
-        receive_cm_countdown_ = kCmCheckEvery;
-        check_cm_events();
-      }
+  if (released_ == batch_end_ && !receive_stopped_ && !poll_ring()) {
+    if (credit_pending_.load(std::memory_order_relaxed)) report_credits();
+    if (--receive_countdown_ == 0) {
+      receive_countdown_ = kSlowCheckEvery;
+      slow_checks();
     }
   }
-  return {{receive_ring_ + released_ % ring_bytes_, static_cast<std::size_t>(scanned_ - released_)}, scanned_frames_};
+  return {{receive_ring_ + released_ % ring_bytes_, static_cast<std::size_t>(batch_end_ - released_)}, batch_frames_};
 }
 
 void RdmaTransporter::release(std::size_t bytes) {
-  FJORD_ASSERT_MSG(bytes <= scanned_ - released_, "release beyond the received frames");
-  if (bytes == scanned_ - released_) {
-    scanned_frames_ = 0;
+  FJORD_ASSERT_MSG(bytes <= batch_end_ - released_, "release beyond the received frames");
+  if (bytes == batch_end_ - released_) {
+    batch_frames_ = 0;
   } else {
     frame::FrameCursor cursor({receive_ring_ + released_ % ring_bytes_, bytes});
     frame::SignalView view;
-    while (cursor.next(view)) --scanned_frames_;
+    while (cursor.next(view)) --batch_frames_;
   }
   released_ += bytes;
+  if (released_ == batch_end_ && !receive_stopped_) {
+    released_ = next_record_;  // the trailer goes with the record's last frame
+    batch_end_ = next_record_;
+  }
   released_public_.store(released_, std::memory_order_release);  // R1: done reading these bytes
   if (released_ - credit_trigger_ >= credit_release_bytes_ && is_up()) {
     credit_trigger_ = released_;
@@ -395,33 +448,75 @@ void RdmaTransporter::release(std::size_t bytes) {
 
 // ---- sleeping --------------------------------------------------------------
 
+bool RdmaTransporter::announce_sleep(uint64_t* peer_posted_end) {
+  sleep_seq_public_.store(++sleep_seq_, std::memory_order_release);  // R1: the CQ is armed
+  uint64_t read_seq = 0;
+  {
+    std::lock_guard lock(sq_mutex_);
+    if (!is_up() || !reap_send_completions() || send_queue_free() < 2) return false;
+    ibv_send_wr wrs[2];
+    ibv_sge sges[2];
+    int n = 0;
+    append_credit(wrs, sges, &n, CreditMode::kAlways);  // A2: carries the new sleep_seq
+    FJORD_ASSERT(n == 1);
+    // A3: the responder serves this READ after placing A2 (same QP, in order).
+    sges[n] = {reinterpret_cast<uintptr_t>(read_target_), sizeof(uint64_t), r_->control_mr->lkey};
+    wrs[n] = {};
+    wrs[n].sg_list = &sges[n];
+    wrs[n].num_sge = 1;
+    wrs[n].opcode = IBV_WR_RDMA_READ;
+    wrs[n].wr.rdma.remote_addr = peer_.control_addr + wire::kPostedEndOffset;
+    wrs[n].wr.rdma.rkey = peer_.control_rkey;
+    ++n;
+    read_seq = sq_posted_ + static_cast<uint64_t>(n) - 1;
+    if (!post_chain(wrs, n, true)) return false;
+  }
+  const uint64_t deadline = monotonic_ns() + kAnnounceTimeoutNs;
+  for (;;) {
+    {
+      std::lock_guard lock(sq_mutex_);
+      if (!reap_send_completions()) return false;
+      if (sq_completed_ > read_seq) break;
+    }
+    if (monotonic_ns() > deadline) return false;  // do not sleep; the caller polls again
+    cpu_relax();
+  }
+  *peer_posted_end = __atomic_load_n(read_target_, __ATOMIC_ACQUIRE);
+  return true;
+}
+
 bool RdmaTransporter::arm_wakeup() {
-  if (scanned_ != released_ || !is_up()) return false;
-  if (credit_pending_.load(std::memory_order_relaxed)) report_credits();
-  poll_receive_cq();
-  scan_received();
-  if (scanned_ != released_ || !is_up()) return false;
-  // Notification is one-shot and only for completions added after this
-  // call, so poll once more afterwards: a completion that slipped in between
-  // the poll above and the arming is caught here, one after it wakes us.
+  if (released_ != batch_end_ || !is_up() || poll_ring()) return false;
+  drain_receive_cq();
+  if (!is_up()) return false;
+  // A1: notification is one-shot and only for completions added after this
+  // call; stale ones were drained just above.
   if (const int rc = ibv_req_notify_cq(r_->recv_cq.get(), 0); rc != 0) {
     fail(StatusCode::kLinkDown, std::string("ibv_req_notify_cq failed: ") + std::strerror(rc));
     return false;
   }
-  poll_receive_cq();
-  scan_received();
+  uint64_t peer_posted_end = 0;
+  if (!announce_sleep(&peer_posted_end)) return false;
+  // A4: a record the peer posted before it could see the announcement is
+  // on its way without a wake-up: poll for it instead of sleeping.
+  if (peer_posted_end > next_record_ || poll_ring()) return false;
   check_cm_events();
-  return scanned_ == released_ && is_up();
+  return is_up();
 }
 
 void RdmaTransporter::disarm_wakeup() {
   ibv_cq* cq = nullptr;
   void* context = nullptr;
   while (ibv_get_cq_event(r_->comp_channel.get(), &cq, &context) == 0) ibv_ack_cq_events(cq, 1);
-  check_cm_events();
+  slow_checks();
 }
 
 // ---- faults ----------------------------------------------------------------
+
+void RdmaTransporter::slow_checks() {
+  drain_receive_cq();
+  check_cm_events();
+}
 
 void RdmaTransporter::check_cm_events() {
   std::unique_lock lock(cm_mutex_, std::try_to_lock);
@@ -470,6 +565,7 @@ LinkInfo RdmaTransporter::info() const {
   out.posted = posted_.load(std::memory_order_relaxed);
   out.credit_writes = credit_writes_.load(std::memory_order_relaxed);
   out.send_queue_full = queue_full_.load(std::memory_order_relaxed);
+  out.wakeups = wakeups_.load(std::memory_order_relaxed);
   return out;
 }
 

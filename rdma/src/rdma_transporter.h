@@ -1,29 +1,44 @@
 // RdmaTransporter: the data path of one RDMA RC link (internal header).
 //
 // Send: frames are packed into a local send ring that mirrors the peer's
-// receive ring (same size, same offsets); flush() posts one RDMA WRITE of
-// everything committed (two at the wrap) straight into the peer's ring. The
-// last WRITE carries immediate data = the low 32 bits of the stream end, so
-// the peer gets one receive completion per flush; on iWARP, which has no
-// immediate data, a 4-byte SEND follows the WRITEs instead. Small WRITEs go
-// inline; only every signal_interval_-th work request is signalled.
+// receive ring (same size, same offsets), behind an 8-byte record header;
+// flush() adds the header and an 8-byte trailer around everything committed
+// and posts it as one RDMA WRITE (two at the wrap) straight into the peer's
+// ring (wire.h: records). Small WRITEs go inline; only every
+// signal_interval_-th work request is signalled.
 //
-// Receive: each receive completion says how far the stream now reaches; the
-// frames are validated in place and handed out without a copy. Credits: the
-// receiver RDMA-WRITEs {released bytes, receives posted} into the sender's
-// control region, piggy-backed on its own flushes or on their own when a
-// quarter of the ring or of the receive queue has been given back.
+// Receive: the receiver polls the next record's header and trailer in its
+// own memory (no completion queue, no system call on the busy path); a
+// complete record's frames are validated in place and handed out without a
+// copy. Credits: the receiver RDMA-WRITEs {released bytes, receives posted,
+// sleep count} into the sender's control region, piggy-backed on its own
+// flushes or on their own when a quarter of the ring has been given back.
+//
+// Sleep without lost wake-ups (docs/rdma.md has the argument). A plain
+// WRITE makes no completion, so a receiver that wants to sleep must make
+// sure the sender will notify it:
+//   sender, each flush:  P1 store posted_end (its control region),
+//                        P2 seq_cst fence, P3 load the credit block's
+//                        sleep_seq; if it grew, the WRITE carries immediate
+//                        data (iWARP: a SEND follows) = a receive completion.
+//   receiver, arm:       A1 arm the CQ, A2 RDMA WRITE credit block with
+//                        sleep_seq + 1, A3 RDMA READ the sender's posted_end
+//                        (executed after A2 is placed: same QP, in order),
+//                        A4 sleep only if posted_end shows nothing in flight.
+// Either P3 sees A2 (so the sender notifies), or P1 preceded A2's placement
+// and A3 sees posted_end (so the receiver does not sleep).
 //
 // Threads (the contract's): one sender thread (reserve/commit/flush), one
 // receiver thread (receive/release/arm/disarm). Shared between them:
-//   * the send queue: both post (data from the sender, credits from the
-//     receiver), so posting and the send-queue bookkeeping sit under
-//     sq_mutex_ (uncontended in the common case: the receiver posts once per
-//     quarter ring);
-//   * released_public_ / reposted_public_: written by the receiver with
-//     release stores (R1) after it is done with the bytes and has posted the
-//     receives; read with acquire loads (S1) by whichever thread writes the
-//     credit, so the peer can never overwrite bytes still being read;
+//   * the send queue: both post (data from the sender; credits, sleep
+//     announcements and reads from the receiver), so posting and the
+//     send-queue bookkeeping sit under sq_mutex_ (uncontended in the common
+//     case: the receiver posts once per quarter ring, batch or sleep);
+//   * released_public_ / reposted_public_ / sleep_seq_public_: written by
+//     the receiver with release stores (R1) once it is done with the bytes,
+//     has posted the receives, or has armed the CQ; read with acquire loads
+//     (S1) by whichever thread writes the credit block, so the peer never
+//     overwrites bytes still being read;
 //   * the rdma_cm channel: drained under cm_mutex_ (try-lock) by both.
 // Hot path: reserve/commit/flush/receive/release allocate nothing.
 #pragma once
@@ -47,7 +62,7 @@ class RdmaTransporter final : public transport::Transporter {
   std::span<std::byte> reserve(std::size_t min_bytes) override;
   void commit(std::size_t bytes, uint32_t frames) override;
   transport::FlushStatus flush() override;
-  std::size_t send_buffer_used() const override { return static_cast<std::size_t>(committed_ - peer_released_); }
+  std::size_t send_buffer_used() const override { return static_cast<std::size_t>(stream_end() - peer_released_); }
   std::size_t send_buffer_capacity() const override { return ring_bytes_; }
 
   transport::ReceiveBatch receive() override;
@@ -61,14 +76,19 @@ class RdmaTransporter final : public transport::Transporter {
   Status inject_qp_error();
 
  private:
-  // How many empty polls between two looks at the rdma_cm channel (a
-  // syscall): often enough to notice a disconnect within microseconds of
-  // polling, rarely enough to cost nothing measurable.
-  static constexpr uint32_t kCmCheckEvery = 4096;
+  // How many empty polls between two looks at the receive CQ (error
+  // completions, wake-ups to repost) and the rdma_cm channel (a system
+  // call): often enough to see a fault within a millisecond of polling,
+  // rarely enough to cost nothing measurable.
+  static constexpr uint32_t kSlowCheckEvery = 1024;
+  // How long a receiver waits for its sleep announcement's RDMA READ.
+  static constexpr uint64_t kAnnounceTimeoutNs = 2'000'000'000;
 
   void on_down() override;
 
   // ---- send side --------------------------------------------------------
+  // Where the bytes committed so far end, trailer included (ring positions).
+  uint64_t stream_end() const { return record_open_ ? frames_end_ + wire::kRecordTrailerBytes : sent_; }
   // note_send_buffer_level() when the level may differ from kNormal.
   void note_pressure();
   // Reads the credit block the peer writes; false (link down) if it lies.
@@ -76,20 +96,30 @@ class RdmaTransporter final : public transport::Transporter {
   // Under sq_mutex_: reaps send completions; false on an error completion.
   bool reap_send_completions();
   uint32_t send_queue_free() const { return queue_depth_ - static_cast<uint32_t>(sq_posted_ - sq_completed_); }
-  // Under sq_mutex_: fills wrs[*n] (and its sge) with a credit write if the
-  // receiver has given back anything not yet reported (when piggy-backing on
-  // data: only if it is worth a packet).
-  void append_credit(ibv_send_wr* wrs, ibv_sge* sges, int* n, bool piggy_back);
-  void append_data(ibv_send_wr* wrs, ibv_sge* sges, int* n);
-  // Under sq_mutex_: numbers, signals and posts wrs[0..n). False on failure.
-  bool post_chain(ibv_send_wr* wrs, int n);
+  // Under sq_mutex_: fills wrs[*n] (and its sge) with a credit write:
+  // kIfChanged when the receiver gave back anything not yet reported,
+  // kPiggyBack (on a data flush) only if that is worth a packet, kAlways
+  // for a sleep announcement, which must be placed before its READ.
+  enum class CreditMode : uint8_t { kPiggyBack, kIfChanged, kAlways };
+  void append_credit(ibv_send_wr* wrs, ibv_sge* sges, int* n, CreditMode mode);
+  // Under sq_mutex_: the open record as 1-2 WRITEs (+ a wake-up if asked).
+  void append_record(ibv_send_wr* wrs, ibv_sge* sges, int* n, bool wake);
+  // Under sq_mutex_: numbers, signals and posts wrs[0..n). The last request
+  // is signalled if force_signal. False on failure (the link is down).
+  bool post_chain(ibv_send_wr* wrs, int n, bool force_signal = false);
 
   // ---- receive side -----------------------------------------------------
-  void poll_receive_cq();
-  void scan_received();
+  // Takes the next record if it is complete; true if it did.
+  bool poll_ring();
+  // Drains the receive CQ (wake-ups, error completions) and reposts.
+  void drain_receive_cq();
   void repost_receives();
   // Posts a credit update now (takes sq_mutex_).
   void report_credits();
+  // A2 + A3 of the sleep protocol; returns the peer's posted end, or
+  // nothing when the announcement could not be made.
+  bool announce_sleep(uint64_t* peer_posted_end);
+  void slow_checks();
   void check_cm_events();
   void fail(StatusCode code, const std::string& what);
 
@@ -103,15 +133,24 @@ class RdmaTransporter final : public transport::Transporter {
   std::byte* const send_ring_;
   std::byte* const receive_ring_;
   const wire::CreditBlock* const credit_block_;  // in our control region, written by the peer
+  uint64_t* const posted_end_;                   // in our control region, read by the peer
+  const uint64_t* const read_target_;            // where the peer's posted end lands
 
-  // Send side (sender thread). committed_ - peer_released_ <= ring_bytes_.
-  uint64_t committed_ = 0;
-  uint64_t sent_ = 0;  // handed to the device
+  // Send side (sender thread). Ring positions grow forever (offset = pos %
+  // ring). sent_ <= record_start_ < frames_end_; stream_end() - peer_released_
+  // <= ring_bytes_.
+  uint64_t sent_ = 0;          // end of the last record handed to the device
+  bool record_open_ = false;   // frames are being committed behind a header slot
+  uint64_t record_start_ = 0;  // the open record's header position
+  uint64_t frames_end_ = 0;    // end of its committed frames
+  uint64_t record_seq_ = 1;    // number of the next record
   std::size_t reserved_ = 0;
   uint64_t peer_released_ = 0;
-  uint64_t peer_receives_ = 0;  // receives the peer has posted in total (notify credit)
-  uint64_t notifies_ = 0;       // WRITE_WITH_IMM / doorbell SENDs posted (each takes one)
-  uint32_t flush_cm_countdown_ = kCmCheckEvery;
+  uint64_t peer_receives_ = 0;  // receives the peer has posted in total (wake-up credit)
+  uint64_t peer_sleep_seq_ = 0;
+  uint64_t woken_seq_ = 0;  // the peer's sleep announcement we last answered
+  uint64_t notifies_ = 0;   // wake-ups posted (each takes one peer receive)
+  uint32_t flush_cm_countdown_ = kSlowCheckEvery;
   uint64_t slowdown_used_bytes_ = 0;  // the base class's slowdown limit, scaled to the ring
   bool pressure_noted_ = false;       // the last note_send_buffer_level() saw kSlowdown or worse
 
@@ -122,25 +161,30 @@ class RdmaTransporter final : public transport::Transporter {
   uint64_t last_signaled_ = 0;
   uint64_t reported_released_ = 0;
   uint64_t reported_receives_ = 0;
+  uint64_t reported_sleep_seq_ = 0;
 
-  // Receive side (receiver thread). released_ <= scanned_ <= filled_.
-  uint64_t filled_ = 0;
-  uint64_t scanned_ = 0;
-  uint64_t released_ = 0;
-  uint32_t scanned_frames_ = 0;
+  // Receive side (receiver thread). released_ <= batch_end_ <= next_record_.
+  uint64_t next_record_ = 0;  // where the next record's header will be
+  uint64_t expected_seq_ = 1;
+  uint64_t released_ = 0;   // ring position of the first unreleased byte
+  uint64_t batch_end_ = 0;  // end of the current record's frames
+  uint32_t batch_frames_ = 0;
   uint64_t consumed_receives_ = 0;
   uint64_t posted_receives_ = 0;
   uint64_t credit_trigger_ = 0;  // released_ at the last credit write we asked for
+  uint64_t sleep_seq_ = 0;
   bool receive_stopped_ = false;
-  uint32_t receive_cm_countdown_ = kCmCheckEvery;
-  std::atomic<uint64_t> released_public_{0};  // R1: store-release after the bytes are no longer read
-  std::atomic<uint64_t> reposted_public_{0};  // R1: store-release after ibv_post_recv returned
-  std::atomic<bool> credit_pending_{false};   // a credit write found no send-queue slot
+  uint32_t receive_countdown_ = kSlowCheckEvery;
+  std::atomic<uint64_t> released_public_{0};   // R1: store-release after the bytes are no longer read
+  std::atomic<uint64_t> reposted_public_{0};   // R1: store-release after ibv_post_recv returned
+  std::atomic<uint64_t> sleep_seq_public_{0};  // R1: store-release after the CQ is armed
+  std::atomic<bool> credit_pending_{false};    // a credit write found no send-queue slot
 
   std::mutex cm_mutex_;
 
   // LinkInfo counters: one writer each (under sq_mutex_), relaxed readers.
-  std::atomic<uint64_t> data_writes_{0}, inline_writes_{0}, signaled_{0}, posted_{0}, credit_writes_{0}, queue_full_{0};
+  std::atomic<uint64_t> data_writes_{0}, inline_writes_{0}, signaled_{0}, posted_{0}, credit_writes_{0}, queue_full_{0},
+      wakeups_{0};
 };
 
 }  // namespace fjord::rdma

@@ -184,7 +184,9 @@ Status register_memory(LinkResources& r, bool bootstrap_only, const std::string&
   std::memset(control, 0, control_bytes);
   r.control.reset(static_cast<std::byte*>(control));
   constexpr int kRemote = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
-  r.control_mr.reset(ibv_reg_mr(r.pd.get(), control, control_bytes, kRemote));
+  // The peer also reads our posted stream end before it sleeps.
+  constexpr int kControl = kRemote | IBV_ACCESS_REMOTE_READ;
+  r.control_mr.reset(ibv_reg_mr(r.pd.get(), control, control_bytes, kControl));
   if (!r.control_mr) return registration_failed(fail_prefix, "control region", control_bytes, errno);
   if (bootstrap_only) return Status::ok();
 

@@ -5,9 +5,10 @@
 //   receive ring  ring_bytes, written by the peer with RDMA WRITE, read here;
 //   send ring     ring_bytes, the mirror of the peer's receive ring: frames
 //                 are packed at the offset where they will land remotely;
-//   control       the credit block the peer writes, staging slots that are the
-//                 source of our small writes, doorbell slots for iWARP, and
-//                 the bootstrap buffer for the handshake reply.
+//   control       the credit block the peer writes, our send stream's posted
+//                 end that the peer reads before it sleeps, staging slots
+//                 that are the source of our small writes, doorbell slots
+//                 for iWARP wake-ups, and the bootstrap buffer (handshake).
 //
 // Pure layout and codecs: any thread, no allocation. The codecs read bytes
 // from the peer and never read past their input.
@@ -23,29 +24,55 @@
 
 namespace fjord::rdma::wire {
 
+// The ring carries records, one per flush:
+//
+//   offset   size  field
+//   0        4     frame_bytes   whole frames that follow, multiple of 8, > 0
+//   4        4     seq_lo        low 32 bits of the record number (1, 2, ...)
+//   8        n     frames        as frame.h defines them
+//   8+n      8     trailer       record number ^ kTrailerMagic
+//
+// The whole record is one RDMA WRITE (two at the ring's wrap), so its
+// trailer is the last thing placed: a receiver that reads the header with
+// the expected number and then the matching trailer has the whole record
+// (the in-order placement that perftest's ib_write_lat relies on too).
+// Records start 8-aligned; a record never exceeds the ring.
+struct RecordHeader {
+  uint32_t frame_bytes;
+  uint32_t seq_lo;
+};
+static_assert(sizeof(RecordHeader) == 8);
+inline constexpr std::size_t kRecordHeaderBytes = 8;
+inline constexpr std::size_t kRecordTrailerBytes = 8;
+inline constexpr uint64_t kTrailerMagic = 0x9E37'79B9'7F4A'7C15ULL;
+
 // The credit block the peer writes into our control region with one RDMA
-// WRITE: how many bytes of our send stream it released and how many receive
-// work requests it has posted in total. `check` lets the reader reject a
-// torn read (an RDMA WRITE is not atomic with respect to the CPU): a block
-// is taken only when check == released ^ reposted ^ kCreditMagic.
+// WRITE: how many bytes of our send stream it released (ring positions,
+// record headers and trailers included), how many receive work requests it
+// has posted in total, and how many times it announced that it is about to
+// sleep. `check` lets the reader reject a torn read (an RDMA WRITE is not
+// atomic with respect to the CPU): a block is taken only when
+// check == released ^ reposted ^ sleep_seq ^ kCreditMagic.
 struct CreditBlock {
   uint64_t released_bytes;
   uint64_t reposted_receives;
+  uint64_t sleep_seq;
   uint64_t check;
-  uint64_t reserved;
 };
 static_assert(sizeof(CreditBlock) == 32);
 inline constexpr uint64_t kCreditMagic = 0x464A'4352'4544'4954ULL;  // "FJCREDIT"
 
-inline CreditBlock make_credit(uint64_t released, uint64_t reposted) {
-  return {released, reposted, released ^ reposted ^ kCreditMagic, 0};
+inline CreditBlock make_credit(uint64_t released, uint64_t reposted, uint64_t sleep_seq) {
+  return {released, reposted, sleep_seq, released ^ reposted ^ sleep_seq ^ kCreditMagic};
 }
 
 // Control region layout (offsets in bytes).
-inline constexpr std::size_t kCreditOffset = 0;
+inline constexpr std::size_t kCreditOffset = 0;       // CreditBlock, written by the peer
+inline constexpr std::size_t kPostedEndOffset = 32;   // u64 our send stream end, read by the peer (RDMA READ)
+inline constexpr std::size_t kReadTargetOffset = 40;  // u64 where our RDMA READ of the peer's posted end lands
 inline constexpr std::size_t kStagingOffset = 64;
 inline constexpr std::size_t kStagingSlotBytes = 32;  // one CreditBlock or one doorbell
-inline constexpr std::size_t kDoorbellSlotBytes = 8;  // iWARP: SEND payload = u32 stream end
+inline constexpr std::size_t kDoorbellSlotBytes = 8;  // iWARP wake-up SEND payload
 inline constexpr std::size_t kBootstrapBytes = transport::kMaxHandshakeBytes;
 
 struct ControlLayout {

@@ -39,6 +39,7 @@ struct LinkInfo {
   uint64_t posted = 0;            // all send work requests
   uint64_t credit_writes = 0;     // credit updates written to the peer
   uint64_t send_queue_full = 0;   // flushes that found no send-queue slot or no receive credit
+  uint64_t wakeups = 0;           // records that also raised a completion to wake a sleeping peer
 };
 
 // The link's info, or kInvalidArgument if `t` is not an RDMA transporter.
