@@ -269,7 +269,7 @@ bool RdmaTransporter::post_chain(ibv_send_wr* wrs, int n, bool force_signal) {
 FlushStatus RdmaTransporter::flush() {
   if (!is_up()) return FlushStatus::kDown;
   if (--flush_cm_countdown_ == 0) {
-    flush_cm_countdown_ = kSlowCheckEvery;
+    flush_cm_countdown_ = kFlushCheckEvery;
     check_cm_events();
     if (!is_up()) return FlushStatus::kDown;
   }
@@ -419,7 +419,11 @@ ReceiveBatch RdmaTransporter::receive() {
     if (credit_pending_.load(std::memory_order_relaxed)) report_credits();
     if (--receive_countdown_ == 0) {
       receive_countdown_ = kSlowCheckEvery;
-      slow_checks();
+      const uint64_t now = monotonic_ns();
+      if (now >= next_slow_check_ns_) {
+        next_slow_check_ns_ = now + kSlowCheckPeriodNs;
+        slow_checks();
+      }
     }
   }
   return {{receive_ring_ + released_ % ring_bytes_, static_cast<std::size_t>(batch_end_ - released_)}, batch_frames_};

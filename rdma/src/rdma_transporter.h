@@ -76,11 +76,15 @@ class RdmaTransporter final : public transport::Transporter {
   Status inject_qp_error();
 
  private:
-  // How many empty polls between two looks at the receive CQ (error
-  // completions, wake-ups to repost) and the rdma_cm channel (a system
-  // call): often enough to see a fault within a millisecond of polling,
-  // rarely enough to cost nothing measurable.
-  static constexpr uint32_t kSlowCheckEvery = 1024;
+  // A busy receiver looks at the receive CQ (error completions, wake-ups to
+  // repost) and the rdma_cm channel (a system call) once per
+  // kSlowCheckPeriodNs, reading the clock once per kSlowCheckEvery empty
+  // polls: a fault is seen within about a millisecond, at no measurable cost.
+  static constexpr uint32_t kSlowCheckEvery = 64;
+  static constexpr uint64_t kSlowCheckPeriodNs = 1'000'000;
+  // A sender that never receives looks at the rdma_cm channel once per
+  // this many flushes (a send to a dead peer also fails on its own).
+  static constexpr uint32_t kFlushCheckEvery = 1024;
   // How long a receiver waits for its sleep announcement's RDMA READ.
   static constexpr uint64_t kAnnounceTimeoutNs = 2'000'000'000;
 
@@ -150,7 +154,7 @@ class RdmaTransporter final : public transport::Transporter {
   uint64_t peer_sleep_seq_ = 0;
   uint64_t woken_seq_ = 0;  // the peer's sleep announcement we last answered
   uint64_t notifies_ = 0;   // wake-ups posted (each takes one peer receive)
-  uint32_t flush_cm_countdown_ = kSlowCheckEvery;
+  uint32_t flush_cm_countdown_ = kFlushCheckEvery;
   uint64_t slowdown_used_bytes_ = 0;  // the base class's slowdown limit, scaled to the ring
   bool pressure_noted_ = false;       // the last note_send_buffer_level() saw kSlowdown or worse
 
@@ -175,6 +179,7 @@ class RdmaTransporter final : public transport::Transporter {
   uint64_t sleep_seq_ = 0;
   bool receive_stopped_ = false;
   uint32_t receive_countdown_ = kSlowCheckEvery;
+  uint64_t next_slow_check_ns_ = 0;
   std::atomic<uint64_t> released_public_{0};   // R1: store-release after the bytes are no longer read
   std::atomic<uint64_t> reposted_public_{0};   // R1: store-release after ibv_post_recv returned
   std::atomic<uint64_t> sleep_seq_public_{0};  // R1: store-release after the CQ is armed

@@ -101,7 +101,12 @@ Result<CmChannel> make_channel() {
   return channel;
 }
 
-Result<CmEvent> poll_event(rdma_event_channel* channel) { return take_event(channel); }
+Result<CmEvent> poll_event(rdma_event_channel* channel) {
+  // rdma_get_cm_event() allocates even when nothing is queued: ask poll() first.
+  pollfd p{channel->fd, POLLIN, 0};
+  if (::poll(&p, 1, 0) <= 0) return Status(StatusCode::kTimeout, "no rdma_cm event");
+  return take_event(channel);
+}
 
 Result<CmEvent> next_event(rdma_event_channel* channel, DeadlineNs deadline) {
   for (;;) {

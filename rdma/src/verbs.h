@@ -90,7 +90,7 @@ struct CmEvent {
   std::size_t private_data_len = 0;
 };
 Result<CmEvent> next_event(rdma_event_channel* channel, DeadlineNs deadline);
-// Non-blocking: an event if one is queued, kTimeout if none.
+// Non-blocking: an event if one is queued, kTimeout if none (no allocation then).
 Result<CmEvent> poll_event(rdma_event_channel* channel);
 std::string event_text(const CmEvent& event);
 

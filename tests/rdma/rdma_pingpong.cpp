@@ -5,7 +5,7 @@
 //
 //   rdma_pingpong [--transporter rdma] [--iters 20000] [--warmup 2000]
 //                 [--size 64] [--host 10.11.12.1] [--sleep]
-//                 [--server PORT_FILE | --client PORT]
+//                 [--server PORT_FILE | --client PORT] [--set Key=value]...
 //
 // By default both ends live in this process (two threads). With --server
 // the echo end runs alone: it listens on a free port, writes the port to
@@ -13,6 +13,7 @@
 // process (as perftest runs its two ends). The client stamps, sends,
 // busy-polls for the echo, and records the round trip in a fjord::Histogram.
 // --sleep makes both ends wait with wait_for_receive() (spin 0) instead.
+// --set adds a line to the link's config section (SendBufferMemory=64K).
 // Prints RTT (not one-way) percentiles. Exit code 77 (skip) without a device.
 #include <cstdio>
 #include <cstring>
@@ -39,6 +40,7 @@ struct Options {
   bool sleep = false;
   std::string port_file;  // --server
   uint16_t port = 0;      // --client
+  std::string extra;      // --set lines
 };
 
 bool parse(int argc, char** argv, Options& o) {
@@ -64,6 +66,8 @@ bool parse(int argc, char** argv, Options& o) {
       o.port_file = value;
     else if (arg == "--client")
       o.port = static_cast<uint16_t>(std::stoul(value));
+    else if (arg == "--set")
+      o.extra += std::string(value) + "\n";
     else
       return false;
     ++i;
@@ -151,7 +155,7 @@ int main(int argc, char** argv) {
   if (!parse(argc, argv, o)) {
     std::fprintf(stderr,
                  "usage: rdma_pingpong [--transporter T] [--iters N] [--warmup N] [--size BYTES (8k, >= 24)] "
-                 "[--host IP] [--sleep]\n");
+                 "[--host IP] [--sleep] [--server PORT_FILE | --client PORT] [--set Key=value]...\n");
     return 2;
   }
   log_set_level(LogLevel::kWarn);
@@ -172,7 +176,7 @@ int main(int argc, char** argv) {
     for (uint64_t i = 0; i < total; ++i)
       if (!receive_one(server, o.sleep, &trace) || !send_one(server, o.size, trace)) return;
   };
-  auto table = test::load_links(medium->section(1, 2, ""));
+  auto table = test::load_links(medium->section(1, 2, o.extra));
   if (!table) {
     std::fprintf(stderr, "rdma_pingpong: %s\n", table.status().to_string().c_str());
     return 1;
