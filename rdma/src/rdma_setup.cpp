@@ -227,11 +227,10 @@ class RdmaListener final : public Listener {
     auto res = create_resources(std::move(channel).value(), std::move(id), d.params, link_name, d.link == nullptr);
     if (!res) return res.status();
     LinkResources& r = **res;
-    // The client's hello arrives first, so its receive goes first.
+    // The client's hello arrives first, so its receive goes first. A refused
+    // peer gets receives too: a repeated hello (iWARP) must find one.
     if (Status s = post_bootstrap_receive(r); !s) return s;
-    if (d.link) {
-      if (Status s = post_data_receives(r, 0, r.params.queue_depth); !s) return s;
-    }
+    if (Status s = post_data_receives(r, 0, r.params.queue_depth); !s) return s;
     rdma_conn_param param{};
     param.responder_resources = 1;
     param.initiator_depth = 1;
@@ -243,7 +242,7 @@ class RdmaListener final : public Listener {
       return s;
     // Answer only once the client has spoken: on iWARP a SEND before the
     // initiator's first message breaks the MPA start-up.
-    auto hello = receive_bootstrap(r, deadline);
+    auto hello = receive_bootstrap(r, deadline, "the client's hello");
     if (!hello) return Status(hello.status().code(), link_name + ": " + hello.status().message());
     uint32_t magic = 0;
     if (hello->size() == sizeof magic) std::memcpy(&magic, hello->data(), sizeof magic);
@@ -314,6 +313,22 @@ Result<CmId> resolve_route(rdma_event_channel* channel, const LinkConfig& link, 
       !s)
     return s;
   return id;
+}
+
+// Client: the hello, then the server's reply. siw's passive side reports
+// ESTABLISHED before it hands the socket to the queue pair, and a hello that
+// lands in between waits in the socket until more data comes; on iWARP the
+// hello is therefore repeated until the reply arrives (the server keeps
+// receives posted, so a repeat lands harmlessly).
+Result<std::span<const std::byte>> say_hello(LinkResources& r, DeadlineNs deadline) {
+  constexpr uint64_t kRepeatNs = 300'000'000;
+  const uint32_t hello = kHelloMagic;
+  for (;;) {
+    if (Status s = send_bootstrap(r, std::as_bytes(std::span(&hello, 1)), deadline, true); !s) return s;
+    const DeadlineNs wait_until = r.iwarp ? std::min(deadline, monotonic_ns() + kRepeatNs) : deadline;
+    auto reply = receive_bootstrap(r, wait_until);
+    if (reply || reply.status().code() != StatusCode::kTimeout || wait_until == deadline) return reply;
+  }
 }
 
 class RdmaFactory final : public transport::TransporterFactory {
@@ -414,10 +429,7 @@ class RdmaFactory final : public transport::TransporterFactory {
     if (rdma_connect(r.id.get(), &param) != 0)
       return Status(StatusCode::kUnavailable, connecting + ": rdma_connect: " + std::strerror(errno));
     if (Status s = expect_event(r.channel.get(), RDMA_CM_EVENT_ESTABLISHED, deadline, connecting); !s) return s;
-    const uint32_t hello = kHelloMagic;
-    if (Status s = send_bootstrap(r, std::as_bytes(std::span(&hello, 1)), deadline, true); !s)
-      return Status(s.code(), connecting + ": " + s.message());
-    auto reply_bytes = receive_bootstrap(r, deadline);
+    auto reply_bytes = say_hello(r, deadline);
     if (!reply_bytes) return Status(reply_bytes.status().code(), prefix + reply_bytes.status().message());
     auto reply = transport::decode_reply(*reply_bytes);
     if (!reply) return Status(reply.status().code(), prefix + reply.status().message());

@@ -6,6 +6,7 @@
 #include <arpa/inet.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 
 #include "fjord/base/clock.h"
@@ -372,7 +373,7 @@ void RdmaTransporter::drain_receive_cq() {
       if (wc.status != IBV_WC_SUCCESS) {
         // Flushed receives follow every error; the first one names the cause.
         fail(StatusCode::kLinkDown, std::string("receive completion in error: ") + ibv_wc_status_str(wc.status) +
-                                        " (the queue pair is in the error state)");
+                                        " (the queue pair is in the error state)" + device_health());
         continue;
       }
       const bool expected = r_->iwarp ? wc.opcode == IBV_WC_RECV : wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM;
@@ -531,7 +532,7 @@ void RdmaTransporter::check_cm_events() {
     switch (event->type) {
       case RDMA_CM_EVENT_DISCONNECTED:
         fail(StatusCode::kLinkDown,
-             "node " + std::to_string(remote_node()) + " disconnected (" + event_text(*event) + ")");
+             "node " + std::to_string(remote_node()) + " disconnected (" + event_text(*event) + ")" + device_health());
         break;
       case RDMA_CM_EVENT_DEVICE_REMOVAL:
         fail(StatusCode::kLinkDown, "the RDMA device was removed (" + event_text(*event) + ")");
@@ -541,6 +542,14 @@ void RdmaTransporter::check_cm_events() {
       default: FJORD_LOG_DEBUG("%s: ignoring %s", config().describe().c_str(), event_text(*event).c_str()); break;
     }
   }
+}
+
+std::string RdmaTransporter::device_health() const {
+  ibv_port_attr port{};
+  if (ibv_query_port(r_->id->verbs, r_->id->port_num, &port) != 0)
+    return "; the device no longer answers (ibv_query_port: " + std::string(std::strerror(errno)) + ")";
+  if (port.state != IBV_PORT_ACTIVE) return std::string("; the device port is ") + ibv_port_state_str(port.state);
+  return "";
 }
 
 void RdmaTransporter::fail(StatusCode code, const std::string& what) {

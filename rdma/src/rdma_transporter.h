@@ -125,6 +125,9 @@ class RdmaTransporter final : public transport::Transporter {
   bool announce_sleep(uint64_t* peer_posted_end);
   void slow_checks();
   void check_cm_events();
+  // "" while the device port is active, else what is wrong with it (for
+  // down reasons: a vanished device looks like a disconnect or a QP error).
+  std::string device_health() const;
   void fail(StatusCode code, const std::string& what);
 
   std::unique_ptr<LinkResources> r_;

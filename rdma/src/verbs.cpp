@@ -341,8 +341,8 @@ Status send_bootstrap(LinkResources& r, std::span<const std::byte> message, Dead
   return wc ? Status::ok() : wc.status();
 }
 
-Result<std::span<const std::byte>> receive_bootstrap(LinkResources& r, DeadlineNs deadline) {
-  auto wc = wait_one(r, r.recv_cq.get(), deadline, "the handshake reply");
+Result<std::span<const std::byte>> receive_bootstrap(LinkResources& r, DeadlineNs deadline, const char* what) {
+  auto wc = wait_one(r, r.recv_cq.get(), deadline, what);
   if (!wc) return wc.status();
   if (wc->wr_id != kBootstrapWrId || wc->opcode != IBV_WC_RECV)
     return Status(StatusCode::kProtocolError, r.where + ": the peer wrote before replying to the handshake");

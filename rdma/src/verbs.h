@@ -142,7 +142,8 @@ Status send_bootstrap(LinkResources& r, std::span<const std::byte> message, Dead
 // iWARP the initiator must speak first: MPA peer-to-peer mode.)
 inline constexpr uint32_t kHelloMagic = 0x4C45'4846;  // "FHEL"
 // Waits for the bootstrap receive's completion; returns the message bytes.
-Result<std::span<const std::byte>> receive_bootstrap(LinkResources& r, DeadlineNs deadline);
+Result<std::span<const std::byte>> receive_bootstrap(LinkResources& r, DeadlineNs deadline,
+                                                     const char* what = "the handshake reply");
 
 inline constexpr uint64_t kBootstrapWrId = UINT64_MAX;
 

@@ -2,7 +2,7 @@
 # Runs inside the soft-RDMA guest (run_vm_checks.sh boots it): the contract
 # suite's rdma cases and rdma_test on soft-RoCE (rxe0) and on soft-iWARP
 # (siw0), then perftest's ib_write_lat / ib_send_lat beside rdma_pingpong on
-# rxe0. Writes gtest JSON, logs and perf output into OUT (a read-write share);
+# rxe0, then the device-removal case (it takes siw0 away for good). Writes gtest JSON, logs and perf output into OUT (a read-write share);
 # the host turns them into PASS/FAIL lines.
 #
 #   guest_checks.sh BUILD_DIR OUT [ITERS] [ROUNDS]
@@ -32,7 +32,7 @@ for dev in rxe siw; do
   ip=$RXE_IP
   [ $dev = siw ] && ip=$SIW_IP
   suite "contract-$dev" "$ip" 400 "$BUILD/tests/transporter_contract_test" --gtest_filter='*/rdma'
-  suite "rdma_test-$dev" "$ip" 300 "$BUILD/tests/rdma_test"
+  suite "rdma_test-$dev" "$ip" 300 "$BUILD/tests/rdma_test" --gtest_filter='-*DeviceRemoval*'
 done
 
 # Latency on the same device in the same guest run, alternating the tools
@@ -62,5 +62,11 @@ if [ -d /sys/class/infiniband/rxe0 ]; then
     echo "rdma_pingpong round $round: $(grep RTT_US "$OUT/pingpong-$round.log")"
   done
   cat "$OUT/pingpong-1.log"
+fi
+# Last, because siw0 does not come back: delete the interface under siw0
+# while links run on both devices.
+if [ -d /sys/class/infiniband/siw0 ] && [ -d /sys/class/infiniband/rxe0 ]; then
+  export FJORD_RDMA_REMOVE_NETDEV=dummy1 FJORD_RDMA_REMOVE_IP="$SIW_IP"
+  suite rdma_test-removal "$RXE_IP" 120 "$BUILD/tests/rdma_test" --gtest_filter='*DeviceRemoval*'
 fi
 stamp done

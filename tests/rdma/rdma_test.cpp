@@ -13,6 +13,7 @@
 #include <poll.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <thread>
@@ -342,6 +343,55 @@ TEST_F(RdmaLink, RingSizeIsTheSmallerBufferAndIWarpUsesDoorbells) {
   EXPECT_EQ(info->iwarp, info->device.rfind("siw", 0) == 0 || info->device.rfind("iw", 0) == 0) << info->device;
   EXPECT_EQ(stream(*p.server, *p.client, 500, 3000), "");
   EXPECT_EQ(stream(*p.client, *p.server, 500, 3000), "");
+}
+
+// Destructive: makes an RDMA device disappear by deleting the network
+// interface under it (the driver then unregisters the device, and rdma_cm
+// tells every cm_id on it), so it runs only where the runner asks for it:
+// last, inside the guest (tests/rdma/guest_checks.sh), which has rxe0 and
+// siw0 on separate interfaces. The device does not come back: the kernel
+// finishes unregistering it only once this process has exited (siw cannot
+// detach live user contexts, and librdmacm keeps one open).
+TEST_F(RdmaLink, DeviceRemovalTakesDownOnlyItsLinks) {
+  const char* netdev = ::getenv("FJORD_RDMA_REMOVE_NETDEV");  // dummy1 (siw0)
+  const char* ip = ::getenv("FJORD_RDMA_REMOVE_IP");          // 10.11.13.1
+  if (!netdev || !ip)
+    GTEST_SKIP() << "removes a device: runs only with FJORD_RDMA_REMOVE_NETDEV and FJORD_RDMA_REMOVE_IP set "
+                    "(tests/rdma/guest_checks.sh sets them inside the guest)";
+  LinkPair stays = pair();  // on RXE_IP's device
+  ASSERT_TRUE(stays.server && stays.client);
+  const std::string other_ip = ::getenv("RXE_IP") ? ::getenv("RXE_IP") : "";
+  ::setenv("RXE_IP", ip, 1);
+  LinkPair goes = pair();
+  ::setenv("RXE_IP", other_ip.c_str(), 1);
+  ASSERT_TRUE(goes.server && goes.client);
+  const std::string removed_device = rdma::link_info(*goes.client)->device;
+  ASSERT_NE(rdma::link_info(*stays.client)->device, removed_device);
+
+  // In the background: the interface's unregistration waits for the
+  // device's last user (this process) to exit, but tells the device first.
+  const std::string command = std::string("ip link delete ") + netdev + " &";
+  ASSERT_EQ(std::system(command.c_str()), 0) << command;
+  const uint64_t deadline = monotonic_ns() + 30 * kSecond;
+  while ((goes.server->is_up() || goes.client->is_up()) && monotonic_ns() < deadline) {
+    (void)goes.server->receive();
+    (void)goes.client->receive();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_EQ(goes.client->state(), LinkState::kDown) << removed_device << " is gone but its link is up";
+  ASSERT_EQ(goes.server->state(), LinkState::kDown);
+  // The first sign may be a flushed receive, a disconnect or the removal
+  // event; whichever it is, the reason says the device is gone and names it.
+  const std::string reason = goes.client->down_reason().message() + " / " + goes.server->down_reason().message();
+  EXPECT_NE(reason.find("device " + removed_device), std::string::npos) << reason;
+  EXPECT_TRUE(reason.find("no longer answers") != std::string::npos || reason.find("removed") != std::string::npos ||
+              reason.find("device port is") != std::string::npos)
+      << reason;
+  std::printf("links on the removed %s: %s\n", removed_device.c_str(), reason.c_str());
+  goes = LinkPair{};
+  // The link on the other device goes on, both ways.
+  EXPECT_EQ(stream(*stays.client, *stays.server, 2000, 200), "");
+  EXPECT_EQ(stream(*stays.server, *stays.client, 2000, 200), "");
 }
 
 }  // namespace
