@@ -16,7 +16,7 @@ ROOT=$(cd "$HERE/../.." && pwd)
 BUILD_DIR=$(realpath "$1")
 RESULTS=$2
 ITERS=${FJORD_RDMA_PERF_ITERS:-5000}
-ROUNDS=${FJORD_RDMA_PERF_ROUNDS:-3}
+ROUNDS=${FJORD_RDMA_PERF_ROUNDS:-5}
 
 record() {  # record PASS|FAIL|SKIP name [detail]
   printf '%s %s %s\n' "$1" "$2" "${3:-}" >> "$RESULTS"
