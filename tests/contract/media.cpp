@@ -40,7 +40,7 @@ std::string rdma_section(NodeId a, NodeId b, const std::string& extra) {
 const Medium kAll[] = {
     {"tcp", tcp_section},
     {"shm", shm_section},
-    {"sim", sim_section},
+    {"sim", sim_section, /*in_process_only=*/true},
     {"rdma", rdma_section},
 };
 

@@ -15,6 +15,9 @@ struct Medium {
   // One config section for a link between a and b (a is the server), with
   // extra "Key=value" lines appended. Must give each call a fresh endpoint.
   std::string (*section)(NodeId a, NodeId b, const std::string& extra_lines);
+  // Both ends must live in one process (sim): a test that runs the peer in
+  // another process cannot apply, and skips with a reason.
+  bool in_process_only = false;
 };
 
 // For readable test names and failure messages.

@@ -126,12 +126,14 @@ Result<LinkTable> load_link_table(const config::File& file, const TransporterReg
     auto params = config::apply_schema(file, section, specs);
     if (!params) return params.status();
 
-    const std::string where = file.path + ":" + std::to_string(section.line) + ": [" + section.name + "]";
+    const std::string where = (section.line > 0 ? file.path + ":" + std::to_string(section.line) : "default link") +
+                              ": [" + section.name + "]";
     LinkConfig link;
     link.type = std::string(factory->name());
     link.node1 = static_cast<NodeId>(params->get_uint("NodeId1"));
     link.node2 = static_cast<NodeId>(params->get_uint("NodeId2"));
-    link.origin = file.path + ":" + std::to_string(section.line);
+    // Sections the engine adds itself (NDB's default TCP links) have no line.
+    link.origin = section.line > 0 ? file.path + ":" + std::to_string(section.line) : "default " + link.type + " link";
     link.params = std::move(params).value();
     if (Status s = finish_link(link, nodes, where); !s) return s;
     if (Status s = factory->validate(link); !s) return Status(s.code(), where + ": " + s.message());

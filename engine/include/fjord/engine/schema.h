@@ -30,10 +30,10 @@ enum class ColumnType : uint8_t {
   kUint32,
   kInt64,
   kUint64,
-  kBinary,      // fixed `length` bytes
-  kVarBinary,   // 0..`length` bytes
-  kChar,        // fixed `length` bytes of text (compared bytewise)
-  kVarChar,     // 0..`length` bytes of text
+  kBinary,     // fixed `length` bytes
+  kVarBinary,  // 0..`length` bytes
+  kChar,       // fixed `length` bytes of text (compared bytewise)
+  kVarChar,    // 0..`length` bytes of text
 };
 
 const char* column_type_name(ColumnType type) noexcept;
@@ -41,16 +41,16 @@ const char* column_type_name(ColumnType type) noexcept;
 uint32_t integer_width(ColumnType type) noexcept;
 bool is_variable_length(ColumnType type) noexcept;
 
-inline constexpr uint32_t kMaxColumnBytes = 8000;   // one value must fit a frame section
+inline constexpr uint32_t kMaxColumnBytes = 8000;  // one value must fit a frame section
 inline constexpr uint32_t kMaxColumns = 128;
 inline constexpr uint32_t kMaxKeyColumns = 16;
-inline constexpr uint32_t kMaxKeyBytes = 1024;      // encoded key (primary, unique or ordered)
+inline constexpr uint32_t kMaxKeyBytes = 1024;  // encoded key (primary, unique or ordered)
 inline constexpr uint32_t kMaxPartitions = 1024;
 
 struct ColumnDef {
   std::string name;
   ColumnType type = ColumnType::kUint32;
-  uint32_t length = 0;   // for binary/char types: the (maximum) length in bytes
+  uint32_t length = 0;  // for binary/char types: the (maximum) length in bytes
   bool nullable = false;
 };
 
@@ -59,20 +59,20 @@ enum class IndexKind : uint8_t { kUnique = 1, kOrdered };
 struct IndexDef {
   std::string name;
   IndexKind kind = IndexKind::kOrdered;
-  std::vector<uint16_t> columns;   // positions in TableDef::columns, in key order
-  uint32_t index_id = 0;           // assigned by the data node
+  std::vector<uint16_t> columns;  // positions in TableDef::columns, in key order
+  uint32_t index_id = 0;          // assigned by the data node
 };
 
 struct TableDef {
   std::string name;
-  uint32_t table_id = 0;           // assigned by the data node at create time
-  uint32_t version = 0;            // bumped on drop/create, checked by operations
+  uint32_t table_id = 0;  // assigned by the data node at create time
+  uint32_t version = 0;   // bumped on drop/create, checked by operations
   std::vector<ColumnDef> columns;
-  std::vector<uint16_t> primary_key;   // positions in columns
+  std::vector<uint16_t> primary_key;  // positions in columns
   std::vector<IndexDef> indexes;
-  uint32_t partitions = 0;         // 0 = the data node's default
+  uint32_t partitions = 0;  // 0 = the data node's default
 
-  int column_index(std::string_view column_name) const;   // -1 if absent
+  int column_index(std::string_view column_name) const;  // -1 if absent
 };
 
 // Checks names, types, lengths, key columns (not nullable, at most

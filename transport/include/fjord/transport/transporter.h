@@ -207,6 +207,15 @@ class Transporter {
     counter.store(counter.load(std::memory_order_relaxed) + by, std::memory_order_relaxed);
   }
 
+  // The slowdown/overload limits scaled to this medium's send memory,
+  // computed on first use (the capacity comes from the derived class).
+  void compute_thresholds() const;
+  // Atomics because a stats reader may be the first caller; recomputing
+  // gives the same values, so relaxed stores under a release flag suffice.
+  mutable std::atomic<uint64_t> slowdown_threshold_{0};
+  mutable std::atomic<uint64_t> overload_threshold_{0};
+  mutable std::atomic<bool> thresholds_ready_{false};
+
   LinkConfig config_;
   NodeId self_;
   std::atomic<LinkState> state_{LinkState::kUp};

@@ -1,0 +1,322 @@
+// The fjord API: how programs talk to data nodes (the NDB API in spirit).
+//
+//   auto conn = api::Connection::connect({.config_path = "cluster.ini", .node_id = 50,
+//                                         .registry = &registry});
+//   auto table = conn->get_table("accounts");
+//   api::Transaction& tx = conn->start_transaction();
+//   api::Row key;  key.set(0, uint64_t{42});
+//   api::Operation& read = tx.read(*table, key);            // define many ...
+//   if (auto s = tx.execute(api::ExecType::kCommit); !s) ...  // ... one round trip
+//   uint64_t balance = read.value(2).as_uint64();
+//   tx.close();
+//
+// Batched vs serial: every operation defined before execute() travels in one
+// round trip ("batched"); executing after each operation is "serial".
+// Asynchronous: execute_async() sends and returns; poll() receives and calls
+// each transaction's callback when it completes, so one thread keeps many
+// transactions in flight (NDB's executeAsynchPrepare + sendPollNdb).
+//
+// Errors: an operation that fails aborts its transaction (NDB's
+// AbortOnError); execute() returns a Status whose message reads like
+// "626: Tuple did not exist (operation 3)" and error() gives the code.
+//
+// Threads: a Connection and everything it hands out belong to one thread at
+// a time. Use one Connection (one API node id) per thread.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "fjord/base/status.h"
+#include "fjord/engine/key_codec.h"
+#include "fjord/engine/protocol.h"
+#include "fjord/engine/schema.h"
+#include "fjord/transport/registry.h"
+
+namespace fjord::api {
+
+using engine::ColumnDef;
+using engine::ColumnType;
+using engine::IndexDef;
+using engine::IndexKind;
+using engine::TableDef;
+using engine::ValueRef;
+using engine::protocol::ErrorCode;
+using engine::protocol::FilterOp;
+using engine::protocol::LockMode;
+
+enum class ExecType : uint8_t { kNoCommit, kCommit, kRollback };
+
+enum class PollMode : uint8_t {
+  kBusy,   // spin on the link: lowest latency, burns a core
+  kSleep,  // spin for spin_us, then sleep until data arrives
+};
+
+struct ConnectOptions {
+  std::string config_path;                             // the cluster's config file, or
+  std::string config_text;                             // its text (config_path wins when both are set)
+  NodeId node_id = kNoNode;                            // this API node; 0 = the first [api] section
+  transport::TransporterRegistry* registry = nullptr;  // required: the transporters built in
+  uint32_t connect_timeout_ms = 10000;
+  uint32_t request_timeout_ms = 30000;  // a blocking call gives up (kTimeout) after this
+  PollMode poll_mode = PollMode::kBusy;
+  uint32_t spin_us = 50;  // kSleep: spin this long first
+  uint32_t max_transactions = 1024;
+};
+
+// Column values by table position, owning their bytes. Used for keys, rows
+// to write and scan bounds.
+class Row {
+ public:
+  Row& set(uint16_t column, int32_t v) { return put(column, &v, 4); }
+  Row& set(uint16_t column, uint32_t v) { return put(column, &v, 4); }
+  Row& set(uint16_t column, int64_t v) { return put(column, &v, 8); }
+  Row& set(uint16_t column, uint64_t v) { return put(column, &v, 8); }
+  Row& set(uint16_t column, std::string_view bytes) { return put(column, bytes.data(), bytes.size()); }
+  Row& set(uint16_t column, std::span<const std::byte> bytes) { return put(column, bytes.data(), bytes.size()); }
+  Row& set_null(uint16_t column);
+  void clear() { entries_.clear(); }
+  bool empty() const { return entries_.empty(); }
+  // The value entries (protocol.h format), in the order set.
+  std::span<const std::byte> entries() const { return entries_; }
+  std::size_t count() const;
+
+ private:
+  Row& put(uint16_t column, const void* data, std::size_t bytes);
+  std::vector<std::byte> entries_;
+};
+
+// Values of a row read back (a read operation, or one row of a scan).
+class RowView {
+ public:
+  RowView() = default;
+  explicit RowView(std::span<const std::byte> entries) : entries_(entries) {}
+  bool has(uint16_t column) const;
+  // The value of a column; NULL (is_null) if the column was not returned or
+  // is NULL. Valid until the transaction/scan buffer is reused.
+  ValueRef value(uint16_t column) const;
+  std::span<const std::byte> entries() const { return entries_; }
+
+ private:
+  std::span<const std::byte> entries_;
+};
+
+class Connection;
+class Transaction;
+
+class Operation {
+ public:
+  // After a successful execute: the values a read returned.
+  const RowView& row() const { return row_; }
+  ValueRef value(uint16_t column) const { return row_.value(column); }
+  bool has_row() const { return has_row_; }
+  engine::protocol::OpType type() const { return type_; }
+
+ private:
+  friend class Transaction;
+  friend class Connection;
+  engine::protocol::OpType type_ = engine::protocol::OpType::kRead;
+  bool has_row_ = false;
+  uint32_t index_ = 0;
+  std::size_t result_offset_ = 0;  // where its values start in the transaction's result buffer
+  std::size_t result_bytes_ = 0;
+  RowView row_;
+};
+
+class Transaction {
+ public:
+  using Callback = std::function<void(Transaction&, const Status&)>;
+
+  // Define operations (sent at the next execute). `columns` lists the
+  // columns to read (empty: all).
+  Operation& read(const TableDef& table, const Row& key, std::span<const uint16_t> columns = {},
+                  LockMode lock = LockMode::kCommitted);
+  Operation& read_unique(const TableDef& table, const IndexDef& index, const Row& key,
+                         std::span<const uint16_t> columns = {}, LockMode lock = LockMode::kCommitted);
+  Operation& insert(const TableDef& table, const Row& row);
+  Operation& update(const TableDef& table, const Row& key, const Row& changes);
+  Operation& write(const TableDef& table, const Row& row);  // insert or update
+  Operation& remove(const TableDef& table, const Row& key);
+
+  // Sends every defined operation in one round trip and waits. kRollback
+  // discards the defined operations and rolls back. After kCommit or an
+  // error the transaction is finished.
+  Status execute(ExecType type);
+  // Sends and returns; `done` runs inside Connection::poll().
+  Status execute_async(ExecType type, Callback done);
+
+  bool finished() const { return state_ == State::kFinished; }
+  ErrorCode error() const { return error_; }
+  const Status& status() const { return status_; }
+  std::size_t operation_count() const { return ops_used_; }
+  Operation& operation(std::size_t i) { return *ops_[i]; }
+  // Releases the transaction (rolling back first if it is still open).
+  void close();
+
+ private:
+  friend class Connection;
+  enum class State : uint8_t { kIdle, kOpen, kExecuting, kFinished };
+  explicit Transaction(Connection& connection) : conn_(connection) {}
+  Operation& define(engine::protocol::OpType type, const TableDef& table, std::span<const std::byte> key,
+                    std::span<const std::byte> values, std::span<const uint16_t> columns, LockMode lock,
+                    const IndexDef* unique);
+  void reset(uint32_t handle, engine::protocol::TxId tx);
+
+  Connection& conn_;
+  uint32_t handle_ = 0;  // api_conn: slot | generation << 16
+  engine::protocol::TxId tx_;
+  uint16_t tc_ = 0;  // the TC instance coordinating it
+  State state_ = State::kIdle;
+  bool started_ = false;  // TC knows the transaction
+  // The batch being defined: each operation's request, serialised.
+  std::vector<std::byte> requests_;
+  std::vector<std::unique_ptr<Operation>> ops_;
+  std::size_t ops_used_ = 0;
+  std::size_t batch_first_ = 0;     // first operation of the batch in flight
+  std::vector<std::byte> results_;  // values of reads in the batch
+  // Completion of the batch in flight.
+  bool conf_received_ = false;
+  uint32_t data_expected_ = 0;
+  uint32_t data_received_ = 0;
+  bool commit_ = false;
+  ErrorCode error_ = ErrorCode::kNone;
+  Status status_;
+  Callback callback_;
+};
+
+struct ScanSpec {
+  const TableDef* table = nullptr;
+  const IndexDef* index = nullptr;  // an ordered index, or nullptr for a full table scan
+  // Bounds on a prefix of the index columns (ordered scans only).
+  bool has_lower = false, lower_inclusive = true;
+  Row lower;
+  bool has_upper = false, upper_inclusive = true;
+  Row upper;
+  struct Predicate {
+    uint16_t column;
+    FilterOp op;
+    Row value;  // one value for `column` (unused for IS [NOT] NULL)
+  };
+  std::vector<Predicate> filter;  // ANDed, evaluated in the data node
+  std::vector<uint16_t> columns;  // empty: all
+  uint32_t batch_rows = 64;       // per partition per round
+};
+
+class Scan {
+ public:
+  // The next row; false when the scan is done (check status()). The view is
+  // valid until the next call.
+  bool next(RowView& row);
+  const Status& status() const { return status_; }
+  uint64_t rows_returned() const { return rows_returned_; }
+  // Stops early and releases the scan.
+  void close();
+
+ private:
+  friend class Connection;
+  explicit Scan(Connection& c) : conn_(c) {}
+  bool fetch_round();
+
+  Connection& conn_;
+  uint32_t handle_ = 0;
+  uint32_t scan_id_ = 0;
+  uint16_t tc_instance_ = 0;
+  NodeId data_node_ = kNoNode;
+  bool finished_ = false;
+  bool closed_ = false;
+  bool round_done_ = false;
+  bool conf_ = false;  // this round's ScanConf arrived
+  uint32_t round_rows_ = 0;
+  uint32_t messages_expected_ = 0;
+  uint32_t messages_received_ = 0;
+  std::vector<std::byte> rows_;  // ScanRows sections of the current round
+  std::size_t cursor_ = 0;
+  uint64_t rows_returned_ = 0;
+  Status status_;
+};
+
+class Connection {
+ public:
+  static Result<std::unique_ptr<Connection>> connect(const ConnectOptions& options);
+  ~Connection();
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  NodeId node_id() const { return self_; }
+  NodeId data_node() const { return data_node_; }
+
+  // Schema. get_table caches; the returned pointer stays valid until the
+  // table is dropped through this connection.
+  Result<const TableDef*> create_table(const TableDef& table);
+  Status drop_table(const std::string& name);
+  Result<const TableDef*> get_table(const std::string& name);
+
+  // A transaction (closed with Transaction::close). `hint` (a primary key of
+  // `hint_table`) picks the TC next to that key's partition.
+  Transaction& start_transaction(const TableDef* hint_table = nullptr, const Row* hint = nullptr);
+
+  Result<Scan*> scan(const ScanSpec& spec);
+
+  // Receives and completes what has arrived; returns the number of
+  // transactions completed (their callbacks ran). Waits up to timeout_ms for
+  // at least min_completions (0 = do not wait).
+  int poll(uint32_t timeout_ms, int min_completions = 1);
+  // Transactions sent and not yet complete.
+  int in_flight() const { return in_flight_; }
+
+  const ConnectOptions& options() const { return options_; }
+
+ private:
+  friend class Transaction;
+  friend class Scan;
+  explicit Connection(ConnectOptions options);
+  Status establish();
+  Status send_frame(const engine::protocol::SignalOut& out, uint16_t block, uint16_t instance);
+  Status flush();
+  // Receives one batch of frames and dispatches them. Returns false if the
+  // link is down.
+  bool receive_once();
+  void dispatch(const engine::Signal& signal);
+  bool wait_until(const std::function<bool()>& done, uint32_t timeout_ms);
+  Transaction* transaction_of(uint32_t handle);
+  void complete(Transaction& tx);
+  void fail_everything(const Status& why);
+  Result<std::vector<std::byte>> schema_call(uint16_t number, std::span<const std::byte> payload, uint16_t expected);
+  uint16_t tc_for(const TableDef* table, const Row* key);
+
+  ConnectOptions options_;
+  NodeId self_ = kNoNode;
+  NodeId data_node_ = kNoNode;
+  uint16_t tc_instances_ = 1;
+  uint16_t ldm_instances_ = 1;
+  std::unique_ptr<transport::Transporter> link_;
+  uint64_t next_tx_ = 1;
+  uint32_t next_request_ = 1;
+  uint32_t next_scan_ = 1;
+  uint16_t next_tc_ = 0;
+  std::vector<std::unique_ptr<Transaction>> transactions_;
+  std::vector<uint16_t> generations_;
+  std::vector<uint32_t> free_transactions_;
+  std::vector<std::unique_ptr<Scan>> scans_;
+  int in_flight_ = 0;
+  int completed_ = 0;
+  // Schema replies.
+  uint32_t schema_waiting_ = 0;
+  bool schema_done_ = false;
+  uint16_t schema_number_ = 0;
+  ErrorCode schema_error_ = ErrorCode::kNone;
+  std::vector<std::byte> schema_payload_;
+  std::vector<std::unique_ptr<TableDef>> tables_;
+  bool registered_ = false;
+  uint32_t default_partitions_ = 0;
+};
+
+// Column position by name (-1 if absent): a convenience over TableDef.
+inline int column_of(const TableDef& table, std::string_view name) { return table.column_index(name); }
+
+}  // namespace fjord::api

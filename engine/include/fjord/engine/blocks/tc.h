@@ -1,0 +1,74 @@
+// TC: the transaction coordinator block (NDB's DBTC), one instance per tc
+// thread (or on the main/single thread).
+//
+// It receives operations from API nodes (TcKeyReq), routes each to the LDM
+// instance owning its partition (hash of the primary key), reads unique-key
+// rows through the hidden unique-index table and keeps those tables in step
+// with writes, counts completions per execute() batch, commits or aborts at
+// every LDM instance the transaction touched, and answers the API. It also
+// coordinates scans (tc_scan.cpp): one ScanFragReq per partition, in rounds.
+//
+// Errors abort the whole transaction (NDB's AbortOnError): the API gets one
+// TcKeyRef naming the failing operation after every lock is released.
+// Timeouts: an operation waiting longer than TransactionDeadlockDetectionTimeout
+// (a lock wait, probably a deadlock) aborts its transaction with 266; a
+// transaction idle longer than TransactionInactiveTimeout is aborted (237)
+// and its API told (TcAbortRep). A disconnected API node's transactions are
+// aborted.
+//
+// Every record comes from pools sized at start-up (MaxNoOfConcurrent*); a
+// full pool refuses the request with an error, never allocates.
+//
+// Thread: its tc thread. Hot path: execute().
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "fjord/engine/key_codec.h"
+#include "fjord/engine/protocol.h"
+#include "fjord/engine/runtime/block.h"
+
+namespace fjord::engine {
+
+struct TcOptions {
+  uint16_t instance = 0;
+  uint16_t ldm_instances = 1;
+  uint32_t max_transactions = 4096;
+  uint32_t max_operations = 32768;
+  uint32_t max_scans = 256;
+  uint32_t deadlock_timeout_ms = 1200;
+  uint32_t inactive_timeout_ms = 0;  // 0 = never
+  uint32_t timer_period_ms = 50;     // how often timeouts are checked
+};
+
+// Counters a test or the node's stats can read (owner thread writes).
+struct TcCounters {
+  uint64_t transactions_committed = 0;
+  uint64_t transactions_aborted = 0;
+  uint64_t operations = 0;
+  uint64_t deadlock_aborts = 0;
+  uint64_t inactive_aborts = 0;
+  uint64_t scans = 0;
+  uint64_t refused_requests = 0;
+};
+
+class TcBlock final : public Block {
+ public:
+  explicit TcBlock(const TcOptions& options);
+  ~TcBlock() override;
+
+  void on_start(BlockContext& context) override;
+  void execute(const Signal& signal, BlockContext& context) override;
+  bool wants_node_events() const override { return true; }
+
+  const TcCounters& counters() const { return counters_; }
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+  TcCounters counters_;
+};
+
+}  // namespace fjord::engine

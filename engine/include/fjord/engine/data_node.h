@@ -1,0 +1,67 @@
+// DataNode: one data node process's engine, assembled from the cluster
+// configuration: the thread layout (ThreadConfig / MaxNoOfExecutionThreads /
+// automatic, or single-threaded), the runtime, the blocks (DICT on main, TC
+// per tc thread, LDM per ldm thread), listeners for every link on which it
+// is the server, a control socket for fjord-stats, and periodic statistics
+// in the log when asked.
+//
+// Threads: create/start/stop from one controlling thread. The node runs its
+// own threads (the runtime's, plus one "connections" thread that accepts
+// links and serves the control socket). Slow path.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "fjord/base/status.h"
+#include "fjord/engine/cluster_config.h"
+#include "fjord/engine/runtime/runtime.h"
+#include "fjord/transport/registry.h"
+
+namespace fjord::engine {
+
+struct DataNodeOptions {
+  std::string config_path;                             // the cluster config file, or
+  std::string config_text;                             // its text
+  NodeId node_id = kNoNode;                            // required: an [ndbd] NodeId
+  transport::TransporterRegistry* registry = nullptr;  // required
+  std::string thread_config;                           // overrides ThreadConfig from the file
+  std::optional<bool> single_threaded;                 // overrides SingleThreaded
+  std::string control_socket;                          // overrides ControlSocket
+};
+
+class DataNode {
+ public:
+  static Result<std::unique_ptr<DataNode>> create(const DataNodeOptions& options);
+  ~DataNode();
+
+  Status start();
+  // Closes the links, stops every thread. Idempotent.
+  void stop();
+
+  NodeId id() const;
+  const ClusterConfig& config() const;
+  // One line per thread: type, instance, blocks, CPUs, realtime, spintime.
+  std::string layout_text() const;
+  // Statistics: NDB-style lines, or one JSON object.
+  std::string stats_text() const;
+  std::string stats_json() const;
+  // Where fjord-stats finds this node ("@fjord-node-1" = abstract socket).
+  std::string control_socket() const;
+  // The first error that stopped the node's connection thread, if any.
+  Status health() const;
+
+  struct Impl;
+
+ private:
+  explicit DataNode(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// Asks a running node over its control socket; returns the reply text.
+// Commands: "stats", "stats json", "layout", "log-stats SECONDS", "ping".
+Result<std::string> control_request(const std::string& socket_name, const std::string& command,
+                                    uint32_t timeout_ms = 5000);
+
+}  // namespace fjord::engine

@@ -1,0 +1,490 @@
+// The engine's signal protocol: API <-> TC/DICT, TC <-> LDM, LDM -> API.
+//
+// Every signal that crosses a node boundary is decoded by a function here
+// that checks word counts, section shapes, enum ranges and lengths, and
+// returns a Status naming what was wrong: a peer's bytes are never trusted
+// (tests/fuzz/fuzz_protocol.cpp feeds them random frames). Encoders fill a
+// SignalOut, which the caller sends with BlockContext::send or a transporter.
+//
+// The flow of a key operation (NDB's TCKEYREQ / LQHKEYREQ / TRANSID_AI):
+//   API --TcKeyReq--> TC --LqhKeyReq--> LDM
+//   LDM --KeyData--> API (read results, straight to the API node)
+//   LDM --LqhKeyConf/Ref--> TC
+//   TC  --TcKeyConf (ops done, data messages to expect) / TcKeyRef--> API
+// Commit and abort go TC -> each LDM that holds the transaction's operations
+// (LqhCommitReq / LqhAbortReq, one per transaction and LDM instance).
+//
+// Scans: API --ScanReq--> TC --ScanFragReq--> every LDM owning a partition;
+// LDM --ScanRows--> API and --ScanFragConf--> TC; TC --ScanConf--> API when
+// every partition answered a batch; API --ScanNextReq--> TC for more.
+//
+// Pure functions; any thread. Hot path: encoders and decoders (no heap).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "fjord/base/status.h"
+#include "fjord/engine/key_codec.h"
+#include "fjord/engine/runtime/block.h"
+#include "fjord/engine/schema.h"
+#include "fjord/transport/frame.h"
+
+namespace fjord::engine::protocol {
+
+// ---- signal numbers ------------------------------------------------------
+namespace gsn {
+// schema (API <-> DICT, DICT -> TC/LDM)
+inline constexpr uint16_t kCreateTableReq = 100;   // sections: [0] encoded TableDef
+inline constexpr uint16_t kCreateTableConf = 101;  // sections: [0] TableDef with ids assigned
+inline constexpr uint16_t kDropTableReq = 102;     // sections: [0] table name
+inline constexpr uint16_t kDropTableConf = 103;
+inline constexpr uint16_t kGetTableReq = 104;    // sections: [0] table name
+inline constexpr uint16_t kGetTableConf = 105;   // sections: [0] TableDef
+inline constexpr uint16_t kSchemaRef = 106;      // any schema request refused: {request id, error}
+inline constexpr uint16_t kSchemaInstall = 110;  // DICT -> TC/LDM: sections [0] TableDef (or empty = drop)
+inline constexpr uint16_t kSchemaInstallConf = 111;
+inline constexpr uint16_t kApiRegReq = 120;   // API -> DICT: {request id}
+inline constexpr uint16_t kApiRegConf = 121;  // DICT -> API: {request id, TC instances, LDM instances, partitions}
+// key operations
+inline constexpr uint16_t kTcKeyReq = 200;
+inline constexpr uint16_t kTcKeyConf = 201;
+inline constexpr uint16_t kTcKeyRef = 202;
+inline constexpr uint16_t kTcRollbackReq = 203;
+inline constexpr uint16_t kTcRollbackConf = 204;
+inline constexpr uint16_t kTcAbortRep = 205;   // TC aborted on its own (timeout, deadlock, node)
+inline constexpr uint16_t kTcCommitReq = 206;  // commit with no new operations
+inline constexpr uint16_t kKeyData = 210;      // LDM -> API: a read's values
+inline constexpr uint16_t kLqhKeyReq = 300;
+inline constexpr uint16_t kLqhKeyConf = 301;
+inline constexpr uint16_t kLqhKeyRef = 302;
+inline constexpr uint16_t kLqhCommitReq = 303;
+inline constexpr uint16_t kLqhCommitConf = 304;
+inline constexpr uint16_t kLqhAbortReq = 305;
+inline constexpr uint16_t kLqhAbortConf = 306;
+// scans
+inline constexpr uint16_t kScanReq = 230;
+inline constexpr uint16_t kScanConf = 231;
+inline constexpr uint16_t kScanRef = 232;
+inline constexpr uint16_t kScanNextReq = 233;
+inline constexpr uint16_t kScanCloseReq = 234;
+inline constexpr uint16_t kScanRows = 235;  // LDM -> API
+inline constexpr uint16_t kScanFragReq = 330;
+inline constexpr uint16_t kScanFragConf = 331;
+inline constexpr uint16_t kScanFragRef = 332;
+inline constexpr uint16_t kScanFragNextReq = 333;
+inline constexpr uint16_t kScanFragCloseReq = 334;
+}  // namespace gsn
+
+// ---- errors ---------------------------------------------------------------
+// Numbers follow NDB's where the meaning is the same.
+enum class ErrorCode : uint32_t {
+  kNone = 0,
+  kNoSuchRow = 626,             // "Tuple did not exist"
+  kDuplicateKey = 630,          // "Tuple already existed when attempting to insert"
+  kDuplicateUniqueKey = 893,    // "Constraint violation e.g. duplicate value in unique index"
+  kDeadlockTimeout = 266,       // "Time-out in NDB, probably caused by deadlock"
+  kInactiveTimeout = 237,       // "Transaction had timed out when trying to commit it"
+  kOverload = 1218,             // "Send Buffers overloaded in NDB kernel"
+  kOutOfDataMemory = 827,       // "Out of memory in Ndb Kernel, table data (increase DataMemory)"
+  kTooManyOperations = 233,     // "Out of operation records in transaction coordinator"
+  kTooManyTransactions = 4010,  // out of transaction records
+  kNoSuchTable = 723,           // "No such table existed"
+  kSchemaVersion = 241,         // "Invalid schema object version"
+  kTableExists = 721,           // "Schema object with given name already exists"
+  kNoSuchIndex = 4243,          // "Index not found"
+  kBadRequest = 4000,           // malformed or inconsistent request
+  kNodeFailure = 4025,          // "Node failure caused abort of transaction"
+  kUnknownTransaction = 4028,   // TC has no such transaction (it was aborted)
+  kScanError = 4110,
+};
+std::string_view error_message(ErrorCode code) noexcept;
+std::string error_text(ErrorCode code);  // "626: Tuple did not exist"
+
+// ---- operations -----------------------------------------------------------
+enum class OpType : uint8_t { kRead = 1, kInsert, kUpdate, kWrite, kDelete };
+enum class LockMode : uint8_t { kCommitted = 0, kShared = 1, kExclusive = 2 };
+const char* op_type_name(OpType type) noexcept;
+
+// Values travel in a section as entries: u16 column, u16 flags (bit 0 NULL),
+// u32 length, then `length` bytes padded to 4. Columns appear at most once.
+struct ValueEntry {
+  uint16_t column = 0;
+  bool is_null = false;
+  std::span<const std::byte> bytes;
+};
+class ValueCursor {
+ public:
+  explicit ValueCursor(std::span<const std::byte> section) : rest_(section) {}
+  // Next entry; false at the end or on a malformed entry (then error() says why).
+  bool next(ValueEntry& out);
+  const Status& error() const { return error_; }
+  std::size_t remaining_bytes() const { return rest_.size(); }
+
+ private:
+  std::span<const std::byte> rest_;
+  Status error_;
+};
+// Writes one entry; returns bytes written or 0 if `out` is too small.
+std::size_t put_value(std::span<std::byte> out, uint16_t column, bool is_null, std::span<const std::byte> bytes);
+std::size_t value_entry_bytes(std::size_t value_bytes);
+
+// A transaction id: the API node in the top 16 bits, a counter below.
+struct TxId {
+  uint64_t value = 0;
+  uint32_t hi() const { return static_cast<uint32_t>(value >> 32); }
+  uint32_t lo() const { return static_cast<uint32_t>(value); }
+  static TxId from(uint32_t hi, uint32_t lo) { return {uint64_t{hi} << 32 | lo}; }
+  NodeId api_node() const { return static_cast<NodeId>(value >> 48); }
+  friend bool operator==(TxId a, TxId b) = default;
+};
+
+// Flags of TcKeyReq::flags.
+inline constexpr uint32_t kFlagStartTx = 1u << 0;    // first operation of the transaction
+inline constexpr uint32_t kFlagExecute = 1u << 1;    // last operation of this execute() batch
+inline constexpr uint32_t kFlagCommit = 1u << 2;     // ... and commit after it
+inline constexpr uint32_t kFlagViaUnique = 1u << 3;  // key is a unique index key (index_id)
+inline constexpr uint32_t kKnownTcKeyFlags = 0xF;
+
+struct TcKeyReq {         // API -> TC
+  uint32_t api_conn = 0;  // the API's handle, echoed back
+  TxId tx;
+  uint32_t table_id = 0;
+  uint32_t table_version = 0;
+  OpType op = OpType::kRead;
+  LockMode lock = LockMode::kCommitted;
+  uint32_t flags = 0;
+  uint32_t op_index = 0;               // the API's operation number, echoed back
+  uint32_t index_id = 0;               // with kFlagViaUnique
+  uint32_t batch_ops = 0;              // with kFlagExecute: operations in this batch
+  std::span<const std::byte> key;      // section 0: key values (ValueCursor)
+  std::span<const std::byte> values;   // section 1: values to write
+  std::span<const std::byte> columns;  // section 2: u16 column ids to read (empty: all)
+};
+
+struct TcKeyConf {  // TC -> API: the batch finished
+  uint32_t api_conn = 0;
+  TxId tx;
+  uint32_t ops = 0;            // operations completed in the batch
+  uint32_t data_messages = 0;  // KeyData signals the API must also receive
+  bool committed = false;
+};
+
+struct TcKeyRef {  // TC -> API: the transaction failed and is aborted
+  uint32_t api_conn = 0;
+  TxId tx;
+  uint32_t op_index = 0;  // the operation that failed (UINT32_MAX: none in particular)
+  ErrorCode error = ErrorCode::kNone;
+};
+
+// kTcCommitReq, kTcRollbackReq (API -> TC) and kTcRollbackConf (TC -> API).
+struct TcTxMessage {
+  uint16_t number = 0;
+  uint32_t api_conn = 0;
+  TxId tx;
+};
+
+struct TcAbortRep {  // TC -> API: TC aborted the transaction on its own
+  uint32_t api_conn = 0;
+  TxId tx;
+  ErrorCode error = ErrorCode::kNone;
+};
+
+struct KeyData {  // LDM -> API
+  uint32_t api_conn = 0;
+  TxId tx;
+  uint32_t op_index = 0;
+  std::span<const std::byte> values;
+};
+
+// ---- TC <-> LDM -------------------------------------------------------------
+
+// Where LDM sends a read's values.
+enum class ResultTo : uint8_t { kApi = 0, kTc = 1 };
+
+struct LqhKeyReq {     // TC -> LDM
+  uint32_t tc_op = 0;  // TC's operation record, echoed back
+  TxId tx;
+  uint32_t table_id = 0;
+  uint32_t table_version = 0;
+  OpType op = OpType::kRead;
+  LockMode lock = LockMode::kCommitted;
+  ResultTo result_to = ResultTo::kApi;
+  uint32_t partition = 0;
+  NodeId api_node = kNoNode;  // where KeyData goes (result_to kApi)
+  uint32_t api_conn = 0;
+  uint32_t op_index = 0;
+  std::span<const std::byte> key;      // section 0
+  std::span<const std::byte> values;   // section 1
+  std::span<const std::byte> columns;  // section 2
+};
+
+struct LqhKeyConf {  // LDM -> TC: the operation is prepared (locks held, change pending)
+  uint32_t tc_op = 0;
+  TxId tx;
+  bool data_sent_to_api = false;  // one KeyData went to the API
+  // Section 0: the read's values (result_to kTc); section 1: the row's
+  // unique-index columns before the change; section 2: after it (for TC to
+  // keep hidden unique-index tables in step). Empty when not applicable.
+  std::span<const std::byte> data;
+  std::span<const std::byte> unique_before;
+  std::span<const std::byte> unique_after;
+};
+
+struct LqhKeyRef {  // LDM -> TC: the operation failed (nothing held for it)
+  uint32_t tc_op = 0;
+  TxId tx;
+  ErrorCode error = ErrorCode::kNone;
+};
+
+// Commit or abort every operation of `tx` held by one LDM instance.
+struct LqhTxReq {  // TC -> LDM (kLqhCommitReq / kLqhAbortReq)
+  TxId tx;
+  uint16_t tc_instance = 0;  // where the conf goes
+};
+struct LqhTxConf {  // LDM -> TC (kLqhCommitConf / kLqhAbortConf)
+  TxId tx;
+  uint16_t ldm_instance = 0;
+  uint32_t ops = 0;
+};
+
+// ---- scans ---------------------------------------------------------------------
+
+inline constexpr uint32_t kScanFlagOrderedIndex = 1u << 0;  // index_id names an ordered index
+inline constexpr uint32_t kKnownScanFlags = 0x1;
+
+// Bounds on an ordered index, as a section: u8 flags (kBound*), u8 lower
+// value count, u8 upper value count, u8 zero, then the lower prefix values
+// and the upper prefix values (ValueCursor entries, index columns in order).
+inline constexpr uint8_t kBoundHasLower = 1 << 0;
+inline constexpr uint8_t kBoundLowerInclusive = 1 << 1;
+inline constexpr uint8_t kBoundHasUpper = 1 << 2;
+inline constexpr uint8_t kBoundUpperInclusive = 1 << 3;
+
+// A filter, as a section: predicates ANDed together, each u16 column, u8
+// FilterOp, u8 zero, then (for ops that compare) one value entry.
+enum class FilterOp : uint8_t { kEq = 1, kNe, kLt, kLe, kGt, kGe, kIsNull, kIsNotNull };
+
+struct ScanReq {  // API -> TC
+  uint32_t api_conn = 0;
+  TxId tx;
+  uint32_t scan_id = 0;  // the API's scan number, echoed back
+  uint32_t table_id = 0;
+  uint32_t table_version = 0;
+  uint32_t index_id = 0;  // with kScanFlagOrderedIndex
+  uint32_t flags = 0;
+  LockMode lock = LockMode::kCommitted;
+  uint32_t batch_rows = 0;             // rows per partition per round (1..kMaxScanBatchRows)
+  std::span<const std::byte> bounds;   // section 0
+  std::span<const std::byte> filter;   // section 1
+  std::span<const std::byte> columns;  // section 2
+};
+inline constexpr uint32_t kMaxScanBatchRows = 4096;
+
+struct ScanFragReq {     // TC -> LDM
+  uint32_t tc_scan = 0;  // TC's scan record
+  TxId tx;
+  uint32_t table_id = 0;
+  uint32_t table_version = 0;
+  uint32_t index_id = 0;
+  uint32_t flags = 0;
+  LockMode lock = LockMode::kCommitted;
+  uint32_t partition = 0;
+  uint32_t batch_rows = 0;
+  NodeId api_node = kNoNode;
+  uint32_t api_conn = 0;
+  uint32_t scan_id = 0;
+  std::span<const std::byte> bounds;
+  std::span<const std::byte> filter;
+  std::span<const std::byte> columns;
+};
+
+struct ScanFragNext {  // TC -> LDM (kScanFragNextReq / kScanFragCloseReq)
+  uint32_t tc_scan = 0;
+  uint32_t partition = 0;
+};
+
+struct ScanFragConf {  // LDM -> TC: one round of one partition done
+  uint32_t tc_scan = 0;
+  uint32_t partition = 0;
+  uint32_t rows = 0;      // rows sent to the API in this round
+  uint32_t messages = 0;  // ScanRows signals sent in this round
+  bool finished = false;  // the partition has no more rows
+};
+
+struct ScanFragRef {  // LDM -> TC
+  uint32_t tc_scan = 0;
+  uint32_t partition = 0;
+  ErrorCode error = ErrorCode::kNone;
+};
+
+// LDM -> API. Section 0: rows, each a u32 byte length then value entries.
+struct ScanRows {
+  uint32_t api_conn = 0;
+  uint32_t scan_id = 0;
+  uint32_t rows = 0;
+  std::span<const std::byte> data;
+};
+
+struct ScanConf {  // TC -> API: a round is complete
+  uint32_t api_conn = 0;
+  uint32_t scan_id = 0;
+  uint32_t rows = 0;      // rows sent in this round (over all partitions)
+  uint32_t messages = 0;  // ScanRows signals to expect for this round
+  bool finished = false;  // no more rounds
+};
+
+struct ScanRef {  // TC -> API
+  uint32_t api_conn = 0;
+  uint32_t scan_id = 0;
+  ErrorCode error = ErrorCode::kNone;
+};
+
+struct ScanNext {  // API -> TC (kScanNextReq / kScanCloseReq)
+  uint32_t api_conn = 0;
+  uint32_t scan_id = 0;
+};
+
+// ---- schema ---------------------------------------------------------------------
+
+struct SchemaRef {  // DICT -> API
+  uint32_t request_id = 0;
+  ErrorCode error = ErrorCode::kNone;
+};
+
+// API -> DICT (kCreateTableReq: encoded TableDef; kDropTableReq and
+// kGetTableReq: the table name) and DICT -> API (kCreateTableConf and
+// kGetTableConf: the encoded TableDef; kDropTableConf: nothing).
+struct SchemaMessage {
+  uint16_t number = 0;
+  uint32_t request_id = 0;
+  std::span<const std::byte> payload;
+};
+
+// DICT -> TC and LDM instances: install a table (payload: encoded TableDef)
+// or drop one (drop = true, no payload).
+struct SchemaInstall {
+  uint32_t install_id = 0;
+  uint32_t table_id = 0;
+  bool drop = false;
+  std::span<const std::byte> table;
+};
+struct SchemaInstallConf {  // TC/LDM -> DICT
+  uint32_t install_id = 0;
+};
+
+// An API node introduces itself and learns how the data node is laid out
+// (NDB's API_REGREQ/API_REGCONF).
+struct ApiRegConf {
+  uint32_t request_id = 0;
+  uint16_t tc_instances = 0;
+  uint16_t ldm_instances = 0;
+  uint32_t default_partitions = 0;
+};
+
+// One encoded signal ready to send (words + up to 3 sections).
+struct SignalOut {
+  uint16_t number = 0;
+  uint32_t words[frame::kMaxDataWords] = {};
+  uint8_t word_count = 0;
+  std::span<const std::byte> sections[frame::kMaxSections];
+  uint8_t section_count = 0;
+  std::span<const uint32_t> data() const { return {words, word_count}; }
+  std::span<const std::span<const std::byte>> section_list() const { return {sections, section_count}; }
+};
+
+SignalOut encode(const TcKeyReq& m);
+SignalOut encode(const TcKeyConf& m);
+SignalOut encode(const TcKeyRef& m);
+SignalOut encode(const KeyData& m);
+Result<TcKeyReq> decode_tc_key_req(const Signal& s);
+Result<TcKeyConf> decode_tc_key_conf(const Signal& s);
+Result<TcKeyRef> decode_tc_key_ref(const Signal& s);
+Result<KeyData> decode_key_data(const Signal& s);
+SignalOut encode(const TcTxMessage& m);
+SignalOut encode(const TcAbortRep& m);
+Result<TcTxMessage> decode_tc_tx_message(const Signal& s);
+Result<TcAbortRep> decode_tc_abort_rep(const Signal& s);
+
+SignalOut encode(const LqhKeyReq& m);
+SignalOut encode(const LqhKeyConf& m);
+SignalOut encode(const LqhKeyRef& m);
+SignalOut encode(uint16_t number, const LqhTxReq& m);   // kLqhCommitReq or kLqhAbortReq
+SignalOut encode(uint16_t number, const LqhTxConf& m);  // kLqhCommitConf or kLqhAbortConf
+Result<LqhKeyReq> decode_lqh_key_req(const Signal& s);
+Result<LqhKeyConf> decode_lqh_key_conf(const Signal& s);
+Result<LqhKeyRef> decode_lqh_key_ref(const Signal& s);
+Result<LqhTxReq> decode_lqh_tx_req(const Signal& s);
+Result<LqhTxConf> decode_lqh_tx_conf(const Signal& s);
+
+SignalOut encode(const ScanReq& m);
+SignalOut encode(const ScanFragReq& m);
+SignalOut encode(uint16_t number, const ScanFragNext& m);  // kScanFragNextReq or kScanFragCloseReq
+SignalOut encode(const ScanFragConf& m);
+SignalOut encode(const ScanFragRef& m);
+SignalOut encode(const ScanRows& m);
+SignalOut encode(const ScanConf& m);
+SignalOut encode(const ScanRef& m);
+SignalOut encode(uint16_t number, const ScanNext& m);  // kScanNextReq or kScanCloseReq
+SignalOut encode(const SchemaRef& m);
+SignalOut encode(const SchemaMessage& m);
+SignalOut encode(const SchemaInstall& m);
+SignalOut encode(const SchemaInstallConf& m);
+Result<SchemaMessage> decode_schema_message(const Signal& s);
+Result<SchemaInstall> decode_schema_install(const Signal& s);
+Result<SchemaInstallConf> decode_schema_install_conf(const Signal& s);
+SignalOut encode(const ApiRegConf& m);
+Result<ApiRegConf> decode_api_reg_conf(const Signal& s);
+Result<ScanReq> decode_scan_req(const Signal& s);
+Result<ScanFragReq> decode_scan_frag_req(const Signal& s);
+Result<ScanFragNext> decode_scan_frag_next(const Signal& s);
+Result<ScanFragConf> decode_scan_frag_conf(const Signal& s);
+Result<ScanFragRef> decode_scan_frag_ref(const Signal& s);
+Result<ScanRows> decode_scan_rows(const Signal& s);
+Result<ScanConf> decode_scan_conf(const Signal& s);
+Result<ScanRef> decode_scan_ref(const Signal& s);
+Result<ScanNext> decode_scan_next(const Signal& s);
+Result<SchemaRef> decode_schema_ref(const Signal& s);
+
+// Bounds and filters (sections of ScanReq/ScanFragReq).
+struct Bounds {
+  bool has_lower = false, lower_inclusive = false, has_upper = false, upper_inclusive = false;
+  uint8_t lower_count = 0, upper_count = 0;
+  std::span<const std::byte> lower;  // lower_count value entries
+  std::span<const std::byte> upper;  // upper_count value entries
+};
+Result<Bounds> decode_bounds(std::span<const std::byte> section);
+struct Predicate {
+  uint16_t column = 0;
+  FilterOp op = FilterOp::kEq;
+  ValueEntry value;  // unused for kIsNull / kIsNotNull
+};
+class FilterCursor {
+ public:
+  explicit FilterCursor(std::span<const std::byte> section) : rest_(section) {}
+  bool next(Predicate& out);
+  const Status& error() const { return error_; }
+
+ private:
+  std::span<const std::byte> rest_;
+  Status error_;
+};
+// Encoders for bounds and predicates: return bytes written, 0 if `out` is too small.
+std::size_t put_bounds_header(std::span<std::byte> out, const Bounds& b);
+std::size_t put_predicate(std::span<std::byte> out, uint16_t column, FilterOp op, bool is_null,
+                          std::span<const std::byte> value);
+
+// Encodes the key values of a key section (entries naming exactly the
+// codec's columns by table position, in any order, each once, none NULL
+// unless nullable) into `out` (at least codec.max_encoded_bytes()). Errors
+// name the column at fault.
+Result<uint32_t> encode_key_section(const KeyCodec& codec, std::span<const std::byte> section,
+                                    std::span<std::byte> out);
+
+// Schema (TableDef) as bytes, for kCreateTableReq/Conf, kGetTableConf and kSchemaInstall.
+std::vector<std::byte> encode_table(const TableDef& table);
+Result<TableDef> decode_table(std::span<const std::byte> bytes);
+
+}  // namespace fjord::engine::protocol

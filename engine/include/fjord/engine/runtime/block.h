@@ -1,0 +1,128 @@
+// Blocks and signals: how engine code is written.
+//
+// A block is a state machine that reacts to signals (NDB's blocks: TC, LDM,
+// DICT, ...). Each block instance lives on exactly one thread and is only
+// ever called by that thread, so block code needs no locks. A block sends
+// signals through its BlockContext: to a block on the same thread (a local
+// queue), on another thread of this node (a job buffer), or on another node
+// (a transporter). Signals between one (sender block, receiver block) pair
+// arrive in the order they were sent.
+//
+// Threads: execute() and on_start() run on the block's thread. Hot path:
+// execute() and everything in BlockContext.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "fjord/transport/frame.h"
+#include "fjord/transport/transporter.h"
+#include "fjord/transport/types.h"
+
+namespace fjord::engine {
+
+using BlockNumber = uint16_t;
+
+// Well-known block numbers. API nodes address their own receiving block.
+namespace block_numbers {
+inline constexpr BlockNumber kSystem = 1;       // per-node control (start, stop, stats, node events)
+inline constexpr BlockNumber kTc = 2;           // transaction coordinator instances
+inline constexpr BlockNumber kLdm = 3;          // local data manager instances
+inline constexpr BlockNumber kDict = 4;         // schema (create/drop/describe table)
+inline constexpr BlockNumber kApi = 10;         // the API library's receiver on API nodes
+inline constexpr BlockNumber kFirstTest = 100;  // tests and benchmarks use 100..199
+}  // namespace block_numbers
+
+// Signal numbers the runtime itself sends.
+namespace runtime_signals {
+inline constexpr uint16_t kStart = 1;             // to every block once, before any other signal
+inline constexpr uint16_t kNodeConnected = 2;     // data: {node id}; to blocks that subscribe
+inline constexpr uint16_t kNodeDisconnected = 3;  // data: {node id}
+inline constexpr uint16_t kFirstUser = 16;
+}  // namespace runtime_signals
+
+// Where a signal goes: a block instance on a node.
+struct Address {
+  NodeId node = kNoNode;
+  BlockRef block;
+};
+
+// A received signal; valid only during execute().
+struct Signal {
+  NodeId sender_node = kNoNode;
+  frame::SignalView view;
+
+  uint16_t number() const { return view.header.signal_number; }
+  BlockRef sender() const { return view.header.sender; }
+  Address sender_address() const { return {sender_node, view.header.sender}; }
+  uint32_t trace() const { return view.header.trace; }
+  std::size_t word_count() const { return view.data_words; }
+  uint32_t word(std::size_t i) const { return view.word(i); }
+  std::size_t section_count() const { return view.section_count; }
+  std::span<const std::byte> section(std::size_t i) const { return view.sections[i]; }
+};
+
+class BlockContext;
+
+class Block {
+ public:
+  Block(BlockNumber number, uint16_t instance, std::string name)
+      : number_(number), instance_(instance), name_(std::move(name)) {}
+  Block(const Block&) = delete;
+  Block& operator=(const Block&) = delete;
+  virtual ~Block() = default;
+
+  // Called once on the block's thread before any signal.
+  virtual void on_start(BlockContext&) {}
+  virtual void execute(const Signal& signal, BlockContext& context) = 0;
+  // Blocks that return true get kNodeConnected / kNodeDisconnected.
+  virtual bool wants_node_events() const { return false; }
+
+  BlockNumber number() const { return number_; }
+  uint16_t instance() const { return instance_; }
+  BlockRef ref() const { return {number_, instance_}; }
+  const std::string& name() const { return name_; }
+
+ private:
+  BlockNumber number_;
+  uint16_t instance_;
+  std::string name_;
+};
+
+class WorkerThread;
+
+// A block's view of its thread while it executes. Not thread-safe: used only
+// by the thread that runs the block.
+class BlockContext {
+ public:
+  NodeId self_node() const;
+  // The time this scheduler loop began (cheap; use for timeouts).
+  uint64_t now_ns() const;
+
+  // Sends one signal from the executing block. Never blocks and never drops
+  // a signal to this node or to a connected node: under congestion it waits
+  // in this thread's spill queue. Returns false only if `to.node` is not
+  // connected (the signal is discarded and counted).
+  bool send(Address to, uint16_t signal_number, std::span<const uint32_t> data,
+            std::span<const std::span<const std::byte>> sections = {}, uint32_t trace = 0);
+
+  // Sends a signal to a block of this node after `delay_ms` (NDB's
+  // sendSignalWithDelay). At most kMaxDelayedDataWords words, no sections.
+  void send_delayed(uint32_t delay_ms, BlockRef to, uint16_t signal_number, std::span<const uint32_t> data);
+  static constexpr std::size_t kMaxDelayedDataWords = 8;
+
+  bool node_connected(NodeId node) const;
+  // Send-memory pressure towards a node (kNormal for this node).
+  transport::SendPressure pressure_to(NodeId node) const;
+
+  const Block& block() const { return *block_; }
+
+ private:
+  friend class WorkerThread;
+  explicit BlockContext(WorkerThread& thread) : thread_(thread) {}
+  WorkerThread& thread_;
+  Block* block_ = nullptr;
+};
+
+}  // namespace fjord::engine

@@ -1,0 +1,95 @@
+// HashIndex: one partition's primary-key index, encoded key -> RowId.
+//
+// Linear hashing (Litwin), as NDB's DBACC: the table grows one bucket at a
+// time, splitting the bucket at the split pointer whenever the average load
+// passes kSplitLoad entries per bucket, so an insert never rehashes more than
+// one bucket (no pauses). Buckets are one cache line: 7 entries of
+// (low 32 bits of the hash, RowId), plus a link to 64-byte overflow blocks.
+// Keys are not stored: a lookup compares the stored hash bits first, then the
+// row's key through the KeySource (see key_source.h), so an entry costs
+// 8 bytes however long the key is. About 13-15 bytes per row in all at the
+// load factor used.
+//
+// Buckets live in pool pages of 512 (found through a PageDirectory), overflow
+// blocks in a BlockArena: DataMemory bounds the index with the rows. The
+// bucket array does not shrink when rows are erased; overflow blocks are
+// returned as chains empty.
+//
+// Thread: the LDM thread that owns the partition. Hot path: find, insert,
+// erase; nothing allocates from the heap.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "fjord/base/status.h"
+#include "fjord/engine/storage/block_arena.h"
+#include "fjord/engine/storage/key_source.h"
+#include "fjord/engine/storage/page_directory.h"
+#include "fjord/engine/storage/row_store.h"
+
+namespace fjord::engine::storage {
+
+class HashIndex {
+ public:
+  static constexpr uint32_t kEntriesPerBucket = 7;
+  // Average entries per bucket above which the next bucket is split.
+  static constexpr uint32_t kSplitLoad = 5;
+
+  // `keys` gives the key of an indexed row; it must outlive the index.
+  HashIndex(PagePool& pool, const KeySource& keys);
+  HashIndex(const HashIndex&) = delete;
+  HashIndex& operator=(const HashIndex&) = delete;
+
+  // The row whose key is `key`, or kNoRow. `hash` is hash_key(key).
+  RowId find(uint64_t hash, std::span<const std::byte> key) const;
+  // Adds key -> row. kAlreadyExists if the key is present; the pool's error
+  // if an overflow block or bucket page is needed and DataMemory is full
+  // (nothing changes then).
+  Status insert(uint64_t hash, std::span<const std::byte> key, RowId row);
+  // Removes the entry for `row` (found by hash and RowId; no key compare).
+  // kNotFound if there is none.
+  Status erase(uint64_t hash, RowId row);
+
+  uint64_t entry_count() const { return entries_; }
+  uint32_t bucket_count() const { return (1u << level_) + split_; }
+  uint64_t overflow_blocks() const { return overflow_.blocks_in_use(); }
+  // Pool memory held: bucket pages, overflow pages and their directories.
+  uint64_t memory_bytes() const { return segments_.memory_bytes() + overflow_.memory_bytes(); }
+
+  // For tests: every entry sits in the bucket its hash addresses, every chain
+  // is packed (only its last block has room, and is not empty unless it is
+  // the bucket itself), counts add up. The message says what is wrong.
+  Status check_invariants() const;
+
+ private:
+  struct Entry {
+    uint32_t hash;  // low 32 bits of hash_key: addresses the bucket, filters compares
+    RowId row;
+  };
+  struct alignas(64) Bucket {
+    BlockId next;    // overflow block, or kNoBlock
+    uint32_t count;  // entries used in this block
+    Entry entries[kEntriesPerBucket];
+  };
+  static_assert(sizeof(Bucket) == 64, "a bucket is one cache line");
+  static constexpr uint32_t kBucketsPerSegment = PagePool::kPageBytes / sizeof(Bucket);
+
+  uint32_t address(uint32_t hash) const;
+  Bucket* bucket(uint32_t index) const;
+  Bucket* block(BlockId id) const { return reinterpret_cast<Bucket*>(overflow_.address(id)); }
+  bool key_equals(RowId row, std::span<const std::byte> key) const;
+  void maybe_split();
+  Status split_one();
+  void move_entries(Bucket* from, uint32_t from_index, Bucket* to, uint32_t new_bit);
+
+  const KeySource& keys_;
+  PageDirectory segments_;  // primary buckets, kBucketsPerSegment per page
+  BlockArena overflow_;     // overflow blocks, one Bucket each
+  uint32_t level_ = 0;      // buckets addressed by the low level_ bits ...
+  uint32_t split_ = 0;      // ... or level_ + 1 bits below the split pointer
+  uint64_t entries_ = 0;
+};
+
+}  // namespace fjord::engine::storage

@@ -1,0 +1,451 @@
+// API: the connection to the data node, the receive loop and schema calls.
+#include <cstring>
+#include <thread>
+
+#include "fjord/api/api.h"
+#include "fjord/base/clock.h"
+#include "fjord/base/log.h"
+#include "fjord/engine/cluster_config.h"
+
+namespace fjord::api {
+
+using namespace engine::protocol;
+using engine::block_numbers::kApi;
+using engine::block_numbers::kDict;
+using engine::block_numbers::kTc;
+
+namespace {
+constexpr uint32_t kScanHandleBit = 0x8000'0000u;
+uint64_t ms(uint32_t v) { return uint64_t{v} * 1'000'000; }
+}  // namespace
+
+Connection::Connection(ConnectOptions options) : options_(std::move(options)) {}
+
+Connection::~Connection() {
+  if (link_) link_->close("API node " + std::to_string(self_) + " disconnected");
+}
+
+Result<std::unique_ptr<Connection>> Connection::connect(const ConnectOptions& options) {
+  if (!options.registry) return Status(StatusCode::kInvalidArgument, "ConnectOptions.registry is required");
+  std::unique_ptr<Connection> c(new Connection(options));
+  if (Status s = c->establish(); !s) return s;
+  return c;
+}
+
+Status Connection::establish() {
+  auto file = !options_.config_path.empty() ? config::read_file(options_.config_path)
+                                            : config::parse_text(options_.config_text, "<config text>");
+  if (!file) return file.status();
+  auto cluster = engine::load_cluster_config(*file, *options_.registry);
+  if (!cluster) return cluster.status();
+  self_ = options_.node_id;
+  if (self_ == kNoNode) {
+    auto apis = cluster->of_kind(engine::NodeKind::kApi);
+    if (apis.empty()) return Status(StatusCode::kNotFound, cluster->path + ": no [api] section for this program");
+    self_ = apis.front()->id;
+  }
+  const engine::NodeDef* me = cluster->node(self_);
+  if (!me || me->kind != engine::NodeKind::kApi)
+    return Status(StatusCode::kInvalidArgument,
+                  "node " + std::to_string(self_) + " is not an [api] node in " + cluster->path);
+  const auto data_nodes = cluster->of_kind(engine::NodeKind::kData);
+  data_node_ = data_nodes.front()->id;
+  const transport::LinkConfig* link = cluster->links.find(self_, data_node_);
+  FJORD_ASSERT(link != nullptr);  // default links join every API node to every data node
+  transport::TransporterFactory* factory = options_.registry->find(link->type);
+  if (!factory) return Status(StatusCode::kNotFound, "transporter '" + link->type + "' is not built in");
+  if (Status s = factory->probe(); !s) return Status(s.code(), link->describe() + ": " + s.message());
+  // The data node may still be starting: retry until the connect timeout.
+  const uint64_t deadline = monotonic_ns() + ms(options_.connect_timeout_ms);
+  Status last;
+  while (monotonic_ns() < deadline) {
+    auto t = factory->connect(self_, *link, std::min<uint64_t>(deadline, monotonic_ns() + 2'000'000'000ULL));
+    if (t) {
+      link_ = std::move(t).value();
+      break;
+    }
+    last = t.status();
+    if (t.status().code() == StatusCode::kRejected) return last;  // retrying will not help
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  if (!link_)
+    return Status(StatusCode::kUnavailable, "cannot reach data node " + std::to_string(data_node_) + " over " +
+                                                link->describe() + ": " + last.message());
+  // Register: learn the data node's TC and LDM instance counts.
+  const uint32_t id = next_request_++;
+  const uint32_t words[] = {id};
+  engine::protocol::SignalOut out;
+  out.number = gsn::kApiRegReq;
+  out.words[0] = words[0];
+  out.word_count = 1;
+  if (Status s = send_frame(out, kDict, 0); !s) return s;
+  if (Status s = flush(); !s) return s;
+  if (!wait_until([&] { return registered_; }, options_.request_timeout_ms))
+    return Status(StatusCode::kTimeout, "data node " + std::to_string(data_node_) + " did not answer the registration");
+  return Status::ok();
+}
+
+// ---- sending and receiving -----------------------------------------------------------
+
+Status Connection::send_frame(const SignalOut& out, uint16_t block, uint16_t instance) {
+  if (!link_ || !link_->is_up())
+    return Status(StatusCode::kLinkDown, "not connected to data node " + std::to_string(data_node_));
+  std::size_t lengths[frame::kMaxSections] = {};
+  for (std::size_t i = 0; i < out.section_count; ++i) lengths[i] = out.sections[i].size();
+  const bool checksum = link_->config().checksum;
+  const std::size_t bytes = frame::frame_bytes_for(out.word_count, {lengths, out.section_count}, checksum);
+  if (bytes == 0) return Status(StatusCode::kInvalidArgument, "request too large for one 32 KB frame");
+  const uint64_t deadline = monotonic_ns() + ms(options_.request_timeout_ms);
+  for (;;) {
+    std::span<std::byte> space = link_->reserve(bytes);
+    if (!space.empty()) {
+      frame::pack_frame(space, {out.number, {block, instance}, {kApi, 0}, 0}, out.data(), out.section_list(), checksum);
+      link_->commit(bytes, 1);
+      return Status::ok();
+    }
+    if (!link_->is_up()) return link_->down_reason();
+    // The data node is not reading: keep receiving so it can make progress.
+    (void)link_->flush();
+    receive_once();
+    if (monotonic_ns() > deadline) return Status(StatusCode::kTimeout, "send buffer to the data node stayed full");
+  }
+}
+
+Status Connection::flush() {
+  if (link_->flush() == transport::FlushStatus::kDown) {
+    fail_everything(link_->down_reason());
+    return link_->down_reason();
+  }
+  return Status::ok();
+}
+
+bool Connection::receive_once() {
+  if (!link_) return false;
+  const transport::ReceiveBatch batch = link_->receive();
+  if (batch.bytes.empty()) {
+    if (!link_->is_up()) {
+      fail_everything(link_->down_reason());
+      return false;
+    }
+    (void)link_->flush();  // a partial flush may be waiting for room
+    return true;
+  }
+  frame::FrameCursor cursor(batch.bytes);
+  engine::Signal signal;
+  signal.sender_node = data_node_;
+  while (cursor.next(signal.view)) dispatch(signal);
+  link_->release(batch.bytes.size());
+  return true;
+}
+
+bool Connection::wait_until(const std::function<bool()>& done, uint32_t timeout_ms) {
+  const uint64_t deadline = monotonic_ns() + ms(timeout_ms);
+  while (!done()) {
+    if (!receive_once()) return done();
+    if (done()) return true;
+    const uint64_t now = monotonic_ns();
+    if (now > deadline) return false;
+    if (options_.poll_mode == PollMode::kSleep)
+      (void)link_->wait_for_receive(std::min<uint64_t>(deadline - now, 100'000'000), uint64_t{options_.spin_us} * 1000);
+  }
+  return true;
+}
+
+int Connection::poll(uint32_t timeout_ms, int min_completions) {
+  completed_ = 0;
+  (void)receive_once();
+  if (min_completions > 0 && completed_ < min_completions && in_flight_ > 0)
+    (void)wait_until([&] { return completed_ >= min_completions || in_flight_ == 0; }, timeout_ms);
+  return completed_;
+}
+
+// ---- dispatch --------------------------------------------------------------------------------
+
+Transaction* Connection::transaction_of(uint32_t handle) {
+  const uint32_t slot = handle & 0xFFFF;
+  if ((handle & kScanHandleBit) || slot >= transactions_.size() || generations_[slot] != (handle >> 16)) return nullptr;
+  Transaction* tx = transactions_[slot].get();
+  return tx->state_ == Transaction::State::kExecuting ? tx : nullptr;
+}
+
+void Connection::complete(Transaction& tx) {
+  const bool failed = tx.error_ != ErrorCode::kNone || !tx.status_.is_ok();
+  if (tx.state_ == Transaction::State::kExecuting) --in_flight_;
+  tx.state_ = (failed || tx.commit_) ? Transaction::State::kFinished : Transaction::State::kOpen;
+  tx.batch_first_ = tx.ops_used_;
+  for (std::size_t i = 0; i < tx.ops_used_; ++i) {
+    Operation& op = *tx.ops_[i];
+    if (op.has_row_) op.row_ = RowView(std::span(tx.results_).subspan(op.result_offset_, op.result_bytes_));
+  }
+  ++completed_;
+  if (tx.callback_) {
+    Transaction::Callback cb = std::move(tx.callback_);
+    tx.callback_ = nullptr;
+    cb(tx, tx.status_);
+  }
+}
+
+void Connection::dispatch(const engine::Signal& s) {
+  switch (s.number()) {
+    case gsn::kTcKeyConf: {
+      auto m = decode_tc_key_conf(s);
+      Transaction* tx = m ? transaction_of(m->api_conn) : nullptr;
+      if (!tx || tx->tx_ != m->tx) return;
+      tx->conf_received_ = true;
+      tx->data_expected_ = m->data_messages;
+      if (tx->data_received_ >= tx->data_expected_) complete(*tx);
+      return;
+    }
+    case gsn::kKeyData: {
+      auto m = decode_key_data(s);
+      Transaction* tx = m ? transaction_of(m->api_conn) : nullptr;
+      if (!tx || tx->tx_ != m->tx || m->op_index >= tx->ops_used_) return;
+      Operation& op = *tx->ops_[m->op_index];
+      op.has_row_ = true;
+      op.result_offset_ = tx->results_.size();
+      op.result_bytes_ = m->values.size();
+      tx->results_.insert(tx->results_.end(), m->values.begin(), m->values.end());
+      ++tx->data_received_;
+      if (tx->conf_received_ && tx->data_received_ >= tx->data_expected_) complete(*tx);
+      return;
+    }
+    case gsn::kTcKeyRef: {
+      auto m = decode_tc_key_ref(s);
+      Transaction* tx = m ? transaction_of(m->api_conn) : nullptr;
+      if (!tx || tx->tx_ != m->tx) return;
+      tx->error_ = m->error;
+      tx->status_ = Status(
+          StatusCode::kRejected,
+          error_text(m->error) + (m->op_index != UINT32_MAX ? " (operation " + std::to_string(m->op_index) + ")" : ""));
+      complete(*tx);
+      return;
+    }
+    case gsn::kTcRollbackConf: {
+      auto m = decode_tc_tx_message(s);
+      Transaction* tx = m ? transaction_of(m->api_conn) : nullptr;
+      if (tx && tx->tx_ == m->tx) complete(*tx);
+      return;
+    }
+    case gsn::kTcAbortRep: {
+      auto m = decode_tc_abort_rep(s);
+      if (!m) return;
+      const uint32_t slot = m->api_conn & 0xFFFF;
+      if (slot >= transactions_.size() || generations_[slot] != (m->api_conn >> 16)) return;
+      Transaction& tx = *transactions_[slot];
+      if (tx.tx_ != m->tx || tx.state_ == Transaction::State::kIdle) return;
+      tx.error_ = m->error;
+      tx.status_ = Status(StatusCode::kRejected, error_text(m->error));
+      if (tx.state_ == Transaction::State::kExecuting)
+        complete(tx);
+      else
+        tx.state_ = Transaction::State::kFinished;
+      return;
+    }
+    case gsn::kScanConf:
+    case gsn::kScanRef:
+    case gsn::kScanRows: {
+      // All three start with api_conn, scan_id.
+      if (s.word_count() < 2) return;
+      const uint32_t slot = s.word(0) & 0xFFFF;
+      if (!(s.word(0) & kScanHandleBit) || slot >= scans_.size() || scans_[slot]->scan_id_ != s.word(1)) return;
+      Scan& scan = *scans_[slot];
+      if (s.number() == gsn::kScanRows) {
+        auto m = decode_scan_rows(s);
+        if (!m) return;
+        scan.rows_.insert(scan.rows_.end(), m->data.begin(), m->data.end());
+        ++scan.messages_received_;
+      } else if (s.number() == gsn::kScanConf) {
+        auto m = decode_scan_conf(s);
+        if (!m) return;
+        scan.messages_expected_ = m->messages;
+        scan.round_rows_ = m->rows;
+        scan.finished_ = m->finished;
+        scan.conf_ = true;
+      } else {
+        auto m = decode_scan_ref(s);
+        scan.status_ = Status(StatusCode::kRejected, m ? error_text(m->error) : "malformed scan refusal");
+        scan.finished_ = true;
+      }
+      if (scan.conf_ && scan.messages_received_ >= scan.messages_expected_) {
+        scan.conf_ = false;
+        scan.round_done_ = true;
+      }
+      return;
+    }
+    case gsn::kApiRegConf: {
+      if (auto m = decode_api_reg_conf(s)) {
+        tc_instances_ = m->tc_instances;
+        ldm_instances_ = m->ldm_instances;
+        default_partitions_ = m->default_partitions;
+        registered_ = true;
+      }
+      return;
+    }
+    case gsn::kSchemaRef: {
+      auto m = decode_schema_ref(s);
+      if (m && m->request_id == schema_waiting_) {
+        schema_error_ = m->error;
+        schema_done_ = true;
+      }
+      return;
+    }
+    case gsn::kCreateTableConf:
+    case gsn::kDropTableConf:
+    case gsn::kGetTableConf: {
+      auto m = decode_schema_message(s);
+      if (m && m->request_id == schema_waiting_) {
+        schema_number_ = m->number;
+        schema_payload_.assign(m->payload.begin(), m->payload.end());
+        schema_done_ = true;
+      }
+      return;
+    }
+    default: FJORD_LOG_WARN("API node %u: ignored signal %u from node %u", self_, s.number(), s.sender_node);
+  }
+}
+
+void Connection::fail_everything(const Status& why) {
+  for (auto& tx : transactions_)
+    if (tx->state_ == Transaction::State::kExecuting) {
+      tx->error_ = ErrorCode::kNodeFailure;
+      tx->status_ = Status(StatusCode::kLinkDown, error_text(ErrorCode::kNodeFailure) + ": " + why.message());
+      complete(*tx);
+    }
+  for (auto& scan : scans_)
+    if (!scan->finished_ && scan->status_.is_ok()) scan->status_ = Status(StatusCode::kLinkDown, why.message());
+}
+
+// ---- transactions, scans, schema ------------------------------------------------------------
+
+uint16_t Connection::tc_for(const TableDef* table, const Row* key) {
+  if (table && key) {
+    const engine::KeyCodec codec = engine::KeyCodec::for_primary_key(*table);
+    std::byte buffer[engine::kMaxKeyBytes];
+    if (auto n = encode_key_section(codec, key->entries(), buffer))
+      return static_cast<uint16_t>(engine::partition_of(engine::hash_key(buffer, *n), table->partitions) %
+                                   tc_instances_);
+  }
+  return static_cast<uint16_t>(next_tc_++ % tc_instances_);
+}
+
+Transaction& Connection::start_transaction(const TableDef* hint_table, const Row* hint) {
+  if (free_transactions_.empty()) {
+    FJORD_ASSERT_MSG(transactions_.size() < options_.max_transactions,
+                     "too many open transactions on one connection (ConnectOptions.max_transactions)");
+    free_transactions_.push_back(static_cast<uint32_t>(transactions_.size()));
+    transactions_.push_back(std::unique_ptr<Transaction>(new Transaction(*this)));
+    generations_.push_back(0);
+  }
+  const uint32_t slot = free_transactions_.back();
+  free_transactions_.pop_back();
+  Transaction& tx = *transactions_[slot];
+  const uint32_t handle = slot | uint32_t{static_cast<uint16_t>(generations_[slot] & 0x7FFF)} << 16;
+  generations_[slot] = static_cast<uint16_t>(handle >> 16);
+  tx.reset(handle, TxId{uint64_t{self_} << 48 | (next_tx_++ & 0xFFFF'FFFF'FFFFULL)});
+  tx.tc_ = tc_for(hint_table, hint);
+  return tx;
+}
+
+Result<Scan*> Connection::scan(const ScanSpec& spec) {
+  if (!spec.table) return Status(StatusCode::kInvalidArgument, "ScanSpec.table is required");
+  uint32_t slot = 0;
+  while (slot < scans_.size() && !scans_[slot]->closed_ &&
+         !(scans_[slot]->finished_ && scans_[slot]->cursor_ >= scans_[slot]->rows_.size()))
+    ++slot;
+  if (slot == scans_.size()) scans_.push_back(std::unique_ptr<Scan>(new Scan(*this)));
+  Scan& scan = *scans_[slot];
+  scan.handle_ = kScanHandleBit | slot;
+  scan.scan_id_ = next_scan_++;
+  scan.tc_instance_ = tc_for(nullptr, nullptr);
+  scan.data_node_ = data_node_;
+  scan.finished_ = scan.closed_ = scan.round_done_ = scan.conf_ = false;
+  scan.rows_.clear();
+  scan.cursor_ = 0;
+  scan.messages_expected_ = scan.messages_received_ = 0;
+  scan.rows_returned_ = 0;
+  scan.status_ = Status::ok();
+  std::vector<std::byte> bounds, filter;
+  if (spec.index && (spec.has_lower || spec.has_upper)) {
+    Bounds b;
+    b.has_lower = spec.has_lower;
+    b.lower_inclusive = spec.has_lower && spec.lower_inclusive;
+    b.has_upper = spec.has_upper;
+    b.upper_inclusive = spec.has_upper && spec.upper_inclusive;
+    b.lower_count = static_cast<uint8_t>(spec.has_lower ? spec.lower.count() : 0);
+    b.upper_count = static_cast<uint8_t>(spec.has_upper ? spec.upper.count() : 0);
+    bounds.resize(4);
+    put_bounds_header(bounds, b);
+    if (spec.has_lower) bounds.insert(bounds.end(), spec.lower.entries().begin(), spec.lower.entries().end());
+    if (spec.has_upper) bounds.insert(bounds.end(), spec.upper.entries().begin(), spec.upper.entries().end());
+  }
+  for (const ScanSpec::Predicate& p : spec.filter) {
+    const std::size_t at = filter.size();
+    filter.resize(at + 4 + value_entry_bytes(frame::kMaxFrameBytes / 4));
+    ValueRef v = RowView(p.value.entries()).value(p.column);
+    const std::size_t n = put_predicate(std::span(filter).subspan(at), p.column, p.op, v.is_null, v.bytes);
+    filter.resize(at + n);
+  }
+  ScanReq req;
+  req.api_conn = scan.handle_;
+  req.scan_id = scan.scan_id_;
+  req.table_id = spec.table->table_id;
+  req.table_version = spec.table->version;
+  req.index_id = spec.index ? spec.index->index_id : 0;
+  req.flags = spec.index ? kScanFlagOrderedIndex : 0;
+  req.batch_rows = spec.batch_rows;
+  req.bounds = bounds;
+  req.filter = filter;
+  req.columns = std::as_bytes(std::span(spec.columns));
+  if (Status s = send_frame(encode(req), kTc, scan.tc_instance_); !s) return s;
+  if (Status s = flush(); !s) return s;
+  if (!scan.fetch_round()) return scan.status_;
+  return &scan;
+}
+
+Result<std::vector<std::byte>> Connection::schema_call(uint16_t number, std::span<const std::byte> payload,
+                                                       uint16_t expected) {
+  schema_waiting_ = next_request_++;
+  schema_done_ = false;
+  schema_error_ = ErrorCode::kNone;
+  if (Status s = send_frame(encode(SchemaMessage{number, schema_waiting_, payload}), kDict, 0); !s) return s;
+  if (Status s = flush(); !s) return s;
+  if (!wait_until([&] { return schema_done_; }, options_.request_timeout_ms))
+    return Status(StatusCode::kTimeout, "no schema answer from data node " + std::to_string(data_node_));
+  if (schema_error_ != ErrorCode::kNone) return Status(StatusCode::kRejected, error_text(schema_error_));
+  if (schema_number_ != expected) return Status(StatusCode::kProtocolError, "unexpected schema answer");
+  return schema_payload_;
+}
+
+Result<const TableDef*> Connection::create_table(const TableDef& table) {
+  if (Status s = engine::validate_table(table); !s) return s;
+  auto reply = schema_call(gsn::kCreateTableReq, encode_table(table), gsn::kCreateTableConf);
+  if (!reply) return reply.status();
+  auto def = decode_table(*reply);
+  if (!def) return def.status();
+  tables_.push_back(std::make_unique<TableDef>(std::move(def).value()));
+  return tables_.back().get();
+}
+
+Status Connection::drop_table(const std::string& name) {
+  auto reply = schema_call(gsn::kDropTableReq, std::as_bytes(std::span(name.data(), name.size())), gsn::kDropTableConf);
+  if (!reply) return reply.status();
+  for (auto it = tables_.begin(); it != tables_.end(); ++it)
+    if ((*it)->name == name) {
+      tables_.erase(it);
+      break;
+    }
+  return Status::ok();
+}
+
+Result<const TableDef*> Connection::get_table(const std::string& name) {
+  for (const auto& t : tables_)
+    if (t->name == name) return t.get();
+  auto reply = schema_call(gsn::kGetTableReq, std::as_bytes(std::span(name.data(), name.size())), gsn::kGetTableConf);
+  if (!reply) return reply.status();
+  auto def = decode_table(*reply);
+  if (!def) return def.status();
+  tables_.push_back(std::make_unique<TableDef>(std::move(def).value()));
+  return tables_.back().get();
+}
+
+}  // namespace fjord::api

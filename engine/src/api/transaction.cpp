@@ -1,0 +1,279 @@
+// API: rows, transactions and scans (the parts a program calls directly).
+#include <cstring>
+
+#include "fjord/api/api.h"
+#include "fjord/base/clock.h"
+
+namespace fjord::api {
+
+using namespace engine::protocol;
+
+namespace {
+
+// One defined operation, serialised in Transaction::requests_ until execute().
+struct OpHeader {
+  uint32_t table_id;
+  uint32_t table_version;
+  uint32_t index_id;
+  uint8_t op;
+  uint8_t lock;
+  uint8_t via_unique;
+  uint8_t pad;
+  uint32_t key_bytes;
+  uint32_t value_bytes;
+  uint32_t column_bytes;
+};
+
+void append(std::vector<std::byte>& out, const void* p, std::size_t n) {
+  const auto* b = static_cast<const std::byte*>(p);
+  out.insert(out.end(), b, b + n);
+}
+
+}  // namespace
+
+// ---- Row and RowView -----------------------------------------------------------
+
+Row& Row::put(uint16_t column, const void* data, std::size_t bytes) {
+  const std::size_t at = entries_.size();
+  entries_.resize(at + value_entry_bytes(bytes));
+  put_value(std::span(entries_).subspan(at), column, false, {static_cast<const std::byte*>(data), bytes});
+  return *this;
+}
+
+Row& Row::set_null(uint16_t column) {
+  const std::size_t at = entries_.size();
+  entries_.resize(at + value_entry_bytes(0));
+  put_value(std::span(entries_).subspan(at), column, true, {});
+  return *this;
+}
+
+std::size_t Row::count() const {
+  std::size_t n = 0;
+  ValueCursor c(entries_);
+  ValueEntry e;
+  while (c.next(e)) ++n;
+  return n;
+}
+
+bool RowView::has(uint16_t column) const {
+  ValueCursor c(entries_);
+  ValueEntry e;
+  while (c.next(e))
+    if (e.column == column) return true;
+  return false;
+}
+
+ValueRef RowView::value(uint16_t column) const {
+  ValueCursor c(entries_);
+  ValueEntry e;
+  while (c.next(e))
+    if (e.column == column) return e.is_null ? ValueRef::null() : ValueRef::of_bytes(e.bytes);
+  return ValueRef::null();
+}
+
+// ---- Transaction -------------------------------------------------------------------
+
+void Transaction::reset(uint32_t handle, TxId tx) {
+  handle_ = handle;
+  tx_ = tx;
+  state_ = State::kOpen;
+  started_ = false;
+  requests_.clear();
+  ops_used_ = batch_first_ = 0;
+  results_.clear();
+  conf_received_ = false;
+  data_expected_ = data_received_ = 0;
+  error_ = ErrorCode::kNone;
+  status_ = Status::ok();
+  callback_ = nullptr;
+}
+
+Operation& Transaction::define(OpType type, const TableDef& table, std::span<const std::byte> key,
+                               std::span<const std::byte> values, std::span<const uint16_t> columns, LockMode lock,
+                               const IndexDef* unique) {
+  FJORD_ASSERT_MSG(state_ == State::kOpen, "operations defined on a transaction that is executing or finished");
+  const OpHeader h{table.table_id,
+                   table.version,
+                   unique ? unique->index_id : 0,
+                   static_cast<uint8_t>(type),
+                   static_cast<uint8_t>(lock),
+                   static_cast<uint8_t>(unique ? 1 : 0),
+                   0,
+                   static_cast<uint32_t>(key.size()),
+                   static_cast<uint32_t>(values.size()),
+                   static_cast<uint32_t>(columns.size() * 2)};
+  append(requests_, &h, sizeof h);
+  append(requests_, key.data(), key.size());
+  append(requests_, values.data(), values.size());
+  append(requests_, columns.data(), columns.size() * 2);
+  if (ops_used_ == ops_.size()) ops_.push_back(std::unique_ptr<Operation>(new Operation()));
+  Operation& op = *ops_[ops_used_];
+  op = Operation();
+  op.type_ = type;
+  op.index_ = static_cast<uint32_t>(ops_used_);
+  ++ops_used_;
+  return op;
+}
+
+Operation& Transaction::read(const TableDef& table, const Row& key, std::span<const uint16_t> columns, LockMode lock) {
+  return define(OpType::kRead, table, key.entries(), {}, columns, lock, nullptr);
+}
+
+Operation& Transaction::read_unique(const TableDef& table, const IndexDef& index, const Row& key,
+                                    std::span<const uint16_t> columns, LockMode lock) {
+  FJORD_ASSERT_MSG(index.kind == IndexKind::kUnique, "read_unique needs a unique index");
+  return define(OpType::kRead, table, key.entries(), {}, columns, lock, &index);
+}
+
+Operation& Transaction::insert(const TableDef& table, const Row& row) {
+  // The key travels apart from the values: pick the key columns out of the row.
+  Row key;
+  for (uint16_t p : table.primary_key) {
+    ValueRef v = RowView(row.entries()).value(p);
+    v.is_null ? key.set_null(p) : key.set(p, v.bytes);
+  }
+  return define(OpType::kInsert, table, key.entries(), row.entries(), {}, LockMode::kExclusive, nullptr);
+}
+
+Operation& Transaction::update(const TableDef& table, const Row& key, const Row& changes) {
+  return define(OpType::kUpdate, table, key.entries(), changes.entries(), {}, LockMode::kExclusive, nullptr);
+}
+
+Operation& Transaction::write(const TableDef& table, const Row& row) {
+  Row key;
+  for (uint16_t p : table.primary_key) {
+    ValueRef v = RowView(row.entries()).value(p);
+    v.is_null ? key.set_null(p) : key.set(p, v.bytes);
+  }
+  return define(OpType::kWrite, table, key.entries(), row.entries(), {}, LockMode::kExclusive, nullptr);
+}
+
+Operation& Transaction::remove(const TableDef& table, const Row& key) {
+  return define(OpType::kDelete, table, key.entries(), {}, {}, LockMode::kExclusive, nullptr);
+}
+
+Status Transaction::execute(ExecType type) {
+  Status sent = execute_async(type, nullptr);
+  if (!sent) return sent;
+  if (state_ == State::kExecuting &&
+      !conn_.wait_until([&] { return state_ != State::kExecuting; }, conn_.options().request_timeout_ms))
+    return status_.is_ok() ? Status(StatusCode::kTimeout, "no answer from the data node within the request timeout")
+                           : status_;
+  return status_;
+}
+
+Status Transaction::execute_async(ExecType type, Callback done) {
+  if (state_ == State::kFinished)
+    return status_.is_ok() ? Status(StatusCode::kInvalidArgument, "the transaction has finished") : status_;
+  if (state_ != State::kOpen) return Status(StatusCode::kInvalidArgument, "the transaction is already executing");
+  callback_ = std::move(done);
+  const std::size_t batch = ops_used_ - batch_first_;
+  const uint16_t tc = tc_;
+  commit_ = type == ExecType::kCommit;
+  conf_received_ = false;
+  data_expected_ = data_received_ = 0;
+  results_.clear();
+  if (type == ExecType::kRollback || batch == 0) {
+    requests_.clear();
+    ops_used_ = batch_first_;
+    if (!started_ || (type == ExecType::kNoCommit)) {
+      // Nothing at the data node to commit or roll back.
+      state_ = type == ExecType::kNoCommit ? State::kOpen : State::kFinished;
+      if (callback_) conn_.complete(*this);
+      return Status::ok();
+    }
+    const uint16_t number = type == ExecType::kRollback ? gsn::kTcRollbackReq : gsn::kTcCommitReq;
+    state_ = State::kExecuting;
+    ++conn_.in_flight_;
+    if (Status s = conn_.send_frame(encode(TcTxMessage{number, handle_, tx_}), engine::block_numbers::kTc, tc); !s)
+      return s;
+    return conn_.flush();
+  }
+  state_ = State::kExecuting;
+  ++conn_.in_flight_;
+  std::size_t at = 0;
+  for (std::size_t i = batch_first_; i < ops_used_; ++i) {
+    OpHeader h;
+    std::memcpy(&h, requests_.data() + at, sizeof h);
+    at += sizeof h;
+    TcKeyReq req;
+    req.api_conn = handle_;
+    req.tx = tx_;
+    req.table_id = h.table_id;
+    req.table_version = h.table_version;
+    req.op = static_cast<OpType>(h.op);
+    req.lock = static_cast<LockMode>(h.lock);
+    req.index_id = h.index_id;
+    req.op_index = static_cast<uint32_t>(i);
+    req.flags = (h.via_unique ? kFlagViaUnique : 0) | (!started_ && i == batch_first_ ? kFlagStartTx : 0);
+    if (i + 1 == ops_used_) {
+      req.flags |= kFlagExecute | (commit_ ? kFlagCommit : 0);
+      req.batch_ops = static_cast<uint32_t>(batch);
+    }
+    req.key = std::span(requests_).subspan(at, h.key_bytes);
+    req.values = std::span(requests_).subspan(at + h.key_bytes, h.value_bytes);
+    req.columns = std::span(requests_).subspan(at + h.key_bytes + h.value_bytes, h.column_bytes);
+    at += h.key_bytes + h.value_bytes + h.column_bytes;
+    if (Status s = conn_.send_frame(encode(req), engine::block_numbers::kTc, tc); !s) return s;
+  }
+  started_ = true;
+  requests_.clear();
+  return conn_.flush();
+}
+
+void Transaction::close() {
+  if (state_ == State::kOpen && started_) (void)execute(ExecType::kRollback);
+  if (state_ == State::kExecuting) {
+    // Wait for the answer so that nothing arrives for a recycled handle.
+    (void)conn_.wait_until([&] { return state_ != State::kExecuting; }, conn_.options().request_timeout_ms);
+  }
+  state_ = State::kIdle;
+  conn_.free_transactions_.push_back(handle_ & 0xFFFF);
+  ++conn_.generations_[handle_ & 0xFFFF];
+}
+
+// ---- Scan ----------------------------------------------------------------------------
+
+bool Scan::fetch_round() {
+  round_done_ = false;
+  const bool ok = conn_.wait_until([&] { return round_done_ || !status_.is_ok(); }, conn_.options().request_timeout_ms);
+  if (!ok && status_.is_ok())
+    status_ = Status(StatusCode::kTimeout, "scan round not answered within the request timeout");
+  return status_.is_ok();
+}
+
+bool Scan::next(RowView& row) {
+  for (;;) {
+    if (!status_.is_ok() || closed_) return false;
+    if (cursor_ < rows_.size()) {
+      uint32_t len;
+      std::memcpy(&len, rows_.data() + cursor_, 4);
+      row = RowView(std::span(rows_).subspan(cursor_ + 4, len));
+      cursor_ += 4 + len;
+      ++rows_returned_;
+      return true;
+    }
+    if (finished_) return false;
+    rows_.clear();
+    cursor_ = 0;
+    messages_received_ = 0;
+    const SignalOut out = encode(gsn::kScanNextReq, ScanNext{handle_, scan_id_});
+    if (Status s = conn_.send_frame(out, engine::block_numbers::kTc, tc_instance_); !s) status_ = s;
+    if (status_.is_ok()) status_ = conn_.flush();
+    if (!status_.is_ok() || !fetch_round()) return false;
+  }
+}
+
+void Scan::close() {
+  if (!finished_ && status_.is_ok() && !closed_) {
+    rows_.clear();
+    cursor_ = 0;
+    messages_received_ = 0;
+    const SignalOut out = encode(gsn::kScanCloseReq, ScanNext{handle_, scan_id_});
+    if (conn_.send_frame(out, engine::block_numbers::kTc, tc_instance_).is_ok() && conn_.flush().is_ok())
+      (void)fetch_round();
+  }
+  closed_ = true;
+}
+
+}  // namespace fjord::api

@@ -1,0 +1,530 @@
+// TC: key operations, unique indexes, commit and abort, timeouts.
+#include <bit>
+#include <cstring>
+
+#include "fjord/base/log.h"
+#include "tc_impl.h"
+
+namespace fjord::engine {
+
+using namespace protocol;
+
+namespace {
+constexpr uint16_t kTcTimer = runtime_signals::kFirstUser;  // TC's own periodic check
+
+bool holds_something(OpType type, LockMode lock) { return type != OpType::kRead || lock != LockMode::kCommitted; }
+
+template <typename M>
+void send_out(BlockContext& c, Address to, const M& message) {
+  const SignalOut out = encode(message);
+  c.send(to, out.number, out.data(), out.section_list());
+}
+
+Address api_address(NodeId node) { return {node, {block_numbers::kApi, 0}}; }
+Address ldm_address(BlockContext& c, uint16_t ldm) { return {c.self_node(), {block_numbers::kLdm, ldm}}; }
+}  // namespace
+
+TcBlock::Impl::Impl(const TcOptions& options, TcCounters& c)
+    : o(options),
+      counters(c),
+      txs(options.max_transactions),
+      tx_by_id(options.max_transactions),
+      ops(options.max_operations),
+      scans(options.max_scans),
+      key_buffer(kMaxKeyBytes),
+      section_a(frame::kMaxFrameBytes),
+      section_b(frame::kMaxFrameBytes) {
+  FJORD_ASSERT(options.ldm_instances >= 1 && options.ldm_instances <= 64);
+}
+
+TcBlock::TcBlock(const TcOptions& options)
+    : Block(block_numbers::kTc, options.instance, "TC(" + std::to_string(options.instance) + ")"),
+      impl_(std::make_unique<Impl>(options, counters_)) {}
+
+TcBlock::~TcBlock() = default;
+
+void TcBlock::on_start(BlockContext& c) { c.send_delayed(impl_->o.timer_period_ms, ref(), kTcTimer, {}); }
+
+void TcBlock::execute(const Signal& s, BlockContext& c) {
+  Impl& m = *impl_;
+  switch (s.number()) {
+    case gsn::kTcKeyReq: return m.tc_key_req(s, c);
+    case gsn::kLqhKeyConf: return m.lqh_key_conf(s, c);
+    case gsn::kLqhKeyRef: return m.lqh_key_ref(s, c);
+    case gsn::kLqhCommitConf:
+    case gsn::kLqhAbortConf: return m.tx_conf(s, c);
+    case gsn::kTcCommitReq:
+    case gsn::kTcRollbackReq: return m.rollback_req(s, c);
+    case gsn::kScanReq: return m.scan_req(s, c);
+    case gsn::kScanNextReq:
+    case gsn::kScanCloseReq: return m.scan_next(s, c);
+    case gsn::kScanFragConf: return m.scan_frag_conf(s, c);
+    case gsn::kScanFragRef: return m.scan_frag_ref(s, c);
+    case gsn::kSchemaInstall: return m.schema_install(s, c);
+    case runtime_signals::kNodeDisconnected: return m.node_disconnected(static_cast<NodeId>(s.word(0)), c);
+    case runtime_signals::kNodeConnected: return;
+    case kTcTimer:
+      m.timer(c);
+      c.send_delayed(m.o.timer_period_ms, ref(), kTcTimer, {});
+      return;
+    default: FJORD_LOG_WARN("%s: ignored signal %u from node %u", name().c_str(), s.number(), s.sender_node);
+  }
+}
+
+// ---- schema ---------------------------------------------------------------------------
+
+void TcBlock::Impl::schema_install(const Signal& s, BlockContext& c) {
+  auto m = decode_schema_install(s);
+  FJORD_ASSERT_MSG(m.is_ok(), "DICT sent a malformed schema install");
+  if (m->table_id >= tables.size()) tables.resize(m->table_id + 1);
+  if (m->drop) {
+    tables[m->table_id].reset();
+  } else {
+    auto def = decode_table(m->table);
+    FJORD_ASSERT_MSG(def.is_ok(), "DICT sent an invalid table");
+    auto t = std::make_unique<TcTable>(std::move(def).value());
+    for (const IndexDef& index : t->def.indexes)
+      if (index.kind == IndexKind::kUnique) t->uniques.push_back({index.index_id, index.columns});
+    tables[m->table_id] = std::move(t);
+  }
+  send_out(c, s.sender_address(), SchemaInstallConf{m->install_id});
+}
+
+// ---- operations -------------------------------------------------------------------------
+
+void TcBlock::Impl::refuse(const Signal& s, const TcKeyReq& req, ErrorCode error, BlockContext& c) {
+  ++counters.refused_requests;
+  send_out(c, api_address(s.sender_node), TcKeyRef{req.api_conn, req.tx, req.op_index, error});
+}
+
+uint32_t TcBlock::Impl::new_op(uint32_t tx_ref, OpKind kind) {
+  const uint32_t ref = ops.allocate();
+  if (ref == kNoRecord) return kNoRecord;
+  Op& op = ops[ref];
+  Tx& tx = txs[tx_ref];
+  op.tx = tx_ref;
+  op.kind = kind;
+  op.next = tx.first_op;
+  tx.first_op = ref;
+  return ref;
+}
+
+bool TcBlock::Impl::route_key(const TcTable& t, std::span<const std::byte> key, uint32_t& partition, ErrorCode& error) {
+  auto encoded = encode_key_section(t.pk, key, key_buffer);
+  if (!encoded) {
+    error = ErrorCode::kBadRequest;
+    return false;
+  }
+  partition = partition_of(hash_key(key_buffer.data(), *encoded), t.def.partitions);
+  return true;
+}
+
+void TcBlock::Impl::send_lqh(uint32_t op_ref, const LqhKeyReq& req, BlockContext& c) {
+  Op& op = ops[op_ref];
+  Tx& tx = txs[op.tx];
+  op.ldm = ldm_of(req.partition);
+  op.table = req.table_id;
+  op.type = req.op;
+  op.lock = req.lock;
+  op.sent_ns = c.now_ns();
+  tx.ldm_touched |= uint64_t{1} << op.ldm;
+  if (holds_something(req.op, req.lock)) tx.ldm_held |= uint64_t{1} << op.ldm;
+  ++tx.outstanding;
+  ++counters.operations;
+  LqhKeyReq out = req;
+  out.tc_op = op_ref;
+  out.tx = tx.id;
+  send_out(c, ldm_address(c, op.ldm), out);
+}
+
+void TcBlock::Impl::tc_key_req(const Signal& s, BlockContext& c) {
+  auto decoded = decode_tc_key_req(s);
+  if (!decoded) {
+    FJORD_LOG_WARN("TC: refused a request from node %u: %s", s.sender_node, decoded.status().message().c_str());
+    TcKeyReq blank;
+    if (s.word_count() >= 3) blank = TcKeyReq{s.word(0), TxId::from(s.word(1), s.word(2))};
+    return refuse(s, blank, ErrorCode::kBadRequest, c);
+  }
+  const TcKeyReq& req = *decoded;
+  if (req.tx.api_node() != s.sender_node) return refuse(s, req, ErrorCode::kBadRequest, c);
+  uint32_t tx_ref = kNoRecord;
+  if (req.flags & kFlagStartTx) {
+    if (tx_by_id.find(req.tx.value, tx_ref)) return refuse(s, req, ErrorCode::kBadRequest, c);
+    if (c.pressure_to(s.sender_node) == transport::SendPressure::kOverload)
+      return refuse(s, req, ErrorCode::kOverload, c);
+    tx_ref = txs.allocate();
+    if (tx_ref == kNoRecord) return refuse(s, req, ErrorCode::kTooManyTransactions, c);
+    Tx& fresh = txs[tx_ref];
+    fresh.id = req.tx;
+    fresh.api_node = s.sender_node;
+    fresh.api_conn = req.api_conn;
+    tx_by_id.insert(req.tx.value, tx_ref);
+  } else if (!tx_by_id.find(req.tx.value, tx_ref)) {
+    return refuse(s, req, ErrorCode::kUnknownTransaction, c);
+  }
+  Tx& tx = txs[tx_ref];
+  tx.last_activity_ns = c.now_ns();
+  ++tx.batch_ops;
+  if (req.flags & kFlagExecute) {
+    tx.execute_pending = true;
+    tx.commit_requested = (req.flags & kFlagCommit) != 0;
+  }
+  if (tx.state == TxState::kAborting) {
+    // The batch already failed; its remaining operations are dropped and the
+    // abort answers when the batch's last operation has arrived.
+    if (tx.execute_pending && tx.confs_awaited == 0) abort_ready(tx_ref, c);
+    return;
+  }
+  if (tx.state != TxState::kActive) return;  // operations after commit: the API broke protocol
+  if ((req.flags & kFlagExecute) && req.batch_ops != tx.batch_ops)
+    return start_abort(tx_ref, ErrorCode::kBadRequest, req.op_index, c);
+  const TcTable* t = table(req.table_id);
+  if (!t) return start_abort(tx_ref, ErrorCode::kNoSuchTable, req.op_index, c);
+  if (t->def.version != req.table_version) return start_abort(tx_ref, ErrorCode::kSchemaVersion, req.op_index, c);
+
+  const uint32_t op_ref = new_op(tx_ref, (req.flags & kFlagViaUnique) ? OpKind::kUniqueLookup : OpKind::kUser);
+  if (op_ref == kNoRecord) return start_abort(tx_ref, ErrorCode::kTooManyOperations, req.op_index, c);
+  Op& op = ops[op_ref];
+  op.op_index = req.op_index;
+  LqhKeyReq lqh;
+  lqh.op = req.op;
+  lqh.lock = req.lock;
+  lqh.api_node = s.sender_node;
+  lqh.api_conn = req.api_conn;
+  lqh.op_index = req.op_index;
+  ErrorCode error = ErrorCode::kNone;
+  if (op.kind == OpKind::kUser) {
+    lqh.table_id = req.table_id;
+    lqh.table_version = req.table_version;
+    lqh.key = req.key;
+    lqh.values = req.values;
+    lqh.columns = req.columns;
+    if (!route_key(*t, req.key, lqh.partition, error)) return start_abort(tx_ref, error, req.op_index, c);
+    return send_lqh(op_ref, lqh, c);
+  }
+  // Read by unique key: first the hidden table (unique key -> primary key).
+  const TcTable::Unique* unique = nullptr;
+  for (const TcTable::Unique& u : t->uniques)
+    if (u.index_id == req.index_id) unique = &u;
+  const TcTable* hidden = unique ? table(unique->index_id) : nullptr;
+  if (!hidden) return start_abort(tx_ref, ErrorCode::kNoSuchIndex, req.op_index, c);
+  if (req.columns.size() / 2 > kMaxColumns) return start_abort(tx_ref, ErrorCode::kBadRequest, req.op_index, c);
+  op.base_table = req.table_id;
+  op.column_count = static_cast<uint16_t>(req.columns.size() / 2);
+  std::memcpy(op.columns.data(), req.columns.data(), req.columns.size());
+  // Re-address the key values to the hidden table's positions.
+  std::size_t at = 0;
+  ValueCursor cursor(req.key);
+  ValueEntry e;
+  while (cursor.next(e)) {
+    uint16_t position = UINT16_MAX;
+    for (std::size_t i = 0; i < unique->columns.size(); ++i)
+      if (unique->columns[i] == e.column) position = static_cast<uint16_t>(i);
+    if (position == UINT16_MAX) return start_abort(tx_ref, ErrorCode::kBadRequest, req.op_index, c);
+    if (e.is_null) return start_abort(tx_ref, ErrorCode::kNoSuchRow, req.op_index, c);  // NULLs are not indexed
+    at += put_value(std::span(section_a).subspan(at), position, false, e.bytes);
+  }
+  if (!cursor.error().is_ok()) return start_abort(tx_ref, ErrorCode::kBadRequest, req.op_index, c);
+  lqh.table_id = hidden->def.table_id;
+  lqh.table_version = hidden->def.version;
+  lqh.op = OpType::kRead;
+  lqh.result_to = ResultTo::kTc;
+  lqh.key = std::span(section_a).first(at);
+  if (!route_key(*hidden, lqh.key, lqh.partition, error)) return start_abort(tx_ref, error, req.op_index, c);
+  send_lqh(op_ref, lqh, c);
+}
+
+void TcBlock::Impl::unique_lookup_done(uint32_t op_ref, const LqhKeyConf& conf, BlockContext& c) {
+  Op& op = ops[op_ref];
+  const TcTable* base = table(op.base_table);
+  const TcTable* hidden = table(op.table);
+  if (!base || !hidden) return start_abort(op.tx, ErrorCode::kNoSuchTable, op.op_index, c);
+  // The hidden row: unique key columns, then the base primary key columns.
+  const std::size_t key_columns = hidden->def.primary_key.size();
+  std::size_t at = 0;
+  ValueCursor cursor(conf.data);
+  ValueEntry e;
+  while (cursor.next(e)) {
+    if (e.column < key_columns) continue;
+    const std::size_t k = e.column - key_columns;
+    if (k >= base->def.primary_key.size()) return start_abort(op.tx, ErrorCode::kBadRequest, op.op_index, c);
+    at += put_value(std::span(section_a).subspan(at), base->def.primary_key[k], e.is_null, e.bytes);
+  }
+  LqhKeyReq lqh;
+  lqh.table_id = base->def.table_id;
+  lqh.table_version = base->def.version;
+  lqh.op = OpType::kRead;
+  lqh.lock = op.lock;
+  lqh.api_node = txs[op.tx].api_node;
+  lqh.api_conn = txs[op.tx].api_conn;
+  lqh.op_index = op.op_index;
+  lqh.key = std::span(section_a).first(at);
+  lqh.columns = std::as_bytes(std::span(op.columns.data(), op.column_count));
+  ErrorCode error = ErrorCode::kNone;
+  if (!route_key(*base, lqh.key, lqh.partition, error)) return start_abort(op.tx, error, op.op_index, c);
+  const uint32_t read_ref = new_op(op.tx, OpKind::kUser);
+  if (read_ref == kNoRecord) return start_abort(op.tx, ErrorCode::kTooManyOperations, op.op_index, c);
+  ops[read_ref].op_index = op.op_index;
+  send_lqh(read_ref, lqh, c);
+}
+
+// A write on a table with unique indexes: delete the old hidden rows and
+// insert the new ones (LDM sent the unique and primary key columns before
+// and after the change).
+void TcBlock::Impl::maintain_unique(uint32_t tx_ref, const Op& op, const LqhKeyConf& conf, BlockContext& c) {
+  const TcTable* t = table(op.table);
+  if (!t) return;
+  for (const TcTable::Unique& u : t->uniques) {
+    const TcTable* hidden = table(u.index_id);
+    if (!hidden) continue;
+    // Build (unique key section, primary key section) for before and after.
+    auto collect = [&](std::span<const std::byte> values, std::vector<std::byte>& key_out, std::size_t& key_len,
+                       std::size_t& pk_len, bool& complete) {
+      key_len = pk_len = 0;
+      complete = !values.empty();
+      const std::size_t key_columns = u.columns.size();
+      for (std::size_t i = 0; i < key_columns && complete; ++i) {
+        ValueCursor cur(values);
+        ValueEntry e;
+        bool found = false;
+        while (cur.next(e))
+          if (e.column == u.columns[i]) {
+            found = !e.is_null;
+            key_len += put_value(std::span(key_out).subspan(key_len), static_cast<uint16_t>(i), false, e.bytes);
+          }
+        complete = found;
+      }
+      for (std::size_t k = 0; k < t->def.primary_key.size() && complete; ++k) {
+        ValueCursor cur(values);
+        ValueEntry e;
+        while (cur.next(e))
+          if (e.column == t->def.primary_key[k])
+            pk_len += put_value(std::span(key_out).subspan(key_len + pk_len), static_cast<uint16_t>(key_columns + k),
+                                false, e.bytes);
+      }
+    };
+    std::size_t before_key = 0, before_pk = 0, after_key = 0, after_pk = 0;
+    bool had = false, has = false;
+    collect(conf.unique_before, section_a, before_key, before_pk, had);
+    collect(conf.unique_after, section_b, after_key, after_pk, has);
+    const bool same =
+        had && has && before_key == after_key && std::memcmp(section_a.data(), section_b.data(), before_key) == 0;
+    if (same) continue;
+    auto issue = [&](OpType type, std::span<const std::byte> key, std::span<const std::byte> values) {
+      const uint32_t ref = new_op(tx_ref, OpKind::kUniqueMaintenance);
+      if (ref == kNoRecord) return start_abort(tx_ref, ErrorCode::kTooManyOperations, op.op_index, c);
+      ops[ref].op_index = op.op_index;
+      LqhKeyReq lqh;
+      lqh.table_id = hidden->def.table_id;
+      lqh.table_version = hidden->def.version;
+      lqh.op = type;
+      lqh.lock = LockMode::kExclusive;
+      lqh.result_to = ResultTo::kTc;
+      lqh.key = key;
+      lqh.values = values;
+      ErrorCode error = ErrorCode::kNone;
+      if (!route_key(*hidden, key, lqh.partition, error)) return start_abort(tx_ref, error, op.op_index, c);
+      send_lqh(ref, lqh, c);
+    };
+    if (had) issue(OpType::kDelete, std::span(section_a).first(before_key), {});
+    if (has && txs[tx_ref].state == TxState::kActive)
+      issue(OpType::kInsert, std::span(section_b).first(after_key), std::span(section_b).subspan(after_key, after_pk));
+  }
+}
+
+void TcBlock::Impl::lqh_key_conf(const Signal& s, BlockContext& c) {
+  auto conf = decode_lqh_key_conf(s);
+  FJORD_ASSERT_MSG(conf.is_ok(), "LDM sent a malformed LqhKeyConf");
+  if (!ops.valid(conf->tc_op)) return;  // a late answer for an operation already given up
+  Op& op = ops[conf->tc_op];
+  if (op.answered) return;
+  op.answered = true;
+  const uint32_t tx_ref = op.tx;
+  Tx& tx = txs[tx_ref];
+  if (tx.state == TxState::kActive) {
+    if (conf->data_sent_to_api) ++tx.data_messages;
+    if (op.kind == OpKind::kUniqueLookup)
+      unique_lookup_done(conf->tc_op, *conf, c);
+    else if (op.kind == OpKind::kUser && op.type != OpType::kRead)
+      maintain_unique(tx_ref, op, *conf, c);
+  }
+  op_done(tx_ref, c);
+}
+
+void TcBlock::Impl::lqh_key_ref(const Signal& s, BlockContext& c) {
+  auto ref = decode_lqh_key_ref(s);
+  FJORD_ASSERT_MSG(ref.is_ok(), "LDM sent a malformed LqhKeyRef");
+  if (!ops.valid(ref->tc_op)) return;
+  Op& op = ops[ref->tc_op];
+  if (op.answered) return;
+  op.answered = true;
+  const uint32_t tx_ref = op.tx;
+  ErrorCode error = ref->error;
+  if (op.kind == OpKind::kUniqueMaintenance && error == ErrorCode::kDuplicateKey)
+    error = ErrorCode::kDuplicateUniqueKey;
+  if (op.kind == OpKind::kUniqueMaintenance && error == ErrorCode::kNoSuchRow) {
+    // The hidden row was already gone (a NULL-keyed row): nothing to delete.
+    return op_done(tx_ref, c);
+  }
+  --txs[tx_ref].outstanding;
+  start_abort(tx_ref, error, op.op_index, c);
+}
+
+void TcBlock::Impl::op_done(uint32_t tx_ref, BlockContext& c) {
+  Tx& tx = txs[tx_ref];
+  FJORD_ASSERT(tx.outstanding > 0);
+  --tx.outstanding;
+  if (tx.state != TxState::kActive || !tx.execute_pending || tx.outstanding > 0) return;
+  if (tx.commit_requested) return start_commit(tx_ref, c);
+  send_out(c, api_address(tx.api_node), TcKeyConf{tx.api_conn, tx.id, tx.batch_ops, tx.data_messages, false});
+  tx.batch_ops = tx.data_messages = 0;
+  tx.execute_pending = false;
+  tx.last_activity_ns = c.now_ns();
+}
+
+// ---- commit and abort --------------------------------------------------------------------
+
+void TcBlock::Impl::start_commit(uint32_t tx_ref, BlockContext& c) {
+  Tx& tx = txs[tx_ref];
+  tx.state = TxState::kCommitting;
+  tx.confs_awaited = static_cast<uint32_t>(std::popcount(tx.ldm_held));
+  for (uint16_t ldm = 0; ldm < o.ldm_instances; ++ldm)
+    if (tx.ldm_held & (uint64_t{1} << ldm)) {
+      const SignalOut out = encode(gsn::kLqhCommitReq, LqhTxReq{tx.id, o.instance});
+      c.send(ldm_address(c, ldm), out.number, out.data());
+    }
+  if (tx.confs_awaited == 0) finish_tx(tx_ref, c);
+}
+
+void TcBlock::Impl::start_abort(uint32_t tx_ref, ErrorCode error, uint32_t op_index, BlockContext& c) {
+  Tx& tx = txs[tx_ref];
+  if (tx.state == TxState::kAborting) return;  // the first error is the one reported
+  tx.state = TxState::kAborting;
+  tx.error = error;
+  tx.error_op = op_index;
+  // Every LDM that got an operation, so queued lock waits are removed too.
+  tx.confs_awaited = static_cast<uint32_t>(std::popcount(tx.ldm_touched));
+  for (uint16_t ldm = 0; ldm < o.ldm_instances; ++ldm)
+    if (tx.ldm_touched & (uint64_t{1} << ldm)) {
+      const SignalOut out = encode(gsn::kLqhAbortReq, LqhTxReq{tx.id, o.instance});
+      c.send(ldm_address(c, ldm), out.number, out.data());
+    }
+  if (tx.confs_awaited == 0) abort_ready(tx_ref, c);
+}
+
+void TcBlock::Impl::tx_conf(const Signal& s, BlockContext& c) {
+  auto conf = decode_lqh_tx_conf(s);
+  FJORD_ASSERT_MSG(conf.is_ok(), "LDM sent a malformed commit/abort confirmation");
+  uint32_t tx_ref;
+  if (!tx_by_id.find(conf->tx.value, tx_ref)) return;
+  Tx& tx = txs[tx_ref];
+  FJORD_ASSERT(tx.confs_awaited > 0);
+  if (--tx.confs_awaited > 0) return;
+  if (tx.state == TxState::kCommitting)
+    finish_tx(tx_ref, c);
+  else if (tx.state == TxState::kAborting)
+    abort_ready(tx_ref, c);
+}
+
+// Every LDM released the transaction. Answer once the API's batch is complete.
+void TcBlock::Impl::abort_ready(uint32_t tx_ref, BlockContext& c) {
+  Tx& tx = txs[tx_ref];
+  const bool batch_in_flight = tx.batch_ops > 0 && !tx.execute_pending && !tx.silent;
+  if (batch_in_flight) return;  // the rest of the batch is still arriving
+  ++counters.transactions_aborted;
+  if (!tx.silent) {
+    if (tx.reply_rollback)
+      send_out(c, api_address(tx.api_node), TcTxMessage{gsn::kTcRollbackConf, tx.api_conn, tx.id});
+    else if (tx.batch_ops > 0)
+      send_out(c, api_address(tx.api_node), TcKeyRef{tx.api_conn, tx.id, tx.error_op, tx.error});
+    else
+      send_out(c, api_address(tx.api_node), TcAbortRep{tx.api_conn, tx.id, tx.error});
+  }
+  free_tx(tx_ref);
+}
+
+void TcBlock::Impl::finish_tx(uint32_t tx_ref, BlockContext& c) {
+  Tx& tx = txs[tx_ref];
+  ++counters.transactions_committed;
+  send_out(c, api_address(tx.api_node), TcKeyConf{tx.api_conn, tx.id, tx.batch_ops, tx.data_messages, true});
+  free_tx(tx_ref);
+}
+
+void TcBlock::Impl::free_tx(uint32_t tx_ref) {
+  Tx& tx = txs[tx_ref];
+  for (uint32_t op = tx.first_op; op != kNoRecord;) {
+    const uint32_t next = ops[op].next;
+    ops.release(op);
+    op = next;
+  }
+  tx_by_id.erase(tx.id.value);
+  txs.release(tx_ref);
+}
+
+void TcBlock::Impl::rollback_req(const Signal& s, BlockContext& c) {
+  auto m = decode_tc_tx_message(s);
+  if (!m || m->tx.api_node() != s.sender_node) {
+    FJORD_LOG_WARN("TC: refused a commit/rollback from node %u", s.sender_node);
+    return;
+  }
+  uint32_t tx_ref;
+  if (!tx_by_id.find(m->tx.value, tx_ref)) {
+    // Unknown: already gone. A rollback succeeds trivially; a commit cannot.
+    if (m->number == gsn::kTcRollbackReq)
+      send_out(c, api_address(s.sender_node), TcTxMessage{gsn::kTcRollbackConf, m->api_conn, m->tx});
+    else
+      send_out(c, api_address(s.sender_node), TcKeyRef{m->api_conn, m->tx, UINT32_MAX, ErrorCode::kUnknownTransaction});
+    return;
+  }
+  Tx& tx = txs[tx_ref];
+  tx.last_activity_ns = c.now_ns();
+  if (tx.state != TxState::kActive || tx.outstanding > 0) return;  // API broke protocol; ignore
+  if (m->number == gsn::kTcCommitReq) return start_commit(tx_ref, c);
+  tx.reply_rollback = true;
+  tx.batch_ops = 0;
+  start_abort(tx_ref, ErrorCode::kNone, UINT32_MAX, c);
+}
+
+// ---- failures and timeouts -------------------------------------------------------------------
+
+void TcBlock::Impl::node_disconnected(NodeId node, BlockContext& c) {
+  for (uint32_t i = 0; i < txs.capacity(); ++i) {
+    const uint32_t ref = txs.ref_at(i);
+    if (ref == kNoRecord || txs[ref].api_node != node) continue;
+    txs[ref].silent = true;
+    if (txs[ref].state == TxState::kAborting) {
+      if (txs[ref].confs_awaited == 0) abort_ready(ref, c);
+    } else if (txs[ref].state == TxState::kActive) {
+      start_abort(ref, ErrorCode::kNodeFailure, UINT32_MAX, c);
+    }
+    // Committing transactions finish: their locks go with the commit.
+  }
+  scans_of_node_gone(node, c);
+}
+
+void TcBlock::Impl::timer(BlockContext& c) {
+  const uint64_t now = c.now_ns();
+  const uint64_t deadlock_ns = uint64_t{o.deadlock_timeout_ms} * 1'000'000;
+  const uint64_t inactive_ns = uint64_t{o.inactive_timeout_ms} * 1'000'000;
+  for (uint32_t i = 0; i < txs.capacity(); ++i) {
+    const uint32_t ref = txs.ref_at(i);
+    if (ref == kNoRecord || txs[ref].state != TxState::kActive) continue;
+    Tx& tx = txs[ref];
+    if (tx.outstanding > 0) {
+      for (uint32_t op = tx.first_op; op != kNoRecord; op = ops[op].next) {
+        if (ops[op].answered || now - ops[op].sent_ns < deadlock_ns) continue;
+        ++counters.deadlock_aborts;
+        FJORD_LOG_INFO("TC(%u): transaction %llx waited %llu ms for operation %u: aborting (deadlock timeout)",
+                       o.instance, static_cast<unsigned long long>(tx.id.value),
+                       static_cast<unsigned long long>((now - ops[op].sent_ns) / 1'000'000), ops[op].op_index);
+        start_abort(ref, ErrorCode::kDeadlockTimeout, ops[op].op_index, c);
+        break;
+      }
+    } else if (inactive_ns > 0 && tx.batch_ops == 0 && now - tx.last_activity_ns > inactive_ns) {
+      ++counters.inactive_aborts;
+      start_abort(ref, ErrorCode::kInactiveTimeout, UINT32_MAX, c);
+    }
+  }
+}
+
+}  // namespace fjord::engine

@@ -1,0 +1,137 @@
+// TcBlock's state and helpers (internal header shared by tc.cpp and
+// tc_scan.cpp).
+#pragma once
+
+#include <array>
+#include <memory>
+#include <vector>
+
+#include "fjord/engine/blocks/tc.h"
+#include "pools.h"
+
+namespace fjord::engine {
+
+struct TcTable {
+  explicit TcTable(TableDef d) : def(std::move(d)), pk(KeyCodec::for_primary_key(def)) {}
+  TableDef def;
+  KeyCodec pk;
+  struct Unique {
+    uint32_t index_id = 0;          // = the hidden table's id
+    std::vector<uint16_t> columns;  // base table positions of the unique key
+  };
+  std::vector<Unique> uniques;
+};
+
+enum class TxState : uint8_t { kActive, kCommitting, kAborting };
+
+struct Tx {
+  protocol::TxId id;
+  NodeId api_node = kNoNode;
+  uint32_t api_conn = 0;
+  TxState state = TxState::kActive;
+  uint32_t first_op = kNoRecord;  // singly linked through Op::next
+  uint32_t outstanding = 0;       // operations sent to LDM and not answered
+  uint32_t batch_ops = 0;         // API operations received in this execute() batch
+  uint32_t data_messages = 0;     // KeyData the API gets for this batch
+  bool execute_pending = false;   // the batch's last operation has arrived
+  bool commit_requested = false;
+  uint64_t ldm_touched = 0;                                // LDM instances that received operations
+  uint64_t ldm_held = 0;                                   // ... that hold locks or pending changes for us
+  uint32_t confs_awaited = 0;                              // commit or abort confirmations
+  protocol::ErrorCode error = protocol::ErrorCode::kNone;  // why it aborts
+  uint32_t error_op = UINT32_MAX;
+  bool reply_rollback = false;  // the API asked for the rollback (TcRollbackConf)
+  bool silent = false;          // abort without telling the API (it is gone)
+  uint64_t last_activity_ns = 0;
+};
+
+enum class OpKind : uint8_t { kUser, kUniqueLookup, kUniqueMaintenance };
+
+struct Op {
+  uint32_t tx = kNoRecord;
+  uint32_t next = kNoRecord;
+  OpKind kind = OpKind::kUser;
+  protocol::OpType type = protocol::OpType::kRead;
+  protocol::LockMode lock = protocol::LockMode::kCommitted;
+  bool answered = false;
+  uint16_t ldm = 0;
+  uint32_t op_index = 0;
+  uint32_t table = 0;
+  uint64_t sent_ns = 0;
+  // kUniqueLookup: what the base read will ask for.
+  uint32_t base_table = 0;
+  uint16_t column_count = 0;
+  std::array<uint16_t, kMaxColumns> columns{};
+};
+
+struct ScanPartition {
+  bool finished = false;
+  bool awaiting = false;
+};
+
+struct Scan {
+  NodeId api_node = kNoNode;
+  uint32_t api_conn = 0;
+  uint32_t scan_id = 0;
+  uint32_t table = 0;
+  uint32_t partitions = 0;
+  uint32_t awaiting = 0;  // partitions that owe a ScanFragConf this round
+  uint32_t active = 0;    // partitions not finished
+  uint32_t rows = 0;      // rows sent in this round
+  uint32_t messages = 0;
+  bool closing = false;
+  bool failed = false;
+  protocol::ErrorCode error = protocol::ErrorCode::kNone;
+  std::array<ScanPartition, kMaxPartitions> parts{};
+};
+
+struct TcBlock::Impl {
+  Impl(const TcOptions& options, TcCounters& counters);
+
+  TcOptions o;
+  TcCounters& counters;
+  std::vector<std::unique_ptr<TcTable>> tables;  // by table id
+  RecordPool<Tx> txs;
+  IdMap tx_by_id;
+  RecordPool<Op> ops;
+  RecordPool<Scan> scans;
+  std::vector<std::byte> key_buffer;            // kMaxKeyBytes
+  std::vector<std::byte> section_a, section_b;  // scratch sections
+
+  const TcTable* table(uint32_t id) const { return id < tables.size() ? tables[id].get() : nullptr; }
+  uint16_t ldm_of(uint32_t partition) const { return static_cast<uint16_t>(partition % o.ldm_instances); }
+
+  // tc.cpp
+  void schema_install(const Signal& s, BlockContext& c);
+  void tc_key_req(const Signal& s, BlockContext& c);
+  void lqh_key_conf(const Signal& s, BlockContext& c);
+  void lqh_key_ref(const Signal& s, BlockContext& c);
+  void tx_conf(const Signal& s, BlockContext& c);
+  void rollback_req(const Signal& s, BlockContext& c);
+  void node_disconnected(NodeId node, BlockContext& c);
+  void timer(BlockContext& c);
+
+  // tc_scan.cpp
+  void scan_req(const Signal& s, BlockContext& c);
+  void scan_next(const Signal& s, BlockContext& c);
+  void scan_frag_conf(const Signal& s, BlockContext& c);
+  void scan_frag_ref(const Signal& s, BlockContext& c);
+  void scan_round_done(uint32_t ref, BlockContext& c);
+  void scans_of_node_gone(NodeId node, BlockContext& c);
+
+ private:
+  uint32_t new_op(uint32_t tx_ref, OpKind kind);
+  void send_lqh(uint32_t op_ref, const protocol::LqhKeyReq& req, BlockContext& c);
+  bool route_key(const TcTable& t, std::span<const std::byte> key, uint32_t& partition, protocol::ErrorCode& error);
+  void refuse(const Signal& s, const protocol::TcKeyReq& req, protocol::ErrorCode error, BlockContext& c);
+  void unique_lookup_done(uint32_t op_ref, const protocol::LqhKeyConf& conf, BlockContext& c);
+  void maintain_unique(uint32_t tx_ref, const Op& op, const protocol::LqhKeyConf& conf, BlockContext& c);
+  void op_done(uint32_t tx_ref, BlockContext& c);
+  void start_commit(uint32_t tx_ref, BlockContext& c);
+  void start_abort(uint32_t tx_ref, protocol::ErrorCode error, uint32_t op_index, BlockContext& c);
+  void abort_ready(uint32_t tx_ref, BlockContext& c);
+  void finish_tx(uint32_t tx_ref, BlockContext& c);
+  void free_tx(uint32_t tx_ref);
+};
+
+}  // namespace fjord::engine

@@ -1,0 +1,310 @@
+// The data node's connection thread: accepts links, connects to the data
+// nodes it is a client of, serves the control socket (fjord-stats) and logs
+// statistics periodically when asked. Slow path.
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <sstream>
+
+#include "fjord/base/clock.h"
+#include "fjord/base/log.h"
+#include "fjord/engine/storage/page_pool.h"
+#include "node_internal.h"
+
+namespace fjord::engine {
+namespace {
+
+constexpr uint32_t kControlTag = UINT32_MAX;
+constexpr uint32_t kWakeTag = UINT32_MAX - 1;
+
+// "@name" is an abstract Unix socket (nothing in the filesystem).
+socklen_t unix_address(const std::string& name, sockaddr_un& addr) {
+  addr = {};
+  addr.sun_family = AF_UNIX;
+  const bool abstract = !name.empty() && name[0] == '@';
+  const std::string path = abstract ? name.substr(1) : name;
+  const std::size_t n = std::min(path.size(), sizeof(addr.sun_path) - 2);
+  std::memcpy(addr.sun_path + (abstract ? 1 : 0), path.data(), n);
+  return static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + (abstract ? 1 : 0) + n);
+}
+
+std::string percent(uint64_t part, uint64_t whole) {
+  if (whole == 0) return "0.0%";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f%%", 100.0 * static_cast<double>(part) / static_cast<double>(whole));
+  return buf;
+}
+
+std::string json_escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+}  // namespace
+
+Status DataNode::Impl::open_listeners() {
+  epoll_fd.reset(::epoll_create1(EPOLL_CLOEXEC));
+  wake_fd.reset(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  if (!epoll_fd.valid() || !wake_fd.valid()) return io_error("epoll/eventfd", errno);
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u32 = kWakeTag;
+  ::epoll_ctl(epoll_fd.get(), EPOLL_CTL_ADD, wake_fd.get(), &ev);
+  for (transport::TransporterFactory* factory : options.registry->all()) {
+    bool serves = false;
+    for (const transport::LinkConfig* link : cluster.links.links_of(self))
+      serves |= link->type == factory->name() && link->server_node == self;
+    if (!serves) continue;
+    if (Status s = factory->probe(); !s)
+      return Status(s.code(), "node " + std::to_string(self) + " serves " + std::string(factory->name()) +
+                                  " links, but " + s.message());
+    auto listener = factory->listen(self, cluster.links);
+    if (!listener) return listener.status();
+    ev.data.u32 = static_cast<uint32_t>(listeners.size());
+    if (::epoll_ctl(epoll_fd.get(), EPOLL_CTL_ADD, (*listener)->fd(), &ev) != 0) return io_error("epoll_ctl", errno);
+    FJORD_LOG_INFO("node %u: accepting %s links on %s", self, std::string(factory->name()).c_str(),
+                   (*listener)->endpoint().c_str());
+    listeners.push_back(std::move(listener).value());
+  }
+  return Status::ok();
+}
+
+Status DataNode::Impl::open_control() {
+  control_fd.reset(::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  if (!control_fd.valid()) return io_error("control socket", errno);
+  sockaddr_un addr;
+  const socklen_t len = unix_address(control_name, addr);
+  if (control_name[0] != '@') ::unlink(control_name.c_str());
+  if (::bind(control_fd.get(), reinterpret_cast<sockaddr*>(&addr), len) != 0 || ::listen(control_fd.get(), 8) != 0)
+    return io_error("control socket " + control_name + " (is another node with this id running?)", errno);
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u32 = kControlTag;
+  ::epoll_ctl(epoll_fd.get(), EPOLL_CTL_ADD, control_fd.get(), &ev);
+  stats_interval_s = static_cast<uint32_t>(node->params.get_uint("StatsLogInterval"));
+  return Status::ok();
+}
+
+void DataNode::Impl::wake() {
+  const uint64_t one = 1;
+  if (wake_fd.valid()) [[maybe_unused]]
+    ssize_t n = ::write(wake_fd.get(), &one, sizeof one);
+}
+
+void DataNode::Impl::connection_loop() {
+  uint64_t next_stats_ns = 0, next_connect_ns = 0;
+  while (!stopping.load()) {
+    epoll_event events[8];
+    const int n = ::epoll_wait(epoll_fd.get(), events, 8, 200);
+    for (int i = 0; i < n; ++i) {
+      const uint32_t tag = events[i].data.u32;
+      if (tag == kWakeTag) {
+        uint64_t drained;
+        [[maybe_unused]] ssize_t r = ::read(wake_fd.get(), &drained, sizeof drained);
+      } else if (tag == kControlTag) {
+        serve_control();
+      } else if (tag < listeners.size()) {
+        accept_on(*listeners[tag]);
+      }
+    }
+    connect_to_servers(next_connect_ns);
+    const uint32_t interval = stats_interval_s.load();
+    const uint64_t now = monotonic_ns();
+    if (interval > 0 && now >= next_stats_ns) {
+      if (next_stats_ns != 0) {
+        std::istringstream lines(stats_text());
+        for (std::string line; std::getline(lines, line);) FJORD_LOG_INFO("%s", line.c_str());
+      }
+      next_stats_ns = now + uint64_t{interval} * 1'000'000'000ULL;
+    }
+  }
+  for (auto& l : listeners) ::epoll_ctl(epoll_fd.get(), EPOLL_CTL_DEL, l->fd(), nullptr);
+  listeners.clear();
+  if (control_name[0] != '@') ::unlink(control_name.c_str());
+}
+
+void DataNode::Impl::accept_on(transport::Listener& listener) {
+  auto t = listener.accept(monotonic_ns() + 5'000'000'000ULL);
+  if (!t) {
+    if (t.status().code() != StatusCode::kTimeout)
+      FJORD_LOG_WARN("node %u: %s", self, t.status().message().c_str());  // rejections name their reason
+    return;
+  }
+  const NodeId peer = (*t)->remote_node();
+  if (Status s = runtime->attach_link(std::move(t).value()); !s)
+    FJORD_LOG_WARN("node %u: dropped a second connection from node %u: %s", self, peer, s.message().c_str());
+}
+
+// Data node <-> data node links where this node is the client.
+void DataNode::Impl::connect_to_servers(uint64_t& next_try_ns) {
+  const uint64_t now = monotonic_ns();
+  if (now < next_try_ns) return;
+  next_try_ns = now + 1'000'000'000ULL;
+  for (const transport::LinkConfig* link : cluster.links.links_of(self)) {
+    const NodeId peer = link->peer_of(self);
+    const NodeDef* other = cluster.node(peer);
+    if (link->server_node == self || !other || other->kind != NodeKind::kData || runtime->link_up(peer)) continue;
+    transport::TransporterFactory* f = options.registry->find(link->type);
+    if (!f) continue;
+    auto t = f->connect(self, *link, now + 1'000'000'000ULL);
+    if (t) (void)runtime->attach_link(std::move(t).value());
+  }
+}
+
+void DataNode::Impl::serve_control() {
+  UniqueFd conn(::accept4(control_fd.get(), nullptr, nullptr, SOCK_CLOEXEC));
+  if (!conn.valid()) return;
+  ucred cred{};
+  socklen_t cred_len = sizeof cred;
+  if (::getsockopt(conn.get(), SOL_SOCKET, SO_PEERCRED, &cred, &cred_len) != 0 ||
+      (cred.uid != ::getuid() && cred.uid != 0)) {
+    FJORD_LOG_WARN("node %u: control request from uid %u refused (the node runs as uid %u)", self, cred.uid,
+                   ::getuid());
+    return;
+  }
+  timeval tv{2, 0};
+  ::setsockopt(conn.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  char buf[256];
+  const ssize_t got = ::recv(conn.get(), buf, sizeof buf - 1, 0);
+  if (got <= 0) return;
+  std::string command(buf, static_cast<std::size_t>(got));
+  while (!command.empty() && (command.back() == '\n' || command.back() == '\r')) command.pop_back();
+  std::string reply;
+  if (command == "stats")
+    reply = stats_text();
+  else if (command == "stats json")
+    reply = stats_json() + "\n";
+  else if (command == "layout")
+    reply = layout_text();
+  else if (command == "ping")
+    reply = "pong " + std::to_string(self) + "\n";
+  else if (command.rfind("log-stats ", 0) == 0) {
+    const std::string arg = command.substr(10);
+    char* end = nullptr;
+    const unsigned long seconds = std::strtoul(arg.c_str(), &end, 10);
+    if (arg.empty() || *end != '\0' || seconds > 86400) {
+      reply = "error: log-stats takes seconds in 0..86400, got '" + arg + "'\n";
+    } else {
+      stats_interval_s = static_cast<uint32_t>(seconds);
+      wake();
+      reply = seconds == 0 ? "statistics logging off\n" : "statistics logged every " + std::to_string(seconds) + " s\n";
+    }
+  } else {
+    reply = "error: unknown command '" + command + "'; commands: stats, stats json, layout, log-stats SECONDS, ping\n";
+  }
+  std::size_t sent = 0;
+  while (sent < reply.size()) {
+    const ssize_t n = ::send(conn.get(), reply.data() + sent, reply.size() - sent, MSG_NOSIGNAL);
+    if (n <= 0) break;
+    sent += static_cast<std::size_t>(n);
+  }
+}
+
+std::string DataNode::Impl::layout_text() const {
+  std::string out = "node " + std::to_string(self) + " thread layout (" + layout.source + "):\n";
+  out += runtime->describe_threads();
+  return out;
+}
+
+std::string DataNode::Impl::stats_text() const {
+  std::string out;
+  for (const ThreadStats& t : runtime->thread_stats()) {
+    const uint64_t total = t.busy_ns + t.spin_ns + t.sleep_ns;
+    char mean[32];
+    std::snprintf(mean, sizeof mean, "%.2f", t.mean_signals_per_loop);
+    out += "node " + std::to_string(self) + " thread " + t.name + ": loops " + std::to_string(t.loops) + ", signals " +
+           std::to_string(t.signals) + ", mean signals per loop " + mean + ", busy " + percent(t.busy_ns, total) +
+           ", spin " + percent(t.spin_ns, total) + ", sleep " + percent(t.sleep_ns, total) + ", job buffer fill " +
+           std::to_string(t.job_buffer_fill_percent) + "%, spills " + std::to_string(t.spill_events) +
+           ", congestion stops " + std::to_string(t.congestion_stops) + "\n";
+  }
+  for (const LinkStatsView& l : runtime->link_stats()) {
+    const transport::LinkStats& s = l.stats;
+    out += "node " + std::to_string(self) + " link to node " + std::to_string(l.node) + " (" + l.type + "): sent " +
+           std::to_string(s.bytes_sent) + " bytes in " + std::to_string(s.frames_sent) + " signals, mean send size " +
+           std::to_string(s.mean_send_bytes) + " bytes (last 4096 sends), received " +
+           std::to_string(s.bytes_received) + " bytes in " + std::to_string(s.frames_received) +
+           " signals, mean receive size " + std::to_string(s.mean_receive_bytes) + " bytes, slowdowns " +
+           std::to_string(s.slowdown_count) + ", overloads " + std::to_string(s.overload_count) + ", send pressure " +
+           l.pressure + "\n";
+  }
+  if (pool)
+    out += "node " + std::to_string(self) + " DataMemory: " + std::to_string(pool->pages_in_use()) + " of " +
+           std::to_string(pool->capacity_pages()) + " pages in use\n";
+  return out;
+}
+
+std::string DataNode::Impl::stats_json() const {
+  std::string out = "{\"node\":" + std::to_string(self) + ",\"threads\":[";
+  bool first = true;
+  for (const ThreadStats& t : runtime->thread_stats()) {
+    char mean[32];
+    std::snprintf(mean, sizeof mean, "%.3f", t.mean_signals_per_loop);
+    out += std::string(first ? "" : ",") + "{\"name\":\"" + json_escape(t.name) +
+           "\",\"loops\":" + std::to_string(t.loops) + ",\"signals\":" + std::to_string(t.signals) +
+           ",\"mean_signals_per_loop\":" + mean + ",\"busy_ns\":" + std::to_string(t.busy_ns) +
+           ",\"spin_ns\":" + std::to_string(t.spin_ns) + ",\"sleep_ns\":" + std::to_string(t.sleep_ns) +
+           ",\"job_buffer_fill_percent\":" + std::to_string(t.job_buffer_fill_percent) +
+           ",\"spill_events\":" + std::to_string(t.spill_events) +
+           ",\"congestion_stops\":" + std::to_string(t.congestion_stops) + "}";
+    first = false;
+  }
+  out += "],\"links\":[";
+  first = true;
+  for (const LinkStatsView& l : runtime->link_stats()) {
+    const transport::LinkStats& s = l.stats;
+    out += std::string(first ? "" : ",") + "{\"node\":" + std::to_string(l.node) + ",\"type\":\"" +
+           json_escape(l.type) + "\",\"bytes_sent\":" + std::to_string(s.bytes_sent) +
+           ",\"frames_sent\":" + std::to_string(s.frames_sent) +
+           ",\"mean_send_bytes\":" + std::to_string(s.mean_send_bytes) +
+           ",\"bytes_received\":" + std::to_string(s.bytes_received) +
+           ",\"frames_received\":" + std::to_string(s.frames_received) +
+           ",\"mean_receive_bytes\":" + std::to_string(s.mean_receive_bytes) +
+           ",\"slowdowns\":" + std::to_string(s.slowdown_count) + ",\"overloads\":" + std::to_string(s.overload_count) +
+           ",\"pressure\":\"" + l.pressure + "\"}";
+    first = false;
+  }
+  out += "]";
+  if (pool)
+    out += ",\"data_memory\":{\"pages_in_use\":" + std::to_string(pool->pages_in_use()) +
+           ",\"pages\":" + std::to_string(pool->capacity_pages()) + "}";
+  out += "}";
+  return out;
+}
+
+Result<std::string> control_request(const std::string& socket_name, const std::string& command, uint32_t timeout_ms) {
+  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd.valid()) return io_error("socket", errno);
+  timeval tv{static_cast<time_t>(timeout_ms / 1000), static_cast<suseconds_t>(timeout_ms % 1000 * 1000)};
+  ::setsockopt(fd.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  sockaddr_un addr;
+  const socklen_t len = unix_address(socket_name, addr);
+  if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), len) != 0)
+    return Status(StatusCode::kUnavailable, "no data node answers on " + socket_name + ": " + std::strerror(errno));
+  const std::string line = command + "\n";
+  if (::send(fd.get(), line.data(), line.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(line.size()))
+    return io_error("send to " + socket_name, errno);
+  std::string reply;
+  char buf[4096];
+  for (;;) {
+    const ssize_t n = ::recv(fd.get(), buf, sizeof buf, 0);
+    if (n > 0)
+      reply.append(buf, static_cast<std::size_t>(n));
+    else if (n == 0)
+      break;
+    else
+      return Status(StatusCode::kTimeout, "no reply from " + socket_name);
+  }
+  return reply;
+}
+
+}  // namespace fjord::engine

@@ -1,0 +1,171 @@
+// DataNode: assembly of config, layout, runtime, blocks and links.
+#include "fjord/engine/data_node.h"
+
+#include <sys/epoll.h>
+
+#include <atomic>
+#include <mutex>
+#include <thread>
+
+#include "fjord/base/clock.h"
+#include "fjord/base/fd.h"
+#include "fjord/base/log.h"
+#include "fjord/engine/blocks/dict.h"
+#include "fjord/engine/blocks/tc.h"
+#include "fjord/engine/thread_config.h"
+#include "node_internal.h"
+
+namespace fjord::engine {
+
+DataNode::DataNode(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+DataNode::~DataNode() { stop(); }
+
+NodeId DataNode::id() const { return impl_->self; }
+const ClusterConfig& DataNode::config() const { return impl_->cluster; }
+std::string DataNode::control_socket() const { return impl_->control_name; }
+std::string DataNode::layout_text() const { return impl_->layout_text(); }
+std::string DataNode::stats_text() const { return impl_->stats_text(); }
+std::string DataNode::stats_json() const { return impl_->stats_json(); }
+
+Status DataNode::health() const {
+  std::lock_guard lock(impl_->health_mutex);
+  return impl_->health;
+}
+
+namespace {
+
+Status invalid(const std::string& m) { return Status(StatusCode::kInvalidArgument, m); }
+
+// The threads to run: from ThreadConfig (option, else file), else
+// MaxNoOfExecutionThreads, else the machine; or one thread in single mode.
+Result<ThreadLayout> choose_layout(const DataNodeOptions& o, const NodeDef& node, bool single) {
+  const std::string& text = !o.thread_config.empty() ? o.thread_config : node.params.get_string("ThreadConfig");
+  const std::string origin = !o.thread_config.empty() ? "--thread-config" : node.origin;
+  auto layout = select_thread_layout(text, static_cast<uint32_t>(node.params.get_uint("MaxNoOfExecutionThreads")));
+  if (!layout) return Status(layout.status().code(), origin + ": " + layout.status().message());
+  auto machine = detect_machine_topology();
+  if (machine)
+    if (Status s = validate_placement(*layout, *machine); !s) return Status(s.code(), origin + ": " + s.message());
+  const auto spin = static_cast<uint32_t>(node.params.get_uint("SchedulerSpinTimer"));
+  const bool realtime = node.params.get_bool("RealtimeScheduler");
+  for (ThreadSpec& t : layout->threads) {
+    if (t.spintime_us == 0) t.spintime_us = spin;  // NDB: SchedulerSpinTimer is the default
+    t.realtime = t.realtime || realtime;
+  }
+  if (single) {
+    // NDB's ndbd: one thread. It keeps the first LDM thread's placement.
+    ThreadSpec one = layout->threads.front();
+    for (const ThreadSpec& t : layout->threads)
+      if (t.type == ThreadType::kLdm) {
+        one = t;
+        break;
+      }
+    one.type = ThreadType::kMain;
+    one.instance = 0;
+    layout->threads = {one};
+    layout->source += " (single-threaded: one thread receives, executes and sends)";
+  }
+  return layout;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<DataNode>> DataNode::create(const DataNodeOptions& o) {
+  if (!o.registry) return invalid("DataNodeOptions.registry is required");
+  auto file = !o.config_path.empty() ? config::read_file(o.config_path) : config::parse_text(o.config_text, "<config>");
+  if (!file) return file.status();
+  auto cluster = load_cluster_config(*file, *o.registry);
+  if (!cluster) return cluster.status();
+  const NodeDef* node = cluster->node(o.node_id);
+  if (!node)
+    return Status(StatusCode::kNotFound, "node id " + std::to_string(o.node_id) + " is not in " + cluster->path);
+  if (node->kind != NodeKind::kData)
+    return invalid("node " + std::to_string(o.node_id) + " is an " + node_kind_name(node->kind) + " node in " +
+                   cluster->path + ", not a data node ([ndbd])");
+  auto impl = std::make_unique<Impl>();
+  impl->options = o;
+  impl->self = o.node_id;
+  impl->cluster = std::move(cluster).value();
+  impl->node = impl->cluster.node(o.node_id);
+  impl->single = o.single_threaded.value_or(impl->node->params.get_bool("SingleThreaded"));
+  auto layout = choose_layout(o, *impl->node, impl->single);
+  if (!layout) return layout.status();
+  impl->layout = std::move(layout).value();
+  const std::string& control =
+      !o.control_socket.empty() ? o.control_socket : impl->node->params.get_string("ControlSocket");
+  impl->control_name = control.empty() ? "@fjord-node-" + std::to_string(o.node_id) : control;
+  if (Status s = impl->build_runtime(); !s) return s;
+  return std::unique_ptr<DataNode>(new DataNode(std::move(impl)));
+}
+
+Status DataNode::Impl::build_runtime() {
+  RuntimeOptions ro;
+  ro.self = self;
+  ro.threads = layout.threads;
+  ro.single_threaded = single;
+  ro.job_buffer_bytes = node->params.get_uint("JobBufferMemory");
+  ro.watchdog_ms = static_cast<uint32_t>(node->params.get_uint("TimeBetweenWatchDogCheck"));
+  ro.on_link_down = [](std::unique_ptr<transport::Transporter>) {
+    // The link is out of every runtime structure: letting it go here closes
+    // it. API nodes reconnect on their own.
+  };
+  auto rt = Runtime::create(ro);
+  if (!rt) return rt.status();
+  runtime = std::move(rt).value();
+  ldm_count = single ? 1 : std::max<uint32_t>(1, layout.count(ThreadType::kLdm));
+  tc_count = single ? 1 : std::max<uint32_t>(1, layout.count(ThreadType::kTc));
+  const bool tc_on_main = !single && layout.count(ThreadType::kTc) == 0;
+  const auto partitions = static_cast<uint32_t>(node->params.get_uint("PartitionsPerTable"));
+  if (Status s = runtime->add_block(
+          std::make_unique<DictBlock>(static_cast<uint16_t>(tc_count), static_cast<uint16_t>(ldm_count), partitions),
+          ThreadType::kMain, 0);
+      !s)
+    return s;
+  for (uint32_t i = 0; i < tc_count; ++i) {
+    TcOptions t;
+    t.instance = static_cast<uint16_t>(i);
+    t.ldm_instances = static_cast<uint16_t>(ldm_count);
+    t.max_transactions = static_cast<uint32_t>(node->params.get_uint("MaxNoOfConcurrentTransactions"));
+    t.max_operations = static_cast<uint32_t>(node->params.get_uint("MaxNoOfConcurrentOperations"));
+    t.max_scans = static_cast<uint32_t>(node->params.get_uint("MaxNoOfConcurrentScans"));
+    t.deadlock_timeout_ms = static_cast<uint32_t>(node->params.get_uint("TransactionDeadlockDetectionTimeout"));
+    t.inactive_timeout_ms = static_cast<uint32_t>(node->params.get_uint("TransactionInactiveTimeout"));
+    auto block = std::make_unique<TcBlock>(t);
+    tc_blocks.push_back(block.get());
+    if (Status s =
+            runtime->add_block(std::move(block), tc_on_main ? ThreadType::kMain : ThreadType::kTc, tc_on_main ? 0 : i);
+        !s)
+      return s;
+  }
+  return add_ldm_blocks();
+}
+
+Status DataNode::start() {
+  Impl& m = *impl_;
+  if (m.started) return invalid("data node already started");
+  FJORD_LOG_INFO("node %u: starting; %s", m.self, m.layout.source.c_str());
+  if (Status s = m.runtime->start(); !s) return s;
+  if (Status s = m.open_listeners(); !s) {
+    m.runtime->stop();
+    return s;
+  }
+  if (Status s = m.open_control(); !s) {
+    m.runtime->stop();
+    return s;
+  }
+  m.started = true;
+  m.connections = std::thread([&m] { m.connection_loop(); });
+  FJORD_LOG_INFO("node %u: started; control socket %s", m.self, m.control_name.c_str());
+  return Status::ok();
+}
+
+void DataNode::stop() {
+  Impl& m = *impl_;
+  if (!m.started || m.stopping.exchange(true)) return;
+  m.wake();
+  if (m.connections.joinable()) m.connections.join();
+  m.runtime->stop();
+  FJORD_LOG_INFO("node %u: stopped", m.self);
+}
+
+}  // namespace fjord::engine

@@ -1,0 +1,144 @@
+// TableDef <-> bytes, for schema signals. The decoder bounds-checks every
+// field and then runs validate_table(), so a peer cannot install a table
+// that the rest of the engine would choke on.
+//
+// Layout (little-endian): u32 magic "FJTB", u16 version 1, u16 zero,
+// u32 table_id, u32 version, u32 partitions, string name, u16 column count,
+// columns {string name, u8 type, u8 nullable, u32 length}, u16 key column
+// count, u16 positions, u16 index count, indexes {string name, u8 kind,
+// u8 zero, u32 index_id, u16 column count, u16 positions}. A string is u16
+// length then bytes.
+#include <cstring>
+
+#include "fjord/engine/protocol.h"
+
+namespace fjord::engine::protocol {
+namespace {
+
+constexpr uint32_t kMagic = 0x4254'4A46;  // "FJTB"
+constexpr uint16_t kVersion = 1;
+constexpr std::size_t kMaxNameBytes = 128;
+
+class Writer {
+ public:
+  void u8(uint8_t v) { out.push_back(std::byte{v}); }
+  void u16(uint16_t v) { raw(&v, 2); }
+  void u32(uint32_t v) { raw(&v, 4); }
+  void str(const std::string& s) {
+    u16(static_cast<uint16_t>(s.size()));
+    raw(s.data(), s.size());
+  }
+  void raw(const void* p, std::size_t n) {
+    const auto* b = static_cast<const std::byte*>(p);
+    out.insert(out.end(), b, b + n);
+  }
+  std::vector<std::byte> out;
+};
+
+class Reader {
+ public:
+  explicit Reader(std::span<const std::byte> in) : in_(in) {}
+  bool u8(uint8_t& v) { return raw(&v, 1); }
+  bool u16(uint16_t& v) { return raw(&v, 2); }
+  bool u32(uint32_t& v) { return raw(&v, 4); }
+  bool str(std::string& s) {
+    uint16_t n;
+    if (!u16(n) || n > kMaxNameBytes || n > in_.size() - pos_) return false;
+    s.assign(reinterpret_cast<const char*>(in_.data() + pos_), n);
+    pos_ += n;
+    return true;
+  }
+  bool raw(void* p, std::size_t n) {
+    if (n > in_.size() - pos_) return false;
+    std::memcpy(p, in_.data() + pos_, n);
+    pos_ += n;
+    return true;
+  }
+  bool at_end() const { return pos_ == in_.size(); }
+
+ private:
+  std::span<const std::byte> in_;
+  std::size_t pos_ = 0;
+};
+
+Status malformed(const std::string& what) { return Status(StatusCode::kProtocolError, "table definition: " + what); }
+
+bool read_positions(Reader& r, std::vector<uint16_t>& out, std::size_t max) {
+  uint16_t n;
+  if (!r.u16(n) || n > max) return false;
+  out.resize(n);
+  for (uint16_t& p : out)
+    if (!r.u16(p)) return false;
+  return true;
+}
+
+}  // namespace
+
+std::vector<std::byte> encode_table(const TableDef& t) {
+  Writer w;
+  w.u32(kMagic);
+  w.u16(kVersion);
+  w.u16(0);
+  w.u32(t.table_id);
+  w.u32(t.version);
+  w.u32(t.partitions);
+  w.str(t.name);
+  w.u16(static_cast<uint16_t>(t.columns.size()));
+  for (const ColumnDef& c : t.columns) {
+    w.str(c.name);
+    w.u8(static_cast<uint8_t>(c.type));
+    w.u8(c.nullable ? 1 : 0);
+    w.u32(c.length);
+  }
+  w.u16(static_cast<uint16_t>(t.primary_key.size()));
+  for (uint16_t p : t.primary_key) w.u16(p);
+  w.u16(static_cast<uint16_t>(t.indexes.size()));
+  for (const IndexDef& i : t.indexes) {
+    w.str(i.name);
+    w.u8(static_cast<uint8_t>(i.kind));
+    w.u8(0);
+    w.u32(i.index_id);
+    w.u16(static_cast<uint16_t>(i.columns.size()));
+    for (uint16_t p : i.columns) w.u16(p);
+  }
+  return std::move(w.out);
+}
+
+Result<TableDef> decode_table(std::span<const std::byte> bytes) {
+  Reader r(bytes);
+  uint32_t magic = 0;
+  uint16_t version = 0, zero = 0, count = 0;
+  if (!r.u32(magic) || magic != kMagic) return malformed("bad magic");
+  if (!r.u16(version) || version != kVersion) return malformed("unsupported version " + std::to_string(version));
+  if (!r.u16(zero) || zero != 0) return malformed("reserved bits set");
+  TableDef t;
+  if (!r.u32(t.table_id) || !r.u32(t.version) || !r.u32(t.partitions) || !r.str(t.name))
+    return malformed("truncated header");
+  if (!r.u16(count) || count > kMaxColumns) return malformed("column count");
+  t.columns.resize(count);
+  for (ColumnDef& c : t.columns) {
+    uint8_t type = 0, nullable = 0;
+    if (!r.str(c.name) || !r.u8(type) || !r.u8(nullable) || !r.u32(c.length)) return malformed("truncated column");
+    if (type < static_cast<uint8_t>(ColumnType::kInt32) || type > static_cast<uint8_t>(ColumnType::kVarChar))
+      return malformed("column type " + std::to_string(type));
+    if (nullable > 1) return malformed("nullable flag " + std::to_string(nullable));
+    c.type = static_cast<ColumnType>(type);
+    c.nullable = nullable == 1;
+  }
+  if (!read_positions(r, t.primary_key, kMaxKeyColumns)) return malformed("primary key");
+  if (!r.u16(count) || count > 64) return malformed("index count");
+  t.indexes.resize(count);
+  for (IndexDef& i : t.indexes) {
+    uint8_t kind = 0, pad = 0;
+    if (!r.str(i.name) || !r.u8(kind) || !r.u8(pad) || !r.u32(i.index_id)) return malformed("truncated index");
+    if ((kind != static_cast<uint8_t>(IndexKind::kUnique) && kind != static_cast<uint8_t>(IndexKind::kOrdered)) || pad)
+      return malformed("index kind " + std::to_string(kind));
+    i.kind = static_cast<IndexKind>(kind);
+    if (!read_positions(r, i.columns, kMaxKeyColumns)) return malformed("index columns");
+  }
+  if (!r.at_end()) return malformed("trailing bytes");
+  if (Status s = validate_table(t); !s) return s;
+  return t;
+}
+
+}  // namespace fjord::engine::protocol

@@ -1,0 +1,695 @@
+// The scheduler loop of one data node thread (NDB's five steps), and the
+// routing of signals to blocks, threads and links.
+#include "worker_thread.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <sys/epoll.h>
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "fjord/base/clock.h"
+#include "fjord/base/log.h"
+
+namespace fjord::engine {
+namespace {
+
+constexpr uint32_t kToLinkBit = 0x8000'0000u;
+constexpr uint64_t kMaxSleepNs = 100'000'000;  // wake at least this often to check for stop
+constexpr uint32_t kMaxFramesPerLinkPoll = 512;
+
+std::size_t entry_bytes(std::size_t frame_bytes) { return sizeof(Envelope) + frame_bytes; }
+
+void write_envelope(std::byte* at, NodeId sender_node) {
+  const Envelope e{sender_node, 0, 0};
+  std::memcpy(at, &e, sizeof e);
+}
+
+std::size_t frame_bytes_of(std::span<const uint32_t> data, std::span<const std::span<const std::byte>> sections,
+                           bool checksum = false) {
+  std::size_t lengths[frame::kMaxSections] = {};
+  FJORD_ASSERT(sections.size() <= frame::kMaxSections);
+  for (std::size_t i = 0; i < sections.size(); ++i) lengths[i] = sections[i].size();
+  const std::size_t n = frame::frame_bytes_for(data.size(), {lengths, sections.size()}, checksum);
+  FJORD_ASSERT_MSG(n != 0, "signal does not fit one frame (25 words, 3 sections, 32 KB)");
+  return n;
+}
+
+}  // namespace
+
+WorkerThread::WorkerThread(RuntimeShared& shared, uint32_t index, ThreadSpec spec)
+    : shared_(shared), index_(index), plan_(std::move(spec)), context_(*this) {}
+
+bool WorkerThread::polls_links() const { return shared_.options.single_threaded || plan_.type == ThreadType::kRecv; }
+
+WorkerThread::~WorkerThread() { join(); }
+
+std::string WorkerThread::name() const {
+  if (shared_.options.single_threaded) return "single " + std::to_string(plan_.instance);
+  return std::string(thread_type_name(plan_.type)) + " " + std::to_string(plan_.instance);
+}
+
+Status WorkerThread::init() {
+  const RuntimeOptions& o = shared_.options;
+  const std::size_t producers = shared_.threads.size() + 1;  // every thread plus the injector
+  in_queues_.resize(producers);
+  for (std::size_t p = 0; p < producers; ++p) {
+    auto q = JobBuffer::create(p == index_ ? o.local_queue_bytes : o.job_buffer_bytes);
+    if (!q) return q.status();
+    in_queues_[p] = std::move(q).value();
+  }
+  if (Status s = spill_.init(o.spill_bytes); !s) return s;
+  timers_.init(o.timer_capacity);
+  if (Status s = waker_.init(polls_links()); !s) return s;
+  if (polls_links()) {
+    epoll_fd_.reset(::epoll_create1(EPOLL_CLOEXEC));
+    if (!epoll_fd_.valid()) return io_error("epoll_create1", errno);
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u32 = UINT32_MAX;  // the waker's eventfd
+    if (::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, waker_.event_fd(), &ev) != 0) return io_error("epoll_ctl", errno);
+  }
+  wake_marks_.assign(shared_.threads.size(), 0);
+  wake_list_.reserve(shared_.threads.size());
+  flush_marks_.assign(kMaxNodeId + 1, 0);
+  flush_list_.reserve(kMaxNodeId + 1);
+  pending_flush_.reserve(kMaxNodeId + 1);
+  links_.reserve(kMaxNodeId + 1);
+  adopt_pending_.reserve(kMaxNodeId + 1);
+  return Status::ok();
+}
+
+void WorkerThread::add_block(std::unique_ptr<Block> block) {
+  const BlockRef ref = block->ref();
+  if (block_table_.size() <= ref.block) block_table_.resize(ref.block + 1);
+  auto& row = block_table_[ref.block];
+  if (row.size() <= ref.instance) row.resize(ref.instance + 1, nullptr);
+  FJORD_ASSERT_MSG(row[ref.instance] == nullptr, "block instance added twice");
+  row[ref.instance] = block.get();
+  blocks_.push_back(std::move(block));
+}
+
+void WorkerThread::start() {
+  thread_ = std::thread([this] { run(); });
+}
+
+void WorkerThread::join() {
+  if (thread_.joinable()) thread_.join();
+}
+
+void WorkerThread::adopt_link(NodeId node) {
+  {
+    std::lock_guard lock(adopt_mutex_);
+    adopt_pending_.push_back(node);
+  }
+  // Release pairs with the acquire in adopt_pending_links(): the flag is only
+  // an early-out; the mutex carries the data.
+  adopt_flag_.store(true, std::memory_order_release);
+  waker_.wake();
+}
+
+// ---- the loop ---------------------------------------------------------------
+
+void WorkerThread::start_blocks() {
+  pthread_setname_np(pthread_self(), name().substr(0, 15).c_str());
+  if (!plan_.cpus.empty()) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    for (int cpu : plan_.cpus) CPU_SET(cpu, &set);  // a cpubind thread holds exactly one CPU
+    if (pthread_setaffinity_np(pthread_self(), sizeof set, &set) != 0)
+      FJORD_LOG_WARN("thread %s: cannot bind to its CPUs; running unbound", name().c_str());
+  }
+  if (plan_.realtime) {
+    sched_param p{};
+    p.sched_priority = 50;
+    if (pthread_setschedparam(pthread_self(), SCHED_FIFO, &p) != 0)
+      FJORD_LOG_WARN("thread %s: realtime scheduling refused (needs CAP_SYS_NICE); running normal", name().c_str());
+  }
+  if (plan_.thread_prio >= 0) {
+    // NDB's thread_prio 0..10, 5 neutral: map to nice 5..-5.
+    if (::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), 5 - plan_.thread_prio) != 0)
+      FJORD_LOG_WARN("thread %s: cannot set thread_prio %d", name().c_str(), plan_.thread_prio);
+  }
+  loop_now_ns_ = monotonic_ns();
+  for (auto& block : blocks_) {
+    context_.block_ = block.get();
+    block->on_start(context_);
+  }
+  wake_destinations();
+  flush_links();
+}
+
+void WorkerThread::run() {
+  start_blocks();
+  uint64_t last = monotonic_ns();
+  while (!shared_.stopping.load(std::memory_order_acquire)) {
+    loop_now_ns_ = monotonic_ns();
+    step_started_ns_.store(loop_now_ns_, std::memory_order_relaxed);
+    bool work = adopt_pending_links();
+    if (!spill_.empty()) work |= drain_spill();
+    if (polls_links()) work |= poll_links();     // 1. receive
+    work |= run_timers();                        // 2. timers
+    if (may_execute()) work |= execute_batch();  // 3. execute
+    work |= flush_links();                       // 4. send
+    wake_destinations();
+    step_started_ns_.store(0, std::memory_order_relaxed);
+    counters_.loops.store(counters_.loops.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    const uint64_t now = monotonic_ns();
+    counters_.busy_ns.store(counters_.busy_ns.load(std::memory_order_relaxed) + (now - last),
+                            std::memory_order_relaxed);
+    last = now;
+    if (!work) {
+      idle();  // 5. spin, then sleep
+      last = monotonic_ns();
+    }
+  }
+}
+
+bool WorkerThread::adopt_pending_links() {
+  if (!adopt_flag_.load(std::memory_order_acquire)) return false;
+  std::lock_guard lock(adopt_mutex_);
+  adopt_flag_.store(false, std::memory_order_relaxed);
+  for (NodeId node : adopt_pending_) {
+    LinkSlot& slot = shared_.links[node];
+    links_.push_back(node);
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u32 = node;
+    transport::Transporter* t = slot.transporter.get();
+    if (t && ::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, t->wait_fd(), &ev) != 0)
+      FJORD_LOG_WARN("thread %s: epoll_ctl for node %u failed: %s", name().c_str(), node, std::strerror(errno));
+    for (Block* b : shared_.node_event_blocks) {
+      const uint32_t data[] = {node};
+      place_local(static_cast<uint32_t>(shared_.thread_of(b->ref())), shared_.options.self,
+                  {runtime_signals::kNodeConnected, b->ref(), b->ref(), 0}, data, {});
+      wake_marks_[shared_.thread_of(b->ref())] = 1;
+      wake_list_.push_back(static_cast<uint32_t>(shared_.thread_of(b->ref())));
+    }
+  }
+  adopt_pending_.clear();
+  return true;
+}
+
+void WorkerThread::idle() {
+  const uint64_t spin_ns = uint64_t{plan_.spintime_us} * 1000;
+  const uint64_t start = monotonic_ns();
+  if (spin_ns > 0) {
+    // Read the clock only every 16 polls: it costs as much as a poll.
+    uint64_t now = start;
+    uint64_t polls = 0;
+    bool found = false;
+    while (now - start < spin_ns) {
+      if (has_pending_input(now)) {
+        found = true;
+        break;
+      }
+      cpu_relax();
+      if ((++polls & 15) == 0) now = monotonic_ns();
+      if ((polls & 4095) == 0)  // publish now and then: a spin phase may last long
+        counters_.idle_polls.store(counters_.idle_polls.load(std::memory_order_relaxed) + 4096,
+                                   std::memory_order_relaxed);
+    }
+    counters_.idle_polls.store(counters_.idle_polls.load(std::memory_order_relaxed) + (polls & 4095) + 1,
+                               std::memory_order_relaxed);
+    if (found) {
+      counters_.spin_ns.store(counters_.spin_ns.load(std::memory_order_relaxed) + (monotonic_ns() - start),
+                              std::memory_order_relaxed);
+      return;
+    }
+  }
+  const uint64_t slept_from = monotonic_ns();
+  counters_.spin_ns.store(counters_.spin_ns.load(std::memory_order_relaxed) + (slept_from - start),
+                          std::memory_order_relaxed);
+  const uint64_t next_timer = timers_.next_deadline();
+  sleep_until(next_timer == UINT64_MAX ? slept_from + kMaxSleepNs : std::min(next_timer, slept_from + kMaxSleepNs));
+  counters_.sleep_ns.store(counters_.sleep_ns.load(std::memory_order_relaxed) + (monotonic_ns() - slept_from),
+                           std::memory_order_relaxed);
+}
+
+bool WorkerThread::has_pending_input(uint64_t now_ns) {
+  for (JobBuffer& q : in_queues_)
+    if (q.has_data()) return true;
+  if (adopt_flag_.load(std::memory_order_relaxed) || shared_.stopping.load(std::memory_order_relaxed)) return true;
+  if (timers_.next_deadline() <= now_ns) return true;
+  if (!pending_flush_.empty() || !spill_.empty()) return true;
+  for (NodeId node : links_) {
+    transport::Transporter* t = shared_.links[node].transporter.get();
+    if (t && (!t->receive().bytes.empty() || !t->is_up())) return true;
+  }
+  if (plan_.type == ThreadType::kSend)
+    for (NodeId n = 1; n <= kMaxNodeId; ++n)
+      if (shared_.links[n].needs_flush.load(std::memory_order_relaxed)) return true;
+  return false;
+}
+
+void WorkerThread::sleep_until(uint64_t deadline_ns) {
+  waker_.begin_sleep();
+  bool can_sleep = !has_pending_input(monotonic_ns());
+  std::size_t armed = 0;
+  if (can_sleep && polls_links()) {
+    for (; armed < links_.size(); ++armed) {
+      transport::Transporter* t = shared_.links[links_[armed]].transporter.get();
+      if (t && !t->arm_wakeup()) {
+        can_sleep = false;
+        break;
+      }
+    }
+  }
+  const uint64_t now = monotonic_ns();
+  if (can_sleep && deadline_ns > now) {
+    if (polls_links()) {
+      epoll_event events[16];
+      const int ms = static_cast<int>(std::min<uint64_t>((deadline_ns - now + 999'999) / 1'000'000, 100));
+      (void)::epoll_wait(epoll_fd_.get(), events, 16, ms);
+    } else {
+      waker_.futex_sleep(deadline_ns - now);
+    }
+  }
+  for (std::size_t i = 0; i < armed; ++i) {
+    transport::Transporter* t = shared_.links[links_[i]].transporter.get();
+    if (t) t->disarm_wakeup();
+  }
+  waker_.end_sleep();
+}
+
+// ---- step 1: receive ---------------------------------------------------------
+
+bool WorkerThread::poll_links() {
+  bool work = false;
+  for (std::size_t i = 0; i < links_.size();) {
+    const NodeId node = links_[i];
+    transport::Transporter* t = shared_.links[node].transporter.get();
+    work |= poll_one_link(node);
+    if (!t->is_up() && t->receive().bytes.empty()) {
+      link_went_down(node);
+      links_[i] = links_.back();
+      links_.pop_back();
+      work = true;
+      continue;
+    }
+    ++i;
+  }
+  return work;
+}
+
+bool WorkerThread::poll_one_link(NodeId node) {
+  transport::Transporter& t = *shared_.links[node].transporter;
+  const transport::ReceiveBatch batch = t.receive();
+  if (batch.bytes.empty()) return false;
+  const uint32_t congestion = shared_.options.congestion_percent;
+  std::size_t consumed = 0;
+  uint32_t frames = 0;
+  frame::FrameCursor cursor(batch.bytes);
+  frame::SignalView view;
+  while (frames < kMaxFramesPerLinkPoll) {
+    const std::size_t at = batch.bytes.size() - cursor.remaining_bytes();
+    if (!cursor.next(view)) break;
+    const std::size_t frame_len = batch.bytes.size() - cursor.remaining_bytes() - at;
+    const int dest = shared_.thread_of(view.header.receiver);
+    if (dest < 0) {
+      t.close("node " + std::to_string(node) + " sent signal " + std::to_string(view.header.signal_number) +
+              " to block " + std::to_string(view.header.receiver.block) + " instance " +
+              std::to_string(view.header.receiver.instance) + ", which does not exist on node " +
+              std::to_string(shared_.options.self));
+      t.release(batch.bytes.size());  // nothing from this peer is trusted any more
+      return true;
+    }
+    JobBuffer& q = shared_.threads[static_cast<std::size_t>(dest)]->in_queue(index_);
+    // Leave room for the node's own traffic: stop reading above the congestion level.
+    if ((q.capacity() - q.free_bytes()) * 100 >= q.capacity() * congestion || q.free_bytes() < entry_bytes(frame_len)) {
+      counters_.congestion_stops.store(counters_.congestion_stops.load(std::memory_order_relaxed) + 1,
+                                       std::memory_order_relaxed);
+      break;
+    }
+    std::span<std::byte> space = q.reserve(entry_bytes(frame_len));
+    write_envelope(space.data(), node);
+    std::memcpy(space.data() + sizeof(Envelope), batch.bytes.data() + at, frame_len);
+    q.commit(entry_bytes(frame_len));
+    if (!wake_marks_[static_cast<std::size_t>(dest)]) {
+      wake_marks_[static_cast<std::size_t>(dest)] = 1;
+      wake_list_.push_back(static_cast<uint32_t>(dest));
+    }
+    consumed = at + frame_len;
+    ++frames;
+  }
+  if (consumed > 0) t.release(consumed);
+  return consumed > 0;
+}
+
+void WorkerThread::link_went_down(NodeId node) {
+  LinkSlot& slot = shared_.links[node];
+  std::unique_ptr<transport::Transporter> dead;
+  slot.up.store(false, std::memory_order_release);
+  slot.send_lock.lock();
+  dead = std::move(slot.transporter);
+  slot.send_lock.unlock();
+  (void)::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, dead->wait_fd(), nullptr);
+  FJORD_LOG_INFO("node %u: link to node %u down: %s", shared_.options.self, node,
+                 dead->down_reason().message().c_str());
+  for (Block* b : shared_.node_event_blocks) {
+    const uint32_t data[] = {node};
+    const int dest = shared_.thread_of(b->ref());
+    place_local(static_cast<uint32_t>(dest), shared_.options.self,
+                {runtime_signals::kNodeDisconnected, b->ref(), b->ref(), 0}, data, {});
+    if (!wake_marks_[static_cast<std::size_t>(dest)]) {
+      wake_marks_[static_cast<std::size_t>(dest)] = 1;
+      wake_list_.push_back(static_cast<uint32_t>(dest));
+    }
+  }
+  if (shared_.options.on_link_down) shared_.options.on_link_down(std::move(dead));
+}
+
+// ---- step 2: timers ------------------------------------------------------------
+
+bool WorkerThread::run_timers() {
+  bool work = false;
+  DelayedSignal d;
+  while (spill_.used_bytes() < spill_.capacity() / 2 && timers_.pop_due(loop_now_ns_, d)) {
+    const int dest = shared_.thread_of(d.to);
+    FJORD_ASSERT_MSG(dest >= 0, "delayed signal to a block that does not exist");
+    place_local(static_cast<uint32_t>(dest), shared_.options.self, {d.signal_number, d.to, d.from, 0},
+                {d.data, d.words}, {});
+    if (!wake_marks_[static_cast<std::size_t>(dest)]) {
+      wake_marks_[static_cast<std::size_t>(dest)] = 1;
+      wake_list_.push_back(static_cast<uint32_t>(dest));
+    }
+    work = true;
+  }
+  return work;
+}
+
+// ---- step 3: execute -------------------------------------------------------------
+
+bool WorkerThread::execute_batch() {
+  // Round-robin over the incoming queues so no producer starves another.
+  const uint32_t budget = shared_.options.batch_signals;
+  const auto queues = static_cast<uint32_t>(in_queues_.size());
+  uint32_t executed = 0;
+  for (uint32_t k = 0; k < queues && executed < budget && may_execute(); ++k) {
+    const uint32_t q = (rr_next_queue_ + k) % queues;
+    execute_queue(in_queues_[q], budget, &executed);
+  }
+  rr_next_queue_ = (rr_next_queue_ + 1) % queues;
+  if (executed > 0) {
+    counters_.signals.store(counters_.signals.load(std::memory_order_relaxed) + executed, std::memory_order_relaxed);
+    counters_.active_loops.store(counters_.active_loops.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  }
+  return executed > 0;
+}
+
+bool WorkerThread::execute_queue(JobBuffer& queue, uint32_t budget, uint32_t* executed) {
+  std::span<const std::byte> bytes = queue.peek();
+  if (bytes.empty()) return false;
+  std::size_t done = 0;
+  // Stop early when output piles up in the spill: it must stay bounded.
+  while (done < bytes.size() && *executed < budget && may_execute()) {
+    std::span<const std::byte> rest = bytes.subspan(done);
+    const std::size_t frame_len = [&] {
+      uint32_t len;
+      std::memcpy(&len, rest.data() + sizeof(Envelope) + 4, sizeof len);
+      return static_cast<std::size_t>(len);
+    }();
+    dispatch(rest.first(entry_bytes(frame_len)));
+    done += entry_bytes(frame_len);
+    ++*executed;
+  }
+  queue.consume(done);
+  return done > 0;
+}
+
+void WorkerThread::dispatch(std::span<const std::byte> entry) {
+  Envelope envelope;
+  std::memcpy(&envelope, entry.data(), sizeof envelope);
+  Signal signal;
+  signal.sender_node = envelope.sender_node;
+  frame::decode_validated(entry.subspan(sizeof(Envelope)), signal.view);
+  const BlockRef to = signal.view.header.receiver;
+  Block* block = to.block < block_table_.size() && to.instance < block_table_[to.block].size()
+                     ? block_table_[to.block][to.instance]
+                     : nullptr;
+  FJORD_ASSERT_MSG(block != nullptr, "signal routed to a thread that does not host its block");
+  current_work_.store((uint32_t{to.block} << 16) | signal.view.header.signal_number, std::memory_order_relaxed);
+  context_.block_ = block;
+  block->execute(signal, context_);
+}
+
+// ---- sending ------------------------------------------------------------------------
+
+bool WorkerThread::send(Block& from, Address to, uint16_t signal_number, std::span<const uint32_t> data,
+                        std::span<const std::span<const std::byte>> sections, uint32_t trace) {
+  const frame::SignalHeader header{signal_number, to.block, from.ref(), trace};
+  if (to.node == shared_.options.self || to.node == kNoNode) {
+    const int dest = shared_.thread_of(to.block);
+    FJORD_ASSERT_MSG(dest >= 0, "signal to a block that does not exist on this node");
+    const bool placed = place_local(static_cast<uint32_t>(dest), shared_.options.self, header, data, sections);
+    if (!wake_marks_[static_cast<std::size_t>(dest)] && static_cast<uint32_t>(dest) != index_) {
+      wake_marks_[static_cast<std::size_t>(dest)] = 1;
+      wake_list_.push_back(static_cast<uint32_t>(dest));
+    }
+    return placed;
+  }
+  return place_remote(to.node, header, data, sections);
+}
+
+bool WorkerThread::place_local(uint32_t thread, NodeId sender_node, const frame::SignalHeader& header,
+                               std::span<const uint32_t> data, std::span<const std::span<const std::byte>> sections) {
+  const std::size_t frame_len = frame_bytes_of(data, sections);
+  JobBuffer& q = shared_.threads[thread]->in_queue(index_);
+  std::span<std::byte> space = spill_.empty() ? q.reserve(entry_bytes(frame_len)) : std::span<std::byte>();
+  bool spilled = false;
+  if (space.empty()) {
+    space = spill_.append(thread, entry_bytes(frame_len));
+    spilled = true;
+    counters_.spill_events.store(counters_.spill_events.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  }
+  write_envelope(space.data(), sender_node);
+  const std::size_t n = frame::pack_frame(space.subspan(sizeof(Envelope)), header, data, sections, false);
+  FJORD_ASSERT(n == frame_len);
+  if (!spilled) q.commit(entry_bytes(frame_len));
+  return true;
+}
+
+bool WorkerThread::place_remote(NodeId node, const frame::SignalHeader& header, std::span<const uint32_t> data,
+                                std::span<const std::span<const std::byte>> sections) {
+  LinkSlot& slot = shared_.links[node];
+  if (node > kMaxNodeId || !slot.up.load(std::memory_order_acquire)) {
+    counters_.discarded.store(counters_.discarded.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    return false;
+  }
+  const std::size_t frame_len = frame_bytes_of(data, sections);
+  if (spill_.empty()) {
+    slot.send_lock.lock();
+    transport::Transporter* t = slot.transporter.get();
+    if (!t) {
+      slot.send_lock.unlock();
+      counters_.discarded.store(counters_.discarded.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+      return false;
+    }
+    const bool checksum = t->config().checksum;
+    const std::size_t wire_len = checksum ? frame_bytes_of(data, sections, true) : frame_len;
+    std::span<std::byte> space = t->reserve(wire_len);
+    if (!space.empty()) {
+      const std::size_t n = frame::pack_frame(space, header, data, sections, checksum);
+      FJORD_ASSERT(n != 0);
+      t->commit(n, 1);
+      slot.send_lock.unlock();
+      if (!flush_marks_[node]) {
+        flush_marks_[node] = 1;
+        flush_list_.push_back(node);
+      }
+      return true;
+    }
+    slot.send_lock.unlock();
+  }
+  // No room on the link now: keep it, in order, until the link drains.
+  std::span<std::byte> space = spill_.append(kToLinkBit | node, entry_bytes(frame_len));
+  write_envelope(space.data(), shared_.options.self);
+  frame::pack_frame(space.subspan(sizeof(Envelope)), header, data, sections, false);
+  counters_.spill_events.store(counters_.spill_events.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  if (!flush_marks_[node]) {
+    flush_marks_[node] = 1;
+    flush_list_.push_back(node);
+  }
+  return true;
+}
+
+bool WorkerThread::copy_to_destination(Destination destination, std::span<const std::byte> entry) {
+  if (!destination.to_link) {
+    JobBuffer& q = shared_.threads[destination.index]->in_queue(index_);
+    std::span<std::byte> space = q.reserve(entry.size());
+    if (space.empty()) return false;
+    std::memcpy(space.data(), entry.data(), entry.size());
+    q.commit(entry.size());
+    if (!wake_marks_[destination.index] && destination.index != index_) {
+      wake_marks_[destination.index] = 1;
+      wake_list_.push_back(destination.index);
+    }
+    return true;
+  }
+  const auto node = static_cast<NodeId>(destination.index);
+  LinkSlot& slot = shared_.links[node];
+  if (!slot.up.load(std::memory_order_acquire)) {
+    counters_.discarded.store(counters_.discarded.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    return true;  // the node is gone: the signal is discarded, counted
+  }
+  slot.send_lock.lock();
+  transport::Transporter* t = slot.transporter.get();
+  bool placed = t == nullptr;
+  if (t) {
+    frame::SignalView v;
+    const auto frame_bytes = entry.subspan(sizeof(Envelope));
+    frame::decode_validated(frame_bytes, v);
+    // Spilled frames were packed without a checksum; repack if the link wants one.
+    std::span<const std::byte> sections[frame::kMaxSections];
+    for (std::size_t i = 0; i < v.section_count; ++i) sections[i] = v.sections[i];
+    uint32_t words[frame::kMaxDataWords];
+    for (std::size_t i = 0; i < v.data_words; ++i) words[i] = v.word(i);
+    const std::size_t want = t->config().checksum ? frame_bytes.size() + 8 : frame_bytes.size();
+    std::span<std::byte> space = t->reserve(want);
+    if (!space.empty()) {
+      const std::size_t n =
+          frame::pack_frame(space, v.header, {words, v.data_words}, {sections, v.section_count}, t->config().checksum);
+      t->commit(n, 1);
+      placed = true;
+    } else {
+      (void)t->flush();
+    }
+  }
+  slot.send_lock.unlock();
+  if (placed && t && !flush_marks_[node]) {
+    flush_marks_[node] = 1;
+    flush_list_.push_back(node);
+  }
+  return placed;
+}
+
+bool WorkerThread::drain_spill() {
+  bool moved = false;
+  SpillQueue::Header h;
+  std::span<const std::byte> entry;
+  while (spill_.front(h, entry)) {
+    const Destination d{(h.destination & kToLinkBit) != 0, h.destination & ~kToLinkBit};
+    if (!copy_to_destination(d, entry)) break;  // strict order: wait for the head
+    spill_.pop();
+    moved = true;
+  }
+  return moved;
+}
+
+void WorkerThread::send_delayed(Block& from, uint32_t delay_ms, BlockRef to, uint16_t signal_number,
+                                std::span<const uint32_t> data) {
+  FJORD_ASSERT(data.size() <= BlockContext::kMaxDelayedDataWords);
+  DelayedSignal d;
+  d.from = from.ref();
+  d.to = to;
+  d.signal_number = signal_number;
+  d.words = static_cast<uint8_t>(data.size());
+  std::copy(data.begin(), data.end(), d.data);
+  timers_.add(loop_now_ns_ + uint64_t{delay_ms} * 1'000'000, d);
+}
+
+// ---- step 4: send ---------------------------------------------------------------------
+
+bool WorkerThread::flush_links() {
+  bool work = false;
+  // Links we wrote to this loop, and links whose last flush was partial.
+  for (NodeId node : flush_list_) {
+    flush_marks_[node] = 0;
+    if (std::find(pending_flush_.begin(), pending_flush_.end(), node) == pending_flush_.end())
+      pending_flush_.push_back(node);
+  }
+  flush_list_.clear();
+  const bool delegate = plan_.nosend && !shared_.send_threads.empty();
+  if (plan_.type == ThreadType::kSend && !shared_.options.single_threaded) {
+    for (NodeId n = 1; n <= kMaxNodeId; ++n)
+      if (shared_.links[n].needs_flush.exchange(false, std::memory_order_acq_rel)) pending_flush_.push_back(n);
+  }
+  for (std::size_t i = 0; i < pending_flush_.size();) {
+    const NodeId node = pending_flush_[i];
+    LinkSlot& slot = shared_.links[node];
+    bool done = true;
+    if (delegate) {
+      slot.needs_flush.store(true, std::memory_order_release);
+      shared_.threads[shared_.send_threads[node % shared_.send_threads.size()]]->waker().wake();
+    } else if (slot.send_lock.try_lock()) {
+      transport::Transporter* t = slot.transporter.get();
+      done = !t || t->flush() != transport::FlushStatus::kPending;
+      slot.send_lock.unlock();
+      work = true;
+    } else {
+      done = false;  // another thread is sending on it; try again next loop
+    }
+    if (done) {
+      pending_flush_[i] = pending_flush_.back();
+      pending_flush_.pop_back();
+    } else {
+      ++i;
+    }
+  }
+  return work;
+}
+
+void WorkerThread::wake_destinations() {
+  for (uint32_t t : wake_list_) {
+    wake_marks_[t] = 0;
+    shared_.threads[t]->waker().wake();
+  }
+  wake_list_.clear();
+}
+
+ThreadStats WorkerThread::stats_snapshot() const {
+  ThreadStats s;
+  s.name = name();
+  s.loops = counters_.loops.load(std::memory_order_relaxed);
+  s.idle_polls = counters_.idle_polls.load(std::memory_order_relaxed);
+  s.signals = counters_.signals.load(std::memory_order_relaxed);
+  const uint64_t active = counters_.active_loops.load(std::memory_order_relaxed);
+  s.mean_signals_per_loop = active == 0 ? 0.0 : static_cast<double>(s.signals) / static_cast<double>(active);
+  s.busy_ns = counters_.busy_ns.load(std::memory_order_relaxed);
+  s.spin_ns = counters_.spin_ns.load(std::memory_order_relaxed);
+  s.sleep_ns = counters_.sleep_ns.load(std::memory_order_relaxed);
+  uint32_t fill = 0;
+  for (const JobBuffer& q : in_queues_)
+    if (q.capacity() > 0) fill = std::max<uint32_t>(fill, static_cast<uint32_t>(q.used_bytes() * 100 / q.capacity()));
+  s.job_buffer_fill_percent = fill;
+  s.spill_events = counters_.spill_events.load(std::memory_order_relaxed);
+  s.congestion_stops = counters_.congestion_stops.load(std::memory_order_relaxed);
+  s.discarded_to_down_nodes = counters_.discarded.load(std::memory_order_relaxed);
+  const uint64_t started = step_started_ns_.load(std::memory_order_relaxed);
+  s.stuck_ms = started == 0 ? 0 : (monotonic_ns() - std::min(started, monotonic_ns())) / 1'000'000;
+  return s;
+}
+
+// ---- BlockContext ------------------------------------------------------------------------
+
+NodeId BlockContext::self_node() const { return thread_.shared().options.self; }
+uint64_t BlockContext::now_ns() const { return thread_.now_ns(); }
+
+bool BlockContext::send(Address to, uint16_t signal_number, std::span<const uint32_t> data,
+                        std::span<const std::span<const std::byte>> sections, uint32_t trace) {
+  return thread_.send(*block_, to, signal_number, data, sections, trace);
+}
+
+void BlockContext::send_delayed(uint32_t delay_ms, BlockRef to, uint16_t signal_number,
+                                std::span<const uint32_t> data) {
+  thread_.send_delayed(*block_, delay_ms, to, signal_number, data);
+}
+
+bool BlockContext::node_connected(NodeId node) const {
+  return node == self_node() || (node <= kMaxNodeId && thread_.shared().links[node].up.load(std::memory_order_acquire));
+}
+
+transport::SendPressure BlockContext::pressure_to(NodeId node) const {
+  if (node == self_node() || node > kMaxNodeId) return transport::SendPressure::kNormal;
+  LinkSlot& slot = thread_.shared().links[node];
+  if (!slot.up.load(std::memory_order_acquire)) return transport::SendPressure::kOverload;
+  slot.send_lock.lock();
+  const transport::Transporter* t = slot.transporter.get();
+  const transport::SendPressure p = t ? t->send_pressure() : transport::SendPressure::kOverload;
+  slot.send_lock.unlock();
+  return p;
+}
+
+}  // namespace fjord::engine

@@ -1,0 +1,193 @@
+// WorkerThread and RuntimeShared: the inside of the runtime (internal header).
+//
+// Every thread of a data node is a WorkerThread whose loop does NDB's five
+// steps. Routing, spilling, timers and waking live here; runtime.cpp builds
+// and wires the threads.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "fjord/base/clock.h"
+#include "fjord/base/fd.h"
+#include "fjord/engine/runtime/job_buffer.h"
+#include "fjord/engine/runtime/runtime.h"
+#include "spill_queue.h"
+#include "timer_queue.h"
+#include "waker.h"
+
+namespace fjord::engine {
+
+// A tiny test-and-test-and-set lock for a link's send side. Held only while
+// packing frames into the transporter and flushing it: microseconds.
+class SpinLock {
+ public:
+  void lock() noexcept {
+    // Acquire pairs with the release in unlock(): the next holder sees the
+    // transporter state the previous one left.
+    while (locked_.exchange(true, std::memory_order_acquire)) {
+      while (locked_.load(std::memory_order_relaxed)) cpu_relax();
+    }
+  }
+  bool try_lock() noexcept { return !locked_.exchange(true, std::memory_order_acquire); }
+  void unlock() noexcept { locked_.store(false, std::memory_order_release); }
+
+ private:
+  std::atomic<bool> locked_{false};
+};
+
+// One possible link per remote node id.
+struct alignas(kCacheLineBytes) LinkSlot {
+  SpinLock send_lock;
+  // Guarded by send_lock for senders; the receive thread owns the receive
+  // side and is the only one that removes it.
+  std::unique_ptr<transport::Transporter> transporter;
+  // Readable by anyone without the lock (routing decisions); set true after
+  // the transporter is installed, false before it is removed.
+  std::atomic<bool> up{false};
+  std::atomic<bool> needs_flush{false};  // for send threads
+  uint32_t recv_thread = 0;
+};
+
+// Destination of a spilled or routed signal.
+struct Destination {
+  bool to_link = false;
+  uint32_t index = 0;  // thread index, or node id when to_link
+};
+
+struct RuntimeShared;
+
+class WorkerThread {
+ public:
+  WorkerThread(RuntimeShared& shared, uint32_t index, ThreadSpec spec);
+  ~WorkerThread();
+
+  Status init();  // allocates everything before start
+  void start();
+  void join();
+
+  uint32_t index() const { return index_; }
+  const ThreadSpec& plan() const { return plan_; }
+  std::string name() const;
+  bool polls_links() const;
+  // Whether the thread has anything to run: blocks, links to receive, or
+  // sending on behalf of others.
+  bool has_work() const { return !blocks_.empty() || polls_links() || plan_.type == ThreadType::kSend; }
+
+  void add_block(std::unique_ptr<Block> block);
+  const std::vector<std::unique_ptr<Block>>& blocks() const { return blocks_; }
+
+  // The queue this thread reads from producer `from` (a thread index, or the
+  // injector row).
+  JobBuffer& in_queue(uint32_t from) { return in_queues_[from]; }
+  Waker& waker() { return waker_; }
+  // Called by the runtime (any thread) to give this thread a new link.
+  void adopt_link(NodeId node);
+
+  ThreadStats stats_snapshot() const;
+  // Nanoseconds the current step has been running (0 when idle), and what it runs.
+  uint64_t step_started_ns() const { return step_started_ns_.load(std::memory_order_relaxed); }
+  uint32_t current_work() const { return current_work_.load(std::memory_order_relaxed); }
+
+  // ---- used by BlockContext while a block of this thread executes ----
+  bool send(Block& from, Address to, uint16_t signal_number, std::span<const uint32_t> data,
+            std::span<const std::span<const std::byte>> sections, uint32_t trace);
+  void send_delayed(Block& from, uint32_t delay_ms, BlockRef to, uint16_t signal_number,
+                    std::span<const uint32_t> data);
+  uint64_t now_ns() const { return loop_now_ns_; }
+  RuntimeShared& shared() { return shared_; }
+
+ private:
+  void run();
+  void start_blocks();
+  bool adopt_pending_links();
+  bool poll_links();
+  bool poll_one_link(NodeId node);
+  void link_went_down(NodeId node);
+  // Executing continues while the spill is below a quarter full: a little
+  // slack lets two threads that spill towards each other keep draining their
+  // inputs (so they do not wait on each other forever), and the bound keeps
+  // memory fixed.
+  bool may_execute() const { return spill_.used_bytes() < spill_.capacity() / 4; }
+  bool execute_batch();
+  bool execute_queue(JobBuffer& queue, uint32_t budget, uint32_t* executed);
+  void dispatch(std::span<const std::byte> entry);
+  bool run_timers();
+  bool drain_spill();
+  bool flush_links();
+  void wake_destinations();
+  void idle();
+  bool has_pending_input(uint64_t now_ns);
+  void sleep_until(uint64_t deadline_ns);
+
+  // Places a packed entry (envelope + frame) or packs directly.
+  bool place_local(uint32_t thread, NodeId sender_node, const frame::SignalHeader& header,
+                   std::span<const uint32_t> data, std::span<const std::span<const std::byte>> sections);
+  bool place_remote(NodeId node, const frame::SignalHeader& header, std::span<const uint32_t> data,
+                    std::span<const std::span<const std::byte>> sections);
+  bool copy_to_destination(Destination destination, std::span<const std::byte> entry);
+
+  RuntimeShared& shared_;
+  uint32_t index_;
+  ThreadSpec plan_;
+  std::thread thread_;
+  std::vector<std::unique_ptr<Block>> blocks_;
+  std::vector<std::vector<Block*>> block_table_;  // [block number][instance] on this thread
+
+  std::vector<JobBuffer> in_queues_;  // [producer]; [index_] is the local queue
+  SpillQueue spill_;
+  TimerQueue timers_;
+  Waker waker_;
+  UniqueFd epoll_fd_;  // threads that poll links sleep here
+
+  std::vector<NodeId> links_;  // links this thread receives from
+  std::mutex adopt_mutex_;
+  std::vector<NodeId> adopt_pending_;  // guarded by adopt_mutex_
+  std::atomic<bool> adopt_flag_{false};
+
+  std::vector<uint8_t> wake_marks_;  // [thread]: we queued work for it this loop
+  std::vector<uint32_t> wake_list_;
+  std::vector<uint8_t> flush_marks_;  // [node]: we wrote to its link this loop
+  std::vector<NodeId> flush_list_;
+  std::vector<NodeId> pending_flush_;  // links whose flush returned kPending
+  uint64_t loop_now_ns_ = 0;
+  uint32_t rr_next_queue_ = 0;
+  BlockContext context_;
+
+  // Statistics: one writer (this thread), relaxed readers.
+  struct Counters {
+    std::atomic<uint64_t> loops{0}, idle_polls{0}, signals{0}, active_loops{0}, busy_ns{0}, spin_ns{0}, sleep_ns{0};
+    std::atomic<uint64_t> spill_events{0}, congestion_stops{0}, discarded{0};
+  } counters_;
+  std::atomic<uint64_t> step_started_ns_{0};
+  std::atomic<uint32_t> current_work_{0};  // (block << 16) | signal number being executed
+};
+
+// Everything the threads share. Built by Runtime::create, immutable after
+// start() except where atomics say otherwise.
+struct RuntimeShared {
+  RuntimeOptions options;
+  std::vector<std::unique_ptr<WorkerThread>> threads;
+  uint32_t injector_row = 0;  // producer index used by Runtime::inject
+  std::mutex inject_mutex;
+  // route[block][instance] = thread index, or -1.
+  std::vector<std::vector<int>> route;
+  std::vector<uint32_t> receiver_threads;  // recv threads, or the single thread
+  std::vector<uint32_t> send_threads;      // kSend
+  std::atomic<uint32_t> next_receiver{0};
+  std::unique_ptr<LinkSlot[]> links;  // [kMaxNodeId + 1]
+  std::atomic<bool> stopping{false};
+  std::atomic<bool> started{false};
+  std::vector<Block*> node_event_blocks;  // blocks that want kNodeConnected/kNodeDisconnected
+
+  int thread_of(BlockRef ref) const {
+    if (ref.block >= route.size() || ref.instance >= route[ref.block].size()) return -1;
+    return route[ref.block][ref.instance];
+  }
+};
+
+}  // namespace fjord::engine

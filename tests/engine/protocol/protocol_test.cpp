@@ -1,0 +1,246 @@
+// The engine protocol: every message round-trips, and malformed ones are
+// refused with a message naming what is wrong.
+#include "fjord/engine/protocol.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+namespace fjord::engine::protocol {
+namespace {
+
+// Packs a SignalOut into a frame and decodes it back into a Signal, as a
+// receiving block would see it.
+struct Wire {
+  std::vector<std::byte> buffer = std::vector<std::byte>(frame::kMaxFrameBytes);
+  Signal signal;
+  const Signal& carry(const SignalOut& out, NodeId from = 7) {
+    const std::size_t n =
+        frame::pack_frame(buffer, {out.number, {2, 0}, {10, 0}, 0}, out.data(), out.section_list(), false);
+    EXPECT_GT(n, 0u);
+    signal.sender_node = from;
+    frame::decode_validated({buffer.data(), n}, signal.view);
+    return signal;
+  }
+  // A signal with arbitrary words and sections.
+  const Signal& raw(uint16_t number, std::vector<uint32_t> words, std::vector<std::vector<std::byte>> sections = {}) {
+    std::vector<std::span<const std::byte>> spans(sections.begin(), sections.end());
+    const std::size_t n = frame::pack_frame(buffer, {number, {2, 0}, {10, 0}, 0}, words, spans, false);
+    EXPECT_GT(n, 0u);
+    frame::decode_validated({buffer.data(), n}, signal.view);
+    return signal;
+  }
+};
+
+std::vector<std::byte> values_of(std::initializer_list<std::pair<uint16_t, std::string>> entries) {
+  std::vector<std::byte> out(1024);
+  std::size_t at = 0;
+  for (const auto& [column, text] : entries)
+    at += put_value(std::span(out).subspan(at), column, false, std::as_bytes(std::span(text.data(), text.size())));
+  out.resize(at);
+  return out;
+}
+
+TEST(ProtocolTest, TcKeyReqRoundTrips) {
+  const auto key = values_of({{0, "abcd"}});
+  const auto vals = values_of({{1, "hello"}, {2, "x"}});
+  const uint16_t cols[] = {1, 2};
+  TcKeyReq m;
+  m.api_conn = 5;
+  m.tx = TxId{(uint64_t{3} << 48) | 99};
+  m.table_id = 11;
+  m.table_version = 2;
+  m.op = OpType::kUpdate;
+  m.lock = LockMode::kExclusive;
+  m.flags = kFlagStartTx | kFlagExecute | kFlagCommit;
+  m.op_index = 4;
+  m.batch_ops = 20;
+  m.key = key;
+  m.values = vals;
+  m.columns = std::as_bytes(std::span(cols));
+  Wire w;
+  auto back = decode_tc_key_req(w.carry(encode(m)));
+  ASSERT_TRUE(back) << back.status().to_string();
+  EXPECT_EQ(back->api_conn, 5u);
+  EXPECT_EQ(back->tx, m.tx);
+  EXPECT_EQ(back->tx.api_node(), 3);
+  EXPECT_EQ(back->op, OpType::kUpdate);
+  EXPECT_EQ(back->lock, LockMode::kExclusive);
+  EXPECT_EQ(back->flags, m.flags);
+  EXPECT_EQ(back->batch_ops, 20u);
+  EXPECT_EQ(back->values.size(), vals.size());
+  ValueCursor c(back->values);
+  ValueEntry e;
+  ASSERT_TRUE(c.next(e));
+  EXPECT_EQ(e.column, 1);
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(e.bytes.data()), e.bytes.size()), "hello");
+  ASSERT_TRUE(c.next(e));
+  EXPECT_FALSE(c.next(e));
+  EXPECT_TRUE(c.error().is_ok());
+}
+
+TEST(ProtocolTest, TcKeyReqRefusesMalformedRequests) {
+  Wire w;
+  const auto key = values_of({{0, "k"}});
+  auto err = [&](std::vector<uint32_t> words, std::vector<std::vector<std::byte>> sections = {}) {
+    if (sections.empty()) sections = {key};
+    auto r = decode_tc_key_req(w.raw(gsn::kTcKeyReq, std::move(words), std::move(sections)));
+    return r.is_ok() ? std::string("accepted") : r.status().message();
+  };
+  EXPECT_EQ(err({1, 2, 3}), "signal 200: has 3 data words, expected 10");
+  EXPECT_EQ(err({1, 0, 0, 1, 1, 9, 0, 0, 0, 0}), "signal 200: operation type 9");
+  EXPECT_EQ(err({1, 0, 0, 1, 1, 1 | 3 << 8, 0, 0, 0, 0}), "signal 200: lock mode 3");
+  EXPECT_EQ(err({1, 0, 0, 1, 1, 1, 0x40, 0, 0, 0}), "signal 200: unknown flags 64");
+  EXPECT_EQ(err({1, 0, 0, 1, 1, 1, kFlagCommit, 0, 0, 0}), "signal 200: commit flag without execute");
+  EXPECT_EQ(err({1, 0, 0, 1, 1, 2, kFlagViaUnique, 0, 0, 0}), "signal 200: unique-key access is read-only");
+  EXPECT_EQ(err({1, 0, 0, 1, 1, 1, 0, 0, 0, 0}, {std::vector<std::byte>{}}), "signal 200: no key values");
+  EXPECT_EQ(err({1, 0, 0, 1, 1, 5, 0, 0, 0, 0}, {key, key}), "signal 200: delete carries values");
+}
+
+TEST(ProtocolTest, ValueCursorRefusesTruncatedAndInconsistentEntries) {
+  auto v = values_of({{3, "hello"}});
+  ValueEntry e;
+  ValueCursor short_header{std::span<const std::byte>(v).first(5)};
+  EXPECT_FALSE(short_header.next(e));
+  EXPECT_EQ(short_header.error().message(), "value entry shorter than its 8-byte header");
+  ValueCursor truncated{std::span<const std::byte>(v).first(10)};
+  EXPECT_FALSE(truncated.next(e));
+  EXPECT_NE(truncated.error().message().find("past the end"), std::string::npos);
+  auto bad_flags = v;
+  bad_flags[2] = std::byte{4};
+  ValueCursor flags(bad_flags);
+  EXPECT_FALSE(flags.next(e));
+  EXPECT_EQ(flags.error().message(), "value entry for column 3 has flags 4");
+  std::vector<std::byte> null_with_length(16);
+  const char ab[] = {'a', 'b'};
+  ASSERT_EQ(put_value(null_with_length, 1, false, std::as_bytes(std::span(ab))), 12u);
+  null_with_length[2] = std::byte{1};
+  ValueCursor nl(null_with_length);
+  EXPECT_FALSE(nl.next(e));
+  EXPECT_EQ(nl.error().message(), "NULL value with length for column 1");
+}
+
+TEST(ProtocolTest, LdmMessagesRoundTrip) {
+  Wire w;
+  const auto key = values_of({{0, "key"}});
+  LqhKeyReq q;
+  q.tc_op = 17;
+  q.tx = TxId{42};
+  q.op = OpType::kInsert;
+  q.lock = LockMode::kExclusive;
+  q.result_to = ResultTo::kTc;
+  q.partition = 6;
+  q.api_node = 9;
+  q.key = key;
+  auto back = decode_lqh_key_req(w.carry(encode(q)));
+  ASSERT_TRUE(back) << back.status().to_string();
+  EXPECT_EQ(back->tc_op, 17u);
+  EXPECT_EQ(back->result_to, ResultTo::kTc);
+  EXPECT_EQ(back->partition, 6u);
+  LqhKeyConf c;
+  c.tc_op = 17;
+  c.tx = TxId{42};
+  c.unique_after = key;  // sections keep their positions even when earlier ones are empty
+  auto cb = decode_lqh_key_conf(w.carry(encode(c)));
+  ASSERT_TRUE(cb);
+  EXPECT_TRUE(cb->data.empty());
+  EXPECT_TRUE(cb->unique_before.empty());
+  EXPECT_EQ(cb->unique_after.size(), key.size());
+  auto ref = decode_lqh_key_ref(w.carry(encode(LqhKeyRef{17, TxId{42}, ErrorCode::kDuplicateKey})));
+  ASSERT_TRUE(ref);
+  EXPECT_EQ(ref->error, ErrorCode::kDuplicateKey);
+  EXPECT_FALSE(decode_lqh_key_ref(w.raw(gsn::kLqhKeyRef, {1, 0, 0, 12345})));  // unknown error code
+  auto tx = decode_lqh_tx_req(w.carry(encode(gsn::kLqhAbortReq, LqhTxReq{TxId{5}, 3})));
+  ASSERT_TRUE(tx);
+  EXPECT_EQ(tx->tc_instance, 3);
+  EXPECT_EQ(error_text(ErrorCode::kNoSuchRow), "626: Tuple did not exist");
+}
+
+TEST(ProtocolTest, ScanMessagesBoundsAndFiltersRoundTrip) {
+  std::vector<std::byte> bounds(256);
+  Bounds b;
+  b.has_lower = b.lower_inclusive = b.has_upper = true;
+  b.lower_count = 1;
+  b.upper_count = 2;
+  std::size_t at = put_bounds_header(bounds, b);
+  const auto lo = values_of({{4, "a"}});
+  const auto hi = values_of({{4, "m"}, {5, "zz"}});
+  std::copy(lo.begin(), lo.end(), bounds.begin() + static_cast<long>(at));
+  at += lo.size();
+  std::copy(hi.begin(), hi.end(), bounds.begin() + static_cast<long>(at));
+  at += hi.size();
+  bounds.resize(at);
+  auto db = decode_bounds(bounds);
+  ASSERT_TRUE(db) << db.status().to_string();
+  EXPECT_TRUE(db->lower_inclusive);
+  EXPECT_FALSE(db->upper_inclusive);
+  EXPECT_EQ(db->lower.size(), lo.size());
+  EXPECT_EQ(db->upper.size(), hi.size());
+  bounds[2] = std::byte{3};
+  EXPECT_FALSE(decode_bounds(bounds));
+
+  std::vector<std::byte> filter(128);
+  const char q = 'q';
+  std::size_t f = put_predicate(filter, 2, FilterOp::kGe, false, std::as_bytes(std::span(&q, 1)));
+  f += put_predicate(std::span(filter).subspan(f), 3, FilterOp::kIsNull, false, {});
+  filter.resize(f);
+  FilterCursor fc(filter);
+  Predicate p;
+  ASSERT_TRUE(fc.next(p));
+  EXPECT_EQ(p.column, 2);
+  EXPECT_EQ(p.op, FilterOp::kGe);
+  ASSERT_TRUE(fc.next(p));
+  EXPECT_EQ(p.op, FilterOp::kIsNull);
+  EXPECT_FALSE(fc.next(p));
+  EXPECT_TRUE(fc.error().is_ok());
+
+  Wire w;
+  ScanReq s;
+  s.scan_id = 3;
+  s.flags = kScanFlagOrderedIndex;
+  s.batch_rows = 64;
+  s.bounds = bounds;
+  s.filter = filter;
+  auto sb = decode_scan_req(w.carry(encode(s)));
+  ASSERT_TRUE(sb) << sb.status().to_string();
+  EXPECT_EQ(sb->batch_rows, 64u);
+  s.batch_rows = 0;
+  EXPECT_EQ(decode_scan_req(w.carry(encode(s))).status().message(), "signal 230: batch of 0 rows; accepted 1..4096");
+  s.batch_rows = 10;
+  s.flags = 0;
+  EXPECT_EQ(decode_scan_req(w.carry(encode(s))).status().message(), "signal 230: bounds on a table scan");
+  std::vector<std::byte> rows(64);
+  const uint32_t len = 0;
+  std::memcpy(rows.data(), &len, 4);
+  rows.resize(4);
+  EXPECT_TRUE(decode_scan_rows(w.carry(encode(ScanRows{1, 2, 1, rows}))));
+  EXPECT_FALSE(decode_scan_rows(w.carry(encode(ScanRows{1, 2, 2, rows}))));
+}
+
+TEST(ProtocolTest, TableDefinitionsRoundTripAndAreValidated) {
+  TableDef t;
+  t.name = "accounts";
+  t.table_id = 4;
+  t.version = 2;
+  t.partitions = 8;
+  t.columns = {{"id", ColumnType::kUint64, 0, false},
+               {"name", ColumnType::kVarChar, 64, true},
+               {"email", ColumnType::kVarChar, 128, false}};
+  t.primary_key = {0};
+  t.indexes = {{"by_email", IndexKind::kUnique, {2}, 1}, {"by_name", IndexKind::kOrdered, {1}, 2}};
+  const auto bytes = encode_table(t);
+  auto back = decode_table(bytes);
+  ASSERT_TRUE(back) << back.status().to_string();
+  EXPECT_EQ(back->name, "accounts");
+  EXPECT_EQ(back->columns[1].type, ColumnType::kVarChar);
+  EXPECT_TRUE(back->columns[1].nullable);
+  EXPECT_EQ(back->indexes[1].columns, std::vector<uint16_t>{1});
+  for (std::size_t cut = 0; cut < bytes.size(); ++cut) EXPECT_FALSE(decode_table(std::span(bytes).first(cut))) << cut;
+  TableDef bad = t;
+  bad.primary_key = {7};
+  EXPECT_FALSE(decode_table(encode_table(bad)));  // validate_table runs on decode
+}
+
+}  // namespace
+}  // namespace fjord::engine::protocol

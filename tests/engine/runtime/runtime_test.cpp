@@ -1,0 +1,357 @@
+// The data node runtime: ordering and no loss under stress, congestion,
+// single- vs multi-threaded equivalence, timers, the watchdog, links.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <mutex>
+#include <numeric>
+#include <thread>
+
+#include "fjord/base/clock.h"
+#include "fjord/tcp/tcp.h"
+#include "link_harness.h"
+#include "test_blocks.h"
+
+namespace fjord::engine {
+namespace {
+
+using test::eventually;
+using test::LambdaBlock;
+using test::options_with;
+using test::plan;
+
+constexpr uint16_t kGo = runtime_signals::kFirstUser;
+constexpr uint16_t kData = kGo + 1;
+constexpr uint16_t kDone = kGo + 2;
+constexpr BlockNumber kProducer = block_numbers::kFirstTest;
+constexpr BlockNumber kConsumer = block_numbers::kFirstTest + 1;
+
+// Producers on several threads each send `count` sequenced signals (words:
+// producer id, sequence) to every consumer; consumers check per-producer order.
+struct OrderCheck {
+  std::mutex mutex;
+  std::vector<std::vector<uint32_t>> next;  // [consumer][producer]
+  std::atomic<uint64_t> received{0};
+  std::atomic<uint64_t> errors{0};
+};
+
+std::unique_ptr<Block> producer_block(uint16_t instance, uint32_t consumers, uint32_t count, uint32_t per_step) {
+  auto sent = std::make_shared<uint32_t>(0);
+  return std::make_unique<LambdaBlock>(kProducer, instance, "PRODUCER(" + std::to_string(instance) + ")",
+                                       [=](const Signal& s, BlockContext& c) {
+                                         if (s.number() != kGo && s.number() != runtime_signals::kStart) return;
+                                         // Send a slice, then re-arm ourselves: the loop
+                                         // stays responsive and congestion can act.
+                                         for (uint32_t k = 0; k < per_step && *sent < count; ++k, ++*sent)
+                                           for (uint16_t dest = 0; dest < consumers; ++dest) {
+                                             const uint32_t words[] = {instance, *sent};
+                                             c.send({c.self_node(), {kConsumer, dest}}, kData, words);
+                                           }
+                                         if (*sent < count) c.send({c.self_node(), {kProducer, instance}}, kGo, {});
+                                       });
+}
+
+std::unique_ptr<Block> consumer_block(uint16_t instance, OrderCheck& check, uint32_t work_ns = 0) {
+  return std::make_unique<LambdaBlock>(kConsumer, instance, "CONSUMER(" + std::to_string(instance) + ")",
+                                       [&check, instance, work_ns](const Signal& s, BlockContext&) {
+                                         if (s.number() != kData) return;
+                                         const uint32_t producer = s.word(0);
+                                         const uint32_t seq = s.word(1);
+                                         uint32_t& expect = check.next[instance][producer];
+                                         if (seq != expect) check.errors.fetch_add(1);
+                                         expect = seq + 1;
+                                         check.received.fetch_add(1, std::memory_order_relaxed);
+                                         if (work_ns) {
+                                           const uint64_t until = monotonic_ns() + work_ns;
+                                           while (monotonic_ns() < until) cpu_relax();
+                                         }
+                                       });
+}
+
+TEST(RuntimeTest, OrderingAndNoLossWithEightBusyThreadsOnTwoCores) {
+  // 3 producer threads, 3 consumer threads, 1 main, 1 recv: all spinning.
+  std::vector<ThreadSpec> plans;
+  for (uint32_t i = 0; i < 3; ++i) plans.push_back(plan(ThreadType::kTc, i, 200));
+  for (uint32_t i = 0; i < 3; ++i) plans.push_back(plan(ThreadType::kLdm, i, 200));
+  plans.push_back(plan(ThreadType::kMain, 0, 200));
+  plans.push_back(plan(ThreadType::kRecv, 0, 200));
+  auto rt = Runtime::create(options_with(plans));
+  ASSERT_TRUE(rt) << rt.status().to_string();
+  OrderCheck check;
+  check.next.assign(3, std::vector<uint32_t>(3, 0));
+  constexpr uint32_t kCount = 40000;
+  for (uint16_t i = 0; i < 3; ++i) {
+    ASSERT_TRUE((*rt)->add_block(producer_block(i, 3, kCount, 64), ThreadType::kTc, i));
+    ASSERT_TRUE((*rt)->add_block(consumer_block(i, check), ThreadType::kLdm, i));
+  }
+  ASSERT_TRUE((*rt)->start());
+  for (uint16_t i = 0; i < 3; ++i) ASSERT_TRUE((*rt)->inject({1, {kProducer, i}}, kGo, {}));
+  EXPECT_TRUE(eventually([&] { return check.received.load() == 9ull * kCount; }, 120000))
+      << check.received.load() << " of " << 9 * kCount;
+  (*rt)->stop();
+  EXPECT_EQ(check.errors.load(), 0u);
+  uint64_t executed = 0;
+  for (const ThreadStats& s : (*rt)->thread_stats()) executed += s.signals;
+  EXPECT_GE(executed, 9ull * kCount);
+}
+
+TEST(RuntimeTest, SlowConsumerStopsTheProducerWithoutLossAndWithBoundedMemory) {
+  auto opts = options_with({plan(ThreadType::kTc, 0), plan(ThreadType::kLdm, 0)});
+  opts.job_buffer_bytes = 64 << 10;  // small, so the producer meets it quickly
+  auto rt = Runtime::create(opts);
+  ASSERT_TRUE(rt);
+  OrderCheck check;
+  check.next.assign(1, std::vector<uint32_t>(1, 0));
+  constexpr uint32_t kCount = 60000;
+  // The producer re-arms itself after every 64 signals, far faster than the
+  // consumer (2 us per signal) drains a 64 KB job buffer: it must spill and
+  // then stop executing until the consumer catches up.
+  ASSERT_TRUE((*rt)->add_block(producer_block(0, 1, kCount, 64), ThreadType::kTc, 0));
+  ASSERT_TRUE((*rt)->add_block(consumer_block(0, check, 2000), ThreadType::kLdm, 0));
+  ASSERT_TRUE((*rt)->start());
+  ASSERT_TRUE((*rt)->inject({1, {kProducer, 0}}, kGo, {}));
+  uint32_t max_fill = 0;
+  EXPECT_TRUE(eventually(
+      [&] {
+        for (const ThreadStats& s : (*rt)->thread_stats()) max_fill = std::max(max_fill, s.job_buffer_fill_percent);
+        return check.received.load() == kCount;
+      },
+      120000))
+      << check.received.load();
+  (*rt)->stop();
+  EXPECT_EQ(check.errors.load(), 0u);
+  const auto stats = (*rt)->thread_stats();
+  EXPECT_GT(stats[0].spill_events, 0u) << "the producer never met a full job buffer";
+  EXPECT_LE(max_fill, 100u);
+  EXPECT_GT(max_fill, 50u) << "the consumer's queue never filled";
+}
+
+// A deterministic computation: a token visits blocks on every thread, each
+// visit folding the block's identity into a hash. Same result whatever the
+// thread layout.
+uint64_t run_token_ring(std::vector<ThreadSpec> plans, bool single) {
+  auto rt = Runtime::create(options_with(std::move(plans), 1, single));
+  EXPECT_TRUE(rt);
+  std::atomic<uint64_t> result{0};
+  constexpr uint16_t kStations = 4;
+  constexpr uint32_t kHops = 20000;
+  for (uint16_t i = 0; i < kStations; ++i) {
+    auto block = std::make_unique<LambdaBlock>(kConsumer, i, "STATION", [i, &result](const Signal& s, BlockContext& c) {
+      if (s.number() != kData) return;
+      const uint64_t h = (uint64_t{s.word(0)} << 32 | s.word(1)) * 0x9E3779B97F4A7C15ULL + i + 1;
+      const uint32_t hops = s.word(2);
+      if (hops == 0) {
+        result.store(h);
+        return;
+      }
+      const uint32_t w[] = {static_cast<uint32_t>(h >> 32), static_cast<uint32_t>(h), hops - 1};
+      c.send({c.self_node(), {kConsumer, static_cast<uint16_t>((i + h % 3 + 1) % kStations)}}, kData, w);
+    });
+    const ThreadType role = single ? ThreadType::kMain : (i % 2 ? ThreadType::kLdm : ThreadType::kTc);
+    EXPECT_TRUE((*rt)->add_block(std::move(block), role, single ? 0 : i / 2));
+  }
+  EXPECT_TRUE((*rt)->start());
+  const uint32_t w[] = {0, 1, kHops};
+  EXPECT_TRUE((*rt)->inject({1, {kConsumer, 0}}, kData, w));
+  EXPECT_TRUE(eventually([&] { return result.load() != 0; }));
+  (*rt)->stop();
+  return result.load();
+}
+
+TEST(RuntimeTest, SingleAndMultiThreadedModesComputeTheSameResult) {
+  const uint64_t single = run_token_ring({plan(ThreadType::kMain, 0)}, true);
+  const uint64_t multi = run_token_ring(
+      {plan(ThreadType::kTc, 0), plan(ThreadType::kTc, 1), plan(ThreadType::kLdm, 0), plan(ThreadType::kLdm, 1)},
+      false);
+  EXPECT_NE(single, 0u);
+  EXPECT_EQ(single, multi);
+}
+
+TEST(RuntimeTest, DelayedSignalsFireAfterTheirDelayInOrder) {
+  auto rt = Runtime::create(options_with({plan(ThreadType::kMain, 0)}));
+  ASSERT_TRUE(rt);
+  std::mutex m;
+  std::vector<std::pair<uint32_t, uint64_t>> fired;
+  uint64_t t0 = 0;
+  ASSERT_TRUE((*rt)->add_block(std::make_unique<LambdaBlock>(kConsumer, 0, "TIMERS",
+                                                             [&](const Signal& s, BlockContext& c) {
+                                                               if (s.number() == kGo) {
+                                                                 t0 = c.now_ns();
+                                                                 for (uint32_t d : {30u, 10u, 20u, 10u}) {
+                                                                   const uint32_t w[] = {d};
+                                                                   c.send_delayed(d, {kConsumer, 0}, kData, w);
+                                                                 }
+                                                               } else if (s.number() == kData) {
+                                                                 std::lock_guard l(m);
+                                                                 fired.emplace_back(s.word(0), monotonic_ns() - t0);
+                                                               }
+                                                             }),
+                               ThreadType::kMain, 0));
+  ASSERT_TRUE((*rt)->start());
+  ASSERT_TRUE((*rt)->inject({1, {kConsumer, 0}}, kGo, {}));
+  ASSERT_TRUE(eventually([&] {
+    std::lock_guard l(m);
+    return fired.size() == 4;
+  }));
+  (*rt)->stop();
+  ASSERT_EQ(fired.size(), 4u);
+  EXPECT_EQ(fired[0].first, 10u);
+  EXPECT_EQ(fired[1].first, 10u);
+  EXPECT_EQ(fired[2].first, 20u);
+  EXPECT_EQ(fired[3].first, 30u);
+  for (auto [delay, at] : fired) EXPECT_GE(at, uint64_t{delay} * 1'000'000) << delay;
+}
+
+TEST(RuntimeTest, WatchdogNamesAThreadStuckInABlock) {
+  auto opts = options_with({plan(ThreadType::kLdm, 0), plan(ThreadType::kMain, 0)});
+  opts.watchdog_ms = 100;
+  std::mutex m;
+  std::vector<std::string> reports;
+  opts.on_watchdog = [&](const std::string& r) {
+    std::lock_guard l(m);
+    reports.push_back(r);
+  };
+  auto rt = Runtime::create(opts);
+  ASSERT_TRUE(rt);
+  ASSERT_TRUE((*rt)->add_block(std::make_unique<LambdaBlock>(kConsumer, 0, "SLOWPOKE",
+                                                             [](const Signal& s, BlockContext&) {
+                                                               if (s.number() != kGo) return;
+                                                               const uint64_t until = monotonic_ns() + 400'000'000;
+                                                               while (monotonic_ns() < until) cpu_relax();
+                                                             }),
+                               ThreadType::kLdm, 0));
+  ASSERT_TRUE((*rt)->start());
+  std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  {
+    std::lock_guard l(m);
+    EXPECT_TRUE(reports.empty()) << "idle threads were reported: " << reports.front();
+  }
+  ASSERT_TRUE((*rt)->inject({1, {kConsumer, 0}}, kGo, {}));
+  ASSERT_TRUE(eventually(
+      [&] {
+        std::lock_guard l(m);
+        return !reports.empty();
+      },
+      5000));
+  (*rt)->stop();
+  std::lock_guard l(m);
+  EXPECT_NE(reports[0].find("thread ldm 0"), std::string::npos) << reports[0];
+  EXPECT_NE(reports[0].find("SLOWPOKE"), std::string::npos) << reports[0];
+  EXPECT_NE(reports[0].find("signal " + std::to_string(kGo)), std::string::npos) << reports[0];
+  EXPECT_EQ(reports.size(), 1u) << "one stuck step is reported once";
+}
+
+// ---- links -----------------------------------------------------------------------
+
+class RuntimeLinkTest : public ::testing::Test {
+ protected:
+  // Node 1 is the runtime; node 2 is this test, over TCP.
+  void connect(Runtime& rt) {
+    auto table = fjord::test::load_links(fjord::test::find_medium("tcp")->section(1, 2, ""));
+    ASSERT_TRUE(table) << table.status().to_string();
+    auto pair = fjord::test::connect_pair(*table, 1, *table->find(1, 2), 2);
+    ASSERT_TRUE(pair) << pair.status().to_string();
+    peer_ = std::move(pair->client);
+    ASSERT_TRUE(rt.attach_link(std::move(pair->server)));
+  }
+  std::unique_ptr<transport::Transporter> peer_;
+};
+
+TEST_F(RuntimeLinkTest, SignalsCrossTheLinkBothWaysAndNodeEventsArrive) {
+  auto opts = options_with({plan(ThreadType::kRecv, 0), plan(ThreadType::kTc, 0)});
+  std::vector<std::unique_ptr<transport::Transporter>> dead;
+  std::mutex dead_mutex;
+  opts.on_link_down = [&](std::unique_ptr<transport::Transporter> t) {
+    std::lock_guard l(dead_mutex);
+    dead.push_back(std::move(t));
+  };
+  auto rt = Runtime::create(opts);
+  ASSERT_TRUE(rt);
+  std::atomic<int> connected{0}, disconnected{0};
+  ASSERT_TRUE((*rt)->add_block(std::make_unique<LambdaBlock>(
+                                   kConsumer, 0, "ECHO",
+                                   [&](const Signal& s, BlockContext& c) {
+                                     if (s.number() == runtime_signals::kNodeConnected) connected = s.word(0);
+                                     if (s.number() == runtime_signals::kNodeDisconnected) disconnected = s.word(0);
+                                     if (s.number() == kData) {
+                                       const uint32_t w[] = {s.word(0) + 1};
+                                       c.send(s.sender_address(), kData, w, {}, s.trace());
+                                     }
+                                   },
+                                   true),
+                               ThreadType::kTc, 0));
+  ASSERT_TRUE((*rt)->start());
+  connect(**rt);
+  ASSERT_TRUE(eventually([&] { return connected.load() == 2; }));
+  for (uint32_t i = 0; i < 1000; ++i) {
+    const uint32_t w[] = {i};
+    ASSERT_TRUE(peer_->send_signal({kData, {kConsumer, 0}, {kProducer, 7}, i}, w));
+    ASSERT_EQ(peer_->wait_for_receive(5'000'000'000ULL, 0), transport::WaitResult::kReady);
+    transport::ReceiveBatch b = peer_->receive();
+    frame::FrameCursor cursor(b.bytes);
+    frame::SignalView v;
+    ASSERT_TRUE(cursor.next(v));
+    EXPECT_EQ(v.word(0), i + 1);
+    EXPECT_EQ(v.header.receiver, (BlockRef{kProducer, 7}));
+    EXPECT_EQ(v.header.trace, i);
+    peer_->release(b.bytes.size());
+  }
+  const auto links = (*rt)->link_stats();
+  ASSERT_EQ(links.size(), 1u);
+  EXPECT_EQ(links[0].node, 2);
+  EXPECT_EQ(links[0].stats.frames_received, 1000u);
+  EXPECT_EQ(links[0].stats.frames_sent, 1000u);
+  peer_->close("test done");
+  ASSERT_TRUE(eventually([&] { return disconnected.load() == 2; }));
+  EXPECT_FALSE((*rt)->link_up(2));
+  ASSERT_TRUE(eventually([&] {
+    std::lock_guard l(dead_mutex);
+    return dead.size() == 1;
+  }));
+  (*rt)->stop();
+}
+
+TEST_F(RuntimeLinkTest, ASignalToAMissingBlockClosesOnlyThatLinkWithAReason) {
+  auto rt = Runtime::create(options_with({plan(ThreadType::kMain, 0)}, 1, true));
+  ASSERT_TRUE(rt);
+  ASSERT_TRUE((*rt)->add_block(std::make_unique<LambdaBlock>(kConsumer, 0, "X", [](const Signal&, BlockContext&) {}),
+                               ThreadType::kMain, 0));
+  ASSERT_TRUE((*rt)->start());
+  connect(**rt);
+  const uint32_t w[] = {1};
+  ASSERT_TRUE(peer_->send_signal({kData, {kConsumer, 9}, {kProducer, 0}, 0}, w));
+  ASSERT_EQ(peer_->wait_for_receive(5'000'000'000ULL, 0), transport::WaitResult::kDown);
+  EXPECT_TRUE(eventually([&] { return !(*rt)->link_up(2); }));
+  (*rt)->stop();
+}
+
+TEST_F(RuntimeLinkTest, CongestionStopsTheReceiverWithoutLoss) {
+  auto opts = options_with({plan(ThreadType::kRecv, 0), plan(ThreadType::kLdm, 0)});
+  opts.job_buffer_bytes = 64 << 10;
+  auto rt = Runtime::create(opts);
+  ASSERT_TRUE(rt);
+  OrderCheck check;
+  check.next.assign(1, std::vector<uint32_t>(8, 0));
+  ASSERT_TRUE((*rt)->add_block(consumer_block(0, check, 3000), ThreadType::kLdm, 0));
+  ASSERT_TRUE((*rt)->start());
+  connect(**rt);
+  constexpr uint32_t kCount = 20000;
+  for (uint32_t i = 0; i < kCount;) {
+    const uint32_t w[] = {0, i};
+    const std::byte pad[200] = {};
+    const std::span<const std::byte> sections[] = {pad};
+    if (peer_->send_signal({kData, {kConsumer, 0}, {kProducer, 0}, 0}, w, sections))
+      ++i;
+    else
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  while (peer_->flush() == transport::FlushStatus::kPending)
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  EXPECT_TRUE(eventually([&] { return check.received.load() == kCount; }, 120000)) << check.received.load();
+  EXPECT_EQ(check.errors.load(), 0u);
+  EXPECT_GT((*rt)->thread_stats()[0].congestion_stops, 0u);
+  (*rt)->stop();
+}
+
+}  // namespace
+}  // namespace fjord::engine

@@ -1,0 +1,189 @@
+// HashIndex against a std::unordered_map model, with keys compared through
+// real rows (RowKeySource), growth by linear hashing, forced collisions and
+// DataMemory exhaustion.
+#include "fjord/engine/storage/hash_index.h"
+
+#include <gtest/gtest.h>
+
+#include <unordered_map>
+#include <vector>
+
+#include "storage_test_util.h"
+
+namespace fjord::engine::storage {
+namespace {
+
+using testing::make_pool;
+using testing::test_seed;
+using testing::TestTable;
+
+uint64_t hash_of(const std::vector<std::byte>& key) { return hash_key(key.data(), key.size()); }
+
+TEST(HashIndexTest, MatchesAModelUnderRandomOperations) {
+  const uint64_t seed = test_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  auto pool = make_pool(128 << 20);
+  TestTable table(*pool, 16, 8);
+  HashIndex index(*pool, table.pk_keys);
+  std::unordered_map<uint64_t, RowId> model;  // id -> row
+  std::vector<uint64_t> ids;
+  for (int step = 0; step < 300000; ++step) {
+    const uint64_t op = rng() % 100;
+    const bool growing = (step / 50000) % 2 == 0;
+    if (ids.empty() || op < (growing ? 50u : 25u)) {
+      const uint64_t id = rng() % 1000000;
+      const std::vector<std::byte> key = table.pk_key(id);
+      if (model.count(id)) {
+        const Status s = index.insert(hash_of(key), key, model[id]);
+        ASSERT_EQ(s.code(), StatusCode::kAlreadyExists);
+        EXPECT_EQ(s.message(), "the key is already in the hash index");
+        continue;
+      }
+      const RowId row = table.rows.insert(table.record(id, "n")).value();
+      ASSERT_TRUE(index.insert(hash_of(key), key, row).is_ok());
+      model[id] = row;
+      ids.push_back(id);
+    } else if (op < 70) {
+      const std::size_t i = rng() % ids.size();
+      const std::vector<std::byte> key = table.pk_key(ids[i]);
+      const RowId row = model[ids[i]];
+      ASSERT_TRUE(index.erase(hash_of(key), row).is_ok());  // index first, then the row
+      table.rows.erase(row);
+      model.erase(ids[i]);
+      ids[i] = ids.back();
+      ids.pop_back();
+    } else {
+      const uint64_t id = op < 85 && !ids.empty() ? ids[rng() % ids.size()] : rng() % 1000000;
+      const std::vector<std::byte> key = table.pk_key(id);
+      const auto it = model.find(id);
+      ASSERT_EQ(index.find(hash_of(key), key), it == model.end() ? kNoRow : it->second) << "id " << id;
+    }
+    ASSERT_EQ(index.entry_count(), model.size());
+    if (step % 25000 == 0) {
+      ASSERT_TRUE(index.check_invariants().is_ok()) << index.check_invariants().message();
+    }
+  }
+  ASSERT_TRUE(index.check_invariants().is_ok()) << index.check_invariants().message();
+}
+
+TEST(HashIndexTest, GrowsOneBucketAtATime) {
+  auto pool = make_pool(64 << 20);
+  TestTable table(*pool, 8, 4);
+  HashIndex index(*pool, table.pk_keys);
+  uint32_t previous_buckets = 0;
+  for (uint64_t id = 0; id < 50000; ++id) {
+    const std::vector<std::byte> key = table.pk_key(id);
+    const RowId row = table.rows.insert(table.record(id, "x")).value();
+    ASSERT_TRUE(index.insert(hash_of(key), key, row).is_ok());
+    // Linear hashing: never more than one split per insert.
+    ASSERT_LE(index.bucket_count(), previous_buckets + 1);
+    previous_buckets = index.bucket_count();
+    ASSERT_LE(index.entry_count(), uint64_t{HashIndex::kSplitLoad} * index.bucket_count() + 1);
+  }
+  EXPECT_TRUE(index.check_invariants().is_ok()) << index.check_invariants().message();
+  EXPECT_GT(index.bucket_count(), 50000u / HashIndex::kSplitLoad - 2);
+  // Bucket pages plus overflow: about 64 / kSplitLoad bytes per entry.
+  const double per_entry = static_cast<double>(index.memory_bytes()) / 50000;
+  std::printf("hash index: %u buckets, %llu overflow blocks, %.1f bytes per entry\n", index.bucket_count(),
+              static_cast<unsigned long long>(index.overflow_blocks()), per_entry);
+  EXPECT_LT(per_entry, 20.0);
+  for (uint64_t id = 0; id < 50000; ++id) {
+    const std::vector<std::byte> key = table.pk_key(id);
+    ASSERT_NE(index.find(hash_of(key), key), kNoRow) << id;
+  }
+}
+
+TEST(HashIndexTest, EqualHashesChainAndStillFindByKey) {
+  // Every key gets the same hash: one long chain of overflow blocks, and each
+  // lookup must fall back to comparing keys through the rows.
+  auto pool = make_pool(16 << 20);
+  TestTable table(*pool, 8, 4);
+  HashIndex index(*pool, table.pk_keys);
+  constexpr uint64_t kSameHash = 0x1234;
+  std::vector<RowId> rows;
+  for (uint64_t id = 0; id < 300; ++id) {
+    rows.push_back(table.rows.insert(table.record(id, "c")).value());
+    ASSERT_TRUE(index.insert(kSameHash, table.pk_key(id), rows.back()).is_ok());
+  }
+  EXPECT_TRUE(index.check_invariants().is_ok()) << index.check_invariants().message();
+  EXPECT_GT(index.overflow_blocks(), 300u / HashIndex::kEntriesPerBucket - 2);
+  for (uint64_t id = 0; id < 300; ++id) ASSERT_EQ(index.find(kSameHash, table.pk_key(id)), rows[id]);
+  EXPECT_EQ(index.find(kSameHash, table.pk_key(300)), kNoRow);
+  for (uint64_t id = 0; id < 300; id += 2) ASSERT_TRUE(index.erase(kSameHash, rows[id]).is_ok());
+  EXPECT_TRUE(index.check_invariants().is_ok()) << index.check_invariants().message();
+  for (uint64_t id = 0; id < 300; ++id) {
+    ASSERT_EQ(index.find(kSameHash, table.pk_key(id)), id % 2 == 0 ? kNoRow : rows[id]);
+  }
+  const Status missing = index.erase(kSameHash, rows[0]);
+  EXPECT_EQ(missing.code(), StatusCode::kNotFound);
+  EXPECT_EQ(missing.message(), "row " + std::to_string(rows[0]) + " is not in the hash index");
+}
+
+TEST(HashIndexTest, VarcharKeysWithSharedPrefixes) {
+  auto pool = make_pool(16 << 20);
+  TableDef def;
+  def.name = "v";
+  def.columns = {{"k", ColumnType::kVarChar, 64, false}};
+  def.primary_key = {0};
+  const RowLayout layout = RowLayout::create(def).value();
+  const KeyCodec pk = KeyCodec::for_primary_key(def);
+  RowStore rows(*pool, layout.record_bytes());
+  RowKeySource keys(rows, layout, pk);
+  HashIndex index(*pool, keys);
+  std::vector<std::string> names;
+  for (int i = 0; i < 2000; ++i)
+    names.push_back(std::string(static_cast<std::size_t>(i % 50), 'a') + std::to_string(i));
+  names.push_back("");
+  names.push_back(std::string("\0", 1));
+  std::vector<RowId> ids;
+  for (const std::string& name : names) {
+    std::vector<std::byte> record(layout.record_bytes());
+    layout.init_record(record);
+    ASSERT_TRUE(layout.set(record, 0, ValueRef::of_string(name)).is_ok());
+    ids.push_back(rows.insert(record).value());
+    std::vector<std::byte> key(pk.max_encoded_bytes());
+    const ValueRef v[] = {ValueRef::of_string(name)};
+    key.resize(pk.encode(v, key).value());
+    ASSERT_TRUE(index.insert(hash_key(key.data(), key.size()), key, ids.back()).is_ok()) << name;
+  }
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    std::vector<std::byte> key(pk.max_encoded_bytes());
+    const ValueRef v[] = {ValueRef::of_string(names[i])};
+    key.resize(pk.encode(v, key).value());
+    ASSERT_EQ(index.find(hash_key(key.data(), key.size()), key), ids[i]) << names[i];
+  }
+}
+
+TEST(HashIndexTest, ExhaustionLeavesTheIndexUsable) {
+  auto pool = make_pool(24 * PagePool::kPageBytes);
+  TestTable table(*pool, 8, 4);
+  HashIndex index(*pool, table.pk_keys);
+  std::vector<std::pair<uint64_t, RowId>> inserted;
+  Status failure;
+  for (uint64_t id = 0; failure.is_ok(); ++id) {
+    Result<RowId> row = table.rows.insert(table.record(id, "e"));
+    if (!row.is_ok()) {
+      failure = row.status();
+      break;
+    }
+    const std::vector<std::byte> key = table.pk_key(id);
+    failure = index.insert(hash_of(key), key, row.value());
+    if (failure.is_ok()) {
+      inserted.emplace_back(id, row.value());
+    } else {
+      table.rows.erase(row.value());
+    }
+  }
+  EXPECT_EQ(failure.code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(failure.message(), "DataMemory full: 24 of 24 pages in use (DataMemory=768K)");
+  EXPECT_TRUE(index.check_invariants().is_ok()) << index.check_invariants().message();
+  ASSERT_EQ(index.entry_count(), inserted.size());
+  for (const auto& [id, row] : inserted) {
+    const std::vector<std::byte> key = table.pk_key(id);
+    ASSERT_EQ(index.find(hash_of(key), key), row) << id;
+  }
+}
+
+}  // namespace
+}  // namespace fjord::engine::storage
