@@ -43,7 +43,7 @@ const ParamSpec kRdmaParams[] = {
      "GID table entry named in messages (RoCE v2 over IPv4 is 1 on rxe); rdma_cm picks the GID of HostName"},
     {"ReceiveBufferMemory", Kind::kBytes, 64 << 10, 1ULL << 30, "2M", false,
      "receive ring; each direction's ring is min(SendBufferMemory, ReceiveBufferMemory)"},
-    {"QueueDepth", Kind::kUint, 16, 4096, "256", false, "send-queue slots, and receives kept posted"},
+    {"QueueDepth", Kind::kUint, 16, 4096, "256", false, "send-queue slots, and receives kept posted for wake-ups"},
     {"InlineThreshold", Kind::kBytes, 0, 1024, "256", false,
      "RDMA WRITEs up to this many bytes are posted inline (capped by the device)"},
     {"RdmaSpintime", Kind::kUint, 0, 1'000'000, "100", false,
