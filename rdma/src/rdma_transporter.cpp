@@ -526,20 +526,19 @@ void RdmaTransporter::slow_checks() {
 void RdmaTransporter::check_cm_events() {
   std::unique_lock lock(cm_mutex_, std::try_to_lock);
   if (!lock.owns_lock()) return;  // the other side's thread is looking already
-  for (;;) {
-    auto event = poll_event(r_->channel.get());
-    if (!event) return;
-    switch (event->type) {
+  CmEvent event;
+  while (poll_event(r_->channel.get(), &event)) {
+    switch (event.type) {
       case RDMA_CM_EVENT_DISCONNECTED:
         fail(StatusCode::kLinkDown,
-             "node " + std::to_string(remote_node()) + " disconnected (" + event_text(*event) + ")" + device_health());
+             "node " + std::to_string(remote_node()) + " disconnected (" + event_text(event) + ")" + device_health());
         break;
       case RDMA_CM_EVENT_DEVICE_REMOVAL:
-        fail(StatusCode::kLinkDown, "the RDMA device was removed (" + event_text(*event) + ")");
+        fail(StatusCode::kLinkDown, "the RDMA device was removed (" + event_text(event) + ")");
         break;
       case RDMA_CM_EVENT_ESTABLISHED:
       case RDMA_CM_EVENT_TIMEWAIT_EXIT: break;
-      default: FJORD_LOG_DEBUG("%s: ignoring %s", config().describe().c_str(), event_text(*event).c_str()); break;
+      default: FJORD_LOG_DEBUG("%s: ignoring %s", config().describe().c_str(), event_text(event).c_str()); break;
     }
   }
 }

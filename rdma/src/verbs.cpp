@@ -101,11 +101,14 @@ Result<CmChannel> make_channel() {
   return channel;
 }
 
-Result<CmEvent> poll_event(rdma_event_channel* channel) {
+bool poll_event(rdma_event_channel* channel, CmEvent* out) {
   // rdma_get_cm_event() allocates even when nothing is queued: ask poll() first.
   pollfd p{channel->fd, POLLIN, 0};
-  if (::poll(&p, 1, 0) <= 0) return Status(StatusCode::kTimeout, "no rdma_cm event");
-  return take_event(channel);
+  if (::poll(&p, 1, 0) <= 0) return false;
+  auto event = take_event(channel);
+  if (!event) return false;
+  *out = *event;
+  return true;
 }
 
 Result<CmEvent> next_event(rdma_event_channel* channel, DeadlineNs deadline) {
@@ -312,9 +315,10 @@ Result<ibv_wc> wait_one(LinkResources& r, ibv_cq* cq, DeadlineNs deadline, const
         return Status(StatusCode::kLinkDown, r.where + ": " + what + " failed: " + ibv_wc_status_str(wc.status));
       return wc;
     }
-    auto e = poll_event(r.channel.get());
-    if (e && (e->type == RDMA_CM_EVENT_DISCONNECTED || e->type == RDMA_CM_EVENT_DEVICE_REMOVAL))
-      return Status(StatusCode::kLinkDown, r.where + ": peer went away during the handshake (" + event_text(*e) + ")");
+    CmEvent e;
+    if (poll_event(r.channel.get(), &e) &&
+        (e.type == RDMA_CM_EVENT_DISCONNECTED || e.type == RDMA_CM_EVENT_DEVICE_REMOVAL))
+      return Status(StatusCode::kLinkDown, r.where + ": peer went away during the handshake (" + event_text(e) + ")");
     if (monotonic_ns() >= deadline)
       return Status(StatusCode::kTimeout, r.where + ": timed out waiting for " + std::string(what));
     std::this_thread::sleep_for(std::chrono::microseconds(50));

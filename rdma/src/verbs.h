@@ -90,8 +90,9 @@ struct CmEvent {
   std::size_t private_data_len = 0;
 };
 Result<CmEvent> next_event(rdma_event_channel* channel, DeadlineNs deadline);
-// Non-blocking: an event if one is queued, kTimeout if none (no allocation then).
-Result<CmEvent> poll_event(rdma_event_channel* channel);
+// Non-blocking: true with *out if an event was queued; false if none (or
+// the channel failed). Allocates nothing when there is none (hot path).
+bool poll_event(rdma_event_channel* channel, CmEvent* out);
 std::string event_text(const CmEvent& event);
 
 // All the verbs resources of one link end, in destruction-safe order.

@@ -12,14 +12,37 @@
 #include <infiniband/verbs.h>
 #include <poll.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <new>
 #include <thread>
 
 #include "fjord/base/clock.h"
 #include "link_harness.h"
+
+// ---- allocation counting (SteadyStateAllocatesNothing) --------------------
+// This binary replaces the global operator new to count the C++ allocations
+// made while counting is on (from any thread).
+namespace {
+std::atomic<bool> g_count_allocations{false};
+std::atomic<uint64_t> g_allocations{0};
+}  // namespace
+
+// noinline: GCC otherwise sees malloc/free through the inlined operators and
+// warns (wrongly) that new and delete do not match.
+__attribute__((noinline)) void* operator new(std::size_t bytes) {
+  if (g_count_allocations.load(std::memory_order_relaxed)) g_allocations.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(bytes == 0 ? 1 : bytes)) return p;
+  throw std::bad_alloc();
+}
+__attribute__((noinline)) void* operator new[](std::size_t bytes) { return operator new(bytes); }
+__attribute__((noinline)) void operator delete(void* p) noexcept { std::free(p); }
+__attribute__((noinline)) void operator delete[](void* p) noexcept { std::free(p); }
+__attribute__((noinline)) void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+__attribute__((noinline)) void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
 
 namespace fjord::test {
 namespace {
@@ -343,6 +366,63 @@ TEST_F(RdmaLink, RingSizeIsTheSmallerBufferAndIWarpUsesDoorbells) {
   EXPECT_EQ(info->iwarp, info->device.rfind("siw", 0) == 0 || info->device.rfind("iw", 0) == 0) << info->device;
   EXPECT_EQ(stream(*p.server, *p.client, 500, 3000), "");
   EXPECT_EQ(stream(*p.client, *p.server, 500, 3000), "");
+}
+
+// The hot path allocates nothing: a busy stream both ways (credit writes,
+// wraps, the periodic CQ and rdma_cm checks) and sleep/wake cycles (the
+// announcement's WRITE + READ, the completion channel) once warmed up.
+TEST_F(RdmaLink, SteadyStateAllocatesNothing) {
+  LinkPair p = pair("SendBufferMemory=64K\n");
+  ASSERT_TRUE(p.server && p.client);
+  uint64_t seq[2] = {0, 0}, next[2] = {0, 0};
+  transport::Transporter* from[2] = {p.client.get(), p.server.get()};
+  transport::Transporter* to[2] = {p.server.get(), p.client.get()};
+  bool ok = true;
+  const auto busy = [&](int rounds) {
+    for (int i = 0; i < rounds && ok; ++i) {
+      const int d = i % 2;
+      while (!send_sequenced(*from[d], seq[d], 200)) (void)to[d]->receive();
+      ++seq[d];
+      while (from[d]->flush() == FlushStatus::kPending) {
+      }
+      for (;;) {
+        transport::ReceiveBatch b = to[d]->receive();
+        if (b.frames == 0) continue;
+        frame::FrameCursor cursor(b.bytes);
+        frame::SignalView view;
+        while (cursor.next(view)) ok = ok && (view.word(0) | (uint64_t{view.word(1)} << 32)) == next[d]++;
+        to[d]->release(b.bytes.size());
+        if (next[d] == seq[d]) break;
+      }
+    }
+  };
+  const auto sleepy = [&](int rounds) {
+    for (int i = 0; i < rounds && ok; ++i) {
+      if (!p.server->arm_wakeup()) continue;
+      ok = ok && send_sequenced(*p.client, seq[0]++, 16);
+      pollfd fd{p.server->wait_fd(), POLLIN, 0};
+      ok = ok && ::poll(&fd, 1, 10'000) == 1;
+      p.server->disarm_wakeup();
+      while (next[0] < seq[0]) {
+        transport::ReceiveBatch b = p.server->receive();
+        frame::FrameCursor cursor(b.bytes);
+        frame::SignalView view;
+        while (cursor.next(view)) ++next[0];
+        p.server->release(b.bytes.size());
+      }
+    }
+  };
+  busy(4000);  // warm up: thread-local buffers, every ring offset, first credits
+  sleepy(20);
+  ASSERT_TRUE(ok);
+  g_count_allocations = true;
+  busy(20000);
+  sleepy(50);
+  g_count_allocations = false;
+  EXPECT_EQ(g_allocations.load(), 0u) << "allocations on the hot path";
+  EXPECT_TRUE(ok) << "frames out of order or a wake-up missing";
+  EXPECT_TRUE(p.client->is_up() && p.server->is_up());
+  EXPECT_GE(rdma::link_info(*p.client)->wakeups, 50u);
 }
 
 // Destructive: makes an RDMA device disappear by deleting the network
