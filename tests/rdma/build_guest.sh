@@ -48,6 +48,11 @@ KSERIES=$(echo "$K" | cut -d. -f1,2)         # 6.1
 
 SCRIPTS_HASH=$(cat "$HERE/build_guest.sh" "$HERE/guest_init.sh" | sha256sum | cut -c1-12)
 OUT=$CACHE_ROOT/$K-$SCRIPTS_HASH
+# One builder at a time per cache (CI runs of several worktrees share it);
+# a second one waits, then finds the guest built.
+mkdir -p "$CACHE_ROOT"
+exec 9> "$CACHE_ROOT/.lock"
+flock 9
 if [ -s "$OUT/vmlinux" ] && [ -s "$OUT/initrd.img" ] && [ "${FJORD_GUEST_REBUILD:-0}" != 1 ]; then
   log "cached guest for kernel $K in $OUT"
   echo "$OUT"
@@ -143,7 +148,7 @@ echo "$K $KV" > "$OUT.new/kernel"
 cd "$CACHE_ROOT"
 rm -rf "$OUT.tmp"
 for old in "$CACHE_ROOT"/*; do
-  [ -d "$old" ] && [ "$old" != "$OUT.new" ] && rm -rf "$old"
+  if [ -d "$old" ] && [ "$old" != "$OUT.new" ]; then rm -rf "$old"; fi
 done
 mv "$OUT.new" "$OUT"
 log "guest built in $(( $(date +%s) - START )) s: $(du -sh "$OUT" | cut -f1)"
