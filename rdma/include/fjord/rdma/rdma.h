@@ -29,7 +29,7 @@ struct LinkInfo {
   std::string device;       // "rxe0"
   uint8_t port = 0;         // device port the connection uses
   std::string where;        // "device rxe0 port 1 GID[1] ::ffff:10.11.12.1"
-  bool iwarp = false;       // iWARP: no immediate data, so WRITE + SEND doorbell
+  bool iwarp = false;       // iWARP: no immediate data, so a wake-up is a SEND after the WRITE
   uint32_t ring_bytes = 0;  // receive ring per direction (the send ring mirrors the peer's)
   uint32_t queue_depth = 0;
   uint32_t max_inline_bytes = 0;  // what the queue pair granted
