@@ -27,6 +27,9 @@ suite() {  # suite NAME IP TIMEOUT PROGRAM ARGS...
   grep -E '^\[ *(OK|FAILED|SKIPPED) ' "$OUT/$name.log" | grep -v 'listed below' || true
 }
 
+# NUMA placement of job buffers: the guest has two NUMA nodes.
+suite numa "$RXE_IP" 120 "$BUILD/tests/job_buffer_test" --gtest_filter='*PlacedOnTheConsumersNumaNode*'
+
 for dev in rxe siw; do
   [ -d /sys/class/infiniband/${dev}0 ] || { stamp "no ${dev}0 in the guest"; continue; }
   ip=$RXE_IP

@@ -48,6 +48,12 @@ QEMU_ARGS=(-M q35 -accel tcg -cpu max -m "$MEM_MB" -smp "$(nproc)" -nodefaults -
   -device virtio-9p-pci,fsdev=hostfs,mount_tag=hostroot
   -fsdev "local,id=jobfs,path=$JOB,security_model=none"
   -device virtio-9p-pci,fsdev=jobfs,mount_tag=job)
+# Two NUMA nodes (CPU 0 and the rest), so NUMA placement is tested for real.
+if [ "$(nproc)" -ge 2 ]; then
+  HALF=$((MEM_MB / 2))
+  QEMU_ARGS+=(-object "memory-backend-ram,id=numa0,size=${HALF}M" -object "memory-backend-ram,id=numa1,size=$((MEM_MB - HALF))M"
+              -numa "node,nodeid=0,cpus=0,memdev=numa0" -numa "node,nodeid=1,cpus=1-$(($(nproc) - 1)),memdev=numa1")
+fi
 if [ -n "$RW" ]; then
   QEMU_ARGS+=(-fsdev "local,id=rwfs,path=$RW,security_model=none" -device virtio-9p-pci,fsdev=rwfs,mount_tag=rw)
 fi

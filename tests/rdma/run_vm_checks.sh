@@ -59,7 +59,7 @@ lines = []
 def record(state, name, detail=""):
     lines.append(f"{state} {name} {detail}".rstrip())
 
-expected = [f"{suite}-{dev}" for dev in ("rxe", "siw") for suite in ("contract", "rdma_test")] + ["rdma_test-removal"]
+expected = ["numa"] + [f"{suite}-{dev}" for dev in ("rxe", "siw") for suite in ("contract", "rdma_test")] + ["rdma_test-removal"]
 for run in expected:
     path = os.path.join(out, run + ".json")
     rc_path = os.path.join(out, run + ".rc")
