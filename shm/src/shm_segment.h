@@ -3,8 +3,9 @@
 // One memfd holds everything the two processes share:
 //
 //   offset            size         contents
-//   0                 1 page       SegmentHeader: identity, both rings' indices
-//                                  and wake-up words, both sides' "closed" words
+//   0                 1 page       SegmentHeader: identity, both rings' read
+//                                  indices and wake-up words, both sides'
+//                                  "closed" words
 //   page              ring_bytes   ring 0 data: client -> server
 //   page + ring_bytes ring_bytes   ring 1 data: server -> client
 //
@@ -36,14 +37,15 @@
 namespace fjord::shm {
 
 inline constexpr uint64_t kSegmentMagic = 0x4745'534D'4853'4A46;  // "FJSHMSEG"
-inline constexpr uint32_t kLayoutVersion = 1;
+// 2: batches with envelopes (fjord/shm/spsc_ring.h), no write index.
+inline constexpr uint32_t kLayoutVersion = 2;
 inline constexpr std::size_t kCloseReasonBytes = 192;
 
 // Ring i is written by side i (client = 0, server = 1) and read by the other.
 enum Side : uint8_t { kClientSide = 0, kServerSide = 1 };
 
 struct RingShared {
-  SpscRingIndices indices;   // write index line (producer), read index line (consumer)
+  SpscRingIndices indices;   // the read index line (consumer)
   WakeupWord reader_wakeup;  // the consumer's sleep word, on its own line
 };
 

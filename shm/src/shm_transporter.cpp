@@ -110,7 +110,16 @@ void ShmTransporter::commit(std::size_t bytes, uint32_t frames) {
   tx_.commit(bytes);
   full_reserves_ = 0;
   note_commit(bytes, frames);
+  note_fill_level();
+}
+
+// The pressure level can only leave kNormal above the slowdown fill, and only
+// return to it from above: below that fill, with the level known to be
+// normal, there is nothing to recompute (the common case, a few instructions).
+void ShmTransporter::note_fill_level() {
+  if (tx_.used_bytes() < pressure_refresh_bytes_ && !above_slowdown_fill_) return;
   note_send_buffer_level();
+  above_slowdown_fill_ = tx_.used_bytes() >= pressure_refresh_bytes_;
 }
 
 FlushStatus ShmTransporter::flush() {
@@ -127,7 +136,7 @@ FlushStatus ShmTransporter::flush() {
     note_send(published);
     wake(header_.rings[side_].reader_wakeup, send_event_.get());
   }
-  note_send_buffer_level();
+  note_fill_level();  // above the slowdown fill this re-reads the reader's progress
   return FlushStatus::kFlushed;
 }
 
@@ -158,8 +167,8 @@ ReceiveBatch ShmTransporter::receive() {
   if (scanned_bytes_ == 0) {
     if (is_up())
       poll_ring();
-    else if (!final_drain_done_)
-      final_drain();
+    else if (!drained_)
+      drain_after_down();
   }
   return {rx_.readable().first(scanned_bytes_), scanned_frames_};
 }
@@ -178,22 +187,23 @@ void ShmTransporter::release(std::size_t bytes) {
   rx_.release(bytes);  // C2 inside
 }
 
-// Validates the bytes after the scanned prefix. Returns true if whole frames
-// were added; takes the link down on a malformed frame.
-bool ShmTransporter::scan_more() {
-  const std::span<const std::byte> readable = rx_.readable();
-  if (readable.size() == scanned_bytes_ || rx_poisoned_) return false;
-  const frame::ScanResult scan = frame::scan_frames(readable.subspan(scanned_bytes_));
-  if (scan.whole_bytes != 0) {
-    scanned_bytes_ += scan.whole_bytes;
-    scanned_frames_ += scan.frames;
-    note_receive(scan.whole_bytes, scan.frames);
-  }
-  if (scan.error != frame::FrameError::kNone && scan.error != frame::FrameError::kIncomplete)
+// Validates the batch just taken from the ring: it must be whole frames,
+// end to end (a sender publishes only whole frames). Takes the link down
+// otherwise.
+void ShmTransporter::take_batch() {
+  const std::span<const std::byte> batch = rx_.readable();
+  const frame::ScanResult scan = frame::scan_frames(batch);
+  if (scan.whole_bytes != batch.size()) {
     poison(Status(StatusCode::kProtocolError,
                   "malformed frame from node " + std::to_string(remote_node()) + " at stream offset " +
-                      std::to_string(rx_.read_index() + scanned_bytes_) + ": " + frame::frame_error_name(scan.error)));
-  return scan.whole_bytes != 0;
+                      std::to_string(rx_.read_index() + scan.whole_bytes) + ": " +
+                      frame::frame_error_name(scan.error) +
+                      (scan.error == frame::FrameError::kIncomplete ? " (its batch ends inside it)" : "")));
+    return;
+  }
+  scanned_bytes_ = batch.size();
+  scanned_frames_ = scan.frames;
+  note_receive(scan.whole_bytes, scan.frames);
 }
 
 void ShmTransporter::poison(Status reason) {
@@ -201,19 +211,20 @@ void ShmTransporter::poison(Status reason) {
   declare_down(std::move(reason));
 }
 
-// One busy poll: the cached view first, then the producer's index (C1).
+// One busy poll: the next batch's envelope (C1), a single load while empty.
 void ShmTransporter::poll_ring() {
-  if (scan_more() || rx_poisoned_) return;
+  if (rx_poisoned_) return;
   if (!rx_.refresh()) {
     poison(Status(StatusCode::kProtocolError, "node " + std::to_string(remote_node()) +
-                                                  " moved the write index of its shared ring inconsistently"));
+                                                  " wrote a malformed batch envelope into its shared ring"));
     return;
   }
-  if (scan_more()) {
-    empty_polls_ = 0;
+  if (rx_.readable().empty()) {
+    note_empty_poll();
     return;
   }
-  if (!rx_poisoned_) note_empty_poll();
+  empty_polls_ = 0;
+  take_batch();
 }
 
 void ShmTransporter::note_empty_poll() {
@@ -229,14 +240,17 @@ void ShmTransporter::note_empty_poll() {
 // The peer closed or died: whatever it published before is still ours.
 void ShmTransporter::peer_gone() {
   declare_down(peer_gone_reason());
-  final_drain();
+  drain_after_down();
 }
 
-// After the link went down: read what the peer published, once.
-void ShmTransporter::final_drain() {
-  final_drain_done_ = true;
-  if (rx_poisoned_ || !rx_.refresh()) return;
-  (void)scan_more();
+// After the link went down: take the batches the peer published before,
+// one per call, until the first empty envelope; then read nothing more.
+void ShmTransporter::drain_after_down() {
+  if (rx_poisoned_ || !rx_.refresh() || rx_.readable().empty()) {
+    drained_ = true;
+    return;
+  }
+  take_batch();
 }
 
 bool ShmTransporter::peer_closed() const {

@@ -1,11 +1,13 @@
 // ShmTransporter: the data path of one shared-memory link (internal header).
 //
 // Send: reserve() returns space directly in the ring the peer reads (zero
-// copy); commit() advances a private index; flush() publishes it with one
-// store-release and wakes the peer if it sleeps. Receive: receive() returns
-// the whole, validated frames the peer published; release() hands the space
-// back with one store-release. Neither touches the other side's cache lines
-// while its cached view of the other index suffices (fjord/shm/spsc_ring.h).
+// copy); commit() grows the open batch privately; flush() publishes it with
+// one store-release of its envelope and wakes the peer if it sleeps.
+// Receive: receive() polls the next batch's envelope (one load of the line
+// the batch starts on) and returns the batch's whole, validated frames;
+// release() hands the space back with one store-release. In steady state
+// the sender touches only the lines it writes and the receiver only the
+// lines it reads (fjord/shm/spsc_ring.h).
 //
 // Sleeping: wait_for_receive() spins, then sleeps on the futex word of our
 // ring (fjord/shm/wakeup.h); wait_fd() is an epoll fd holding our eventfd
@@ -70,11 +72,11 @@ class ShmTransporter final : public transport::Transporter {
   void on_down() override;
 
   // Receiver thread.
-  bool scan_more();
+  void take_batch();
   void poll_ring();
   void note_empty_poll();
   void peer_gone();
-  void final_drain();
+  void drain_after_down();
   void poison(Status reason);
   bool ring_empty_after_recheck();
 
@@ -86,6 +88,7 @@ class ShmTransporter final : public transport::Transporter {
 
   // Sender thread.
   void on_ring_full();
+  void note_fill_level();
 
   Side side_;
   UniqueFd life_line_;
@@ -100,15 +103,16 @@ class ShmTransporter final : public transport::Transporter {
   // contract but refreshes the cached read index when pressure is high.
   mutable SpscRingProducer tx_;
   std::size_t pressure_refresh_bytes_;  // refresh the cached read index above this fill
+  bool above_slowdown_fill_ = false;    // the last pressure level computed was not kNormal
   uint32_t full_reserves_ = 0;
 
   // Receive side (receiver thread).
   SpscRingConsumer rx_;
-  std::size_t scanned_bytes_ = 0;  // prefix of rx_.readable() made of whole valid frames
+  std::size_t scanned_bytes_ = 0;  // rx_.readable() once validated: whole frames not yet released
   uint32_t scanned_frames_ = 0;
   uint32_t empty_polls_ = 0;
-  bool rx_poisoned_ = false;       // a malformed frame or corrupt index: read nothing more
-  bool final_drain_done_ = false;  // after down: the ring was read one last time
+  bool rx_poisoned_ = false;  // a malformed frame or envelope: read nothing more
+  bool drained_ = false;      // after down: the ring was read up to its first empty envelope
 };
 
 }  // namespace fjord::shm

@@ -1,8 +1,10 @@
-// The SPSC byte ring (fjord/shm/spsc_ring.h): against a std::deque model
-// under random operations, with corrupt indices, and shared by two processes.
-// Every randomised test prints its seed on failure; FJORD_TEST_SEED=<n>
-// reruns one seed.
+// The SPSC batch ring (fjord/shm/spsc_ring.h): against a std::deque model
+// under random operations (with adversarial bytes written everywhere the
+// producer may write), stale bytes of earlier laps, corrupt envelopes and
+// indices, and shared by two processes. Every randomised test prints its seed
+// on failure; FJORD_TEST_SEED=<n> reruns one seed.
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -41,91 +43,201 @@ struct LocalRing {
   SpscRingConsumer consumer;
 };
 
-// The model: bytes committed (published or not) and how many are published.
-struct Model {
-  std::deque<std::byte> bytes;  // committed, not released, oldest first
-  std::size_t published = 0;    // prefix of `bytes` the consumer may see
+void store_word(std::byte* p, uint64_t word) { std::memcpy(p, &word, sizeof word); }
+
+// Fills [from, to) of `space` with words that would pass for the envelopes
+// of the next few batches if the ring ever mistook them for one.
+void scribble_envelopes(std::span<std::byte> space, std::size_t from, std::size_t to, uint32_t next_sequence,
+                        std::mt19937_64& rng) {
+  for (std::size_t i = from; i < to; ++i) {
+    if (reinterpret_cast<uintptr_t>(space.data() + i) % 8 != 0 || i + 8 > to) continue;
+    const auto bytes = static_cast<uint32_t>(1 + rng() % 200);
+    store_word(space.data() + i, make_envelope(bytes, next_sequence + static_cast<uint32_t>(rng() % 3)));
+  }
+}
+
+struct Batch {
+  uint64_t offset = 0;  // stream offset of its envelope
+  std::vector<std::byte> bytes;
 };
 
-// One random step. Returns "" or what went wrong.
-std::string random_step(LocalRing& ring, Model& model, std::mt19937_64& rng, uint64_t& wraps) {
-  const std::size_t capacity = ring.producer.capacity();
-  const std::size_t true_free = capacity - model.bytes.size();
-  switch (rng() % 5) {
-    case 0:
-    case 1: {  // reserve, write, commit part of it
-      const std::size_t min = 1 + rng() % (rng() % 4 == 0 ? capacity : capacity / 8);
-      std::span<std::byte> space = ring.producer.reserve(min);
-      if (space.empty() != (true_free < min))
-        return "reserve(" + std::to_string(min) + ") returned " + std::to_string(space.size()) + " with " +
-               std::to_string(true_free) + " free";
-      if (space.empty()) return "";
-      if (space.size() < min || space.size() > true_free) return "reservation of the wrong size";
-      const std::size_t n = rng() % (space.size() + 1);
-      for (std::size_t i = 0; i < n; ++i) {
-        space[i] = static_cast<std::byte>(rng());
-        model.bytes.push_back(space[i]);
-      }
-      const uint64_t before = ring.producer.committed_index() / capacity;
-      ring.producer.commit(n);
-      wraps += ring.producer.committed_index() / capacity - before;
-      return "";
-    }
-    case 2: {  // publish
-      const std::size_t fresh = ring.producer.publish();
-      if (fresh != model.bytes.size() - model.published) return "publish() reported the wrong count";
-      model.published = model.bytes.size();
-      return "";
-    }
-    case 3: {  // consumer refresh: sees exactly what was published
-      if (!ring.consumer.refresh()) return "consumer saw a corrupt index";
-      if (ring.consumer.readable().size() != model.published) return "readable() disagrees with the model";
-      return "";
-    }
-    default: {  // consume a prefix of what is readable, checking every byte
-      std::span<const std::byte> readable = ring.consumer.readable();
-      if (readable.size() > model.published) return "consumer sees unpublished bytes";
-      for (std::size_t i = 0; i < readable.size(); ++i)
-        if (readable[i] != model.bytes[i]) return "byte " + std::to_string(i) + " of the readable span differs";
-      const std::size_t n = rng() % (readable.size() + 1);
-      ring.consumer.release(n);
-      model.bytes.erase(model.bytes.begin(), model.bytes.begin() + static_cast<std::ptrdiff_t>(n));
-      model.published -= n;
-      return "";
-    }
+// The model: published batches, oldest first, and the open batch.
+struct Model {
+  std::deque<Batch> published;
+  std::size_t front_released = 0;  // of published.front()
+  bool held = false;               // the consumer took published.front()
+  std::vector<std::byte> open;     // committed, not published
+  uint64_t open_offset = 0;        // stream offset of the open batch's envelope
+  uint64_t read = 0;               // the consumer's read index
+
+  uint64_t open_end() const { return open.empty() ? open_offset : open_offset + kEnvelopeBytes + open.size(); }
+  // How much the open batch may grow, by the ring's rule, with the true read index.
+  std::size_t growable(std::size_t capacity) const {
+    const uint64_t last_envelope = (read + capacity - kEnvelopeBytes) & ~uint64_t{kBatchAlignBytes - 1};
+    const uint64_t end = open_offset + kEnvelopeBytes + open.size();
+    return last_envelope > end ? last_envelope - end : 0;
   }
+};
+
+std::string publish(LocalRing& ring, Model& model, uint64_t& wraps) {
+  const std::size_t capacity = ring.producer.capacity();
+  const uint64_t before = ring.producer.published_index() / capacity;
+  if (ring.producer.publish() != model.open.size()) return "publish() reported the wrong length";
+  if (model.open.empty()) return "";
+  model.published.push_back({model.open_offset, std::move(model.open)});
+  model.open.clear();
+  const Batch& last = model.published.back();
+  model.open_offset = align_to_batch(last.offset + kEnvelopeBytes + last.bytes.size());
+  if (ring.producer.published_index() != model.open_offset) return "the next batch starts at the wrong offset";
+  wraps += ring.producer.published_index() / capacity - before;
+  return "";
+}
+
+std::string produce(LocalRing& ring, Model& model, std::mt19937_64& rng) {
+  const std::size_t capacity = ring.producer.capacity();
+  const std::size_t min = 1 + rng() % (rng() % 4 == 0 ? capacity : capacity / 16);
+  const std::size_t room = model.growable(capacity);
+  std::span<std::byte> space = ring.producer.reserve(min);
+  if (space.empty() != (room < min))
+    return "reserve(" + std::to_string(min) + ") returned " + std::to_string(space.size()) + " with room for " +
+           std::to_string(room);
+  if (space.empty()) return "";
+  if (space.size() < min || space.size() > room) return "reservation of the wrong size";
+  const std::size_t n = rng() % 3 == 0 ? rng() % (space.size() + 1) : rng() % std::min<std::size_t>(space.size(), 300);
+  const uint32_t next_sequence = ring.producer.published_batches() + 1;
+  if (rng() % 2 == 0) {
+    scribble_envelopes(space, 0, n, next_sequence, rng);  // committed bytes that look like envelopes
+  } else {
+    for (std::size_t i = 0; i < n; ++i) space[i] = static_cast<std::byte>(rng());
+  }
+  // Written but never committed: must never reach the consumer.
+  scribble_envelopes(space, n, std::min(space.size(), n + 512), next_sequence, rng);
+  model.open.insert(model.open.end(), space.begin(), space.begin() + static_cast<std::ptrdiff_t>(n));
+  ring.producer.commit(n);
+  return "";
+}
+
+std::string consume(LocalRing& ring, Model& model, std::mt19937_64& rng) {
+  if (!ring.consumer.refresh()) return "consumer found a valid ring corrupt";
+  if (!model.held && !model.published.empty()) model.held = true;
+  std::span<const std::byte> readable = ring.consumer.readable();
+  if (!model.held) return readable.empty() ? "" : "consumer sees a batch nobody published";
+  const Batch& front = model.published.front();
+  if (readable.size() != front.bytes.size() - model.front_released)
+    return "readable() is " + std::to_string(readable.size()) + " bytes, the model's batch has " +
+           std::to_string(front.bytes.size() - model.front_released) + " left";
+  for (std::size_t i = 0; i < readable.size(); ++i)
+    if (readable[i] != front.bytes[model.front_released + i]) return "byte " + std::to_string(i) + " differs";
+  const std::size_t n = rng() % 4 == 0 ? rng() % (readable.size() + 1) : readable.size();
+  ring.consumer.release(n);
+  if (n == 0) return "";
+  model.front_released += n;
+  model.read = front.offset + kEnvelopeBytes + model.front_released;
+  if (model.front_released == front.bytes.size()) {
+    model.read = align_to_batch(model.read);
+    model.published.pop_front();
+    model.front_released = 0;
+    model.held = false;
+  }
+  if (ring.indices.read_index.load() != model.read) return "the shared read index disagrees with the model";
+  return "";
 }
 
 TEST(SpscRingTest, MatchesDequeModelUnderRandomOperations) {
   for (uint64_t seed : test_seeds()) {
     SCOPED_TRACE("seed " + std::to_string(seed) + " (rerun with FJORD_TEST_SEED=" + std::to_string(seed) + ")");
     std::mt19937_64 rng(seed);
-    // One page: small enough to wrap often, at odd offsets.
+    // One page: small enough to wrap often, with envelopes landing on every
+    // line of earlier laps' bytes.
     LocalRing ring(page_size());
     Model model;
     uint64_t wraps = 0;
+    uint64_t batches = 0;
     for (int step = 0; step < 40000; ++step) {
-      const std::string error = random_step(ring, model, rng, wraps);
+      const uint64_t op = rng() % 5;
+      const std::string error = op < 2    ? produce(ring, model, rng)
+                                : op == 2 ? publish(ring, model, wraps)
+                                          : consume(ring, model, rng);
       ASSERT_EQ(error, "") << "at step " << step;
-      ASSERT_EQ(ring.producer.used_bytes() >= model.bytes.size() - model.published, true);
+      ASSERT_GE(ring.producer.used_bytes(), model.open_end() - model.read) << "at step " << step;
+      batches = ring.producer.published_batches();
     }
     EXPECT_GT(wraps, 20u) << "the run should wrap around the ring many times";
+    EXPECT_GT(batches, 2000u);
     EXPECT_FALSE(ring.producer.corrupt() || ring.consumer.corrupt());
   }
+}
+
+TEST(SpscRingTest, SmallBatchAndItsEnvelopeShareOneLine) {
+  LocalRing ring(page_size());
+  std::span<std::byte> space = ring.producer.reserve(56);
+  ASSERT_FALSE(space.empty());
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(space.data()) % kCacheLineBytes, kEnvelopeBytes);
+  ring.producer.commit(56);
+  EXPECT_EQ(ring.producer.publish(), 56u);
+  EXPECT_EQ(ring.producer.published_index(), kCacheLineBytes) << "the next batch starts on the next line";
+  ASSERT_FALSE(ring.producer.reserve(57).empty());
+  ring.producer.commit(57);
+  ring.producer.publish();
+  EXPECT_EQ(ring.producer.published_index(), 3 * kCacheLineBytes) << "57 bytes and an envelope take two lines";
+}
+
+TEST(SpscRingTest, BytesWrittenPastTheCommitNeverLookReady) {
+  LocalRing ring(page_size());
+  std::span<std::byte> space = ring.producer.reserve(512);
+  ASSERT_GE(space.size(), 512u);
+  // The slot where batch 2's envelope will go holds a perfect imitation of it.
+  for (std::size_t i = 0; i + 8 <= 512; i += 8) store_word(space.data() + i, make_envelope(16, 2));
+  ring.producer.commit(16);
+  ring.producer.publish();
+  ASSERT_TRUE(ring.consumer.refresh());
+  ASSERT_EQ(ring.consumer.readable().size(), 16u);
+  ring.consumer.release(16);
+  ASSERT_TRUE(ring.consumer.refresh());
+  EXPECT_TRUE(ring.consumer.readable().empty()) << "batch 2 was never published";
+  EXPECT_FALSE(ring.consumer.corrupt());
+}
+
+TEST(SpscRingTest, StaleBytesOfEarlierLapsAreNeverAccepted) {
+  LocalRing ring(page_size());
+  const std::size_t capacity = ring.producer.capacity();
+  uint32_t published = 0;
+  // Lap after lap, every byte committed imitates envelopes of the batches to
+  // come; batches of changing sizes put later envelopes on those bytes.
+  for (int round = 0; round < 2000; ++round) {
+    const std::size_t n = 8 + (round * 40) % 700;
+    std::span<std::byte> space = ring.producer.reserve(n);
+    ASSERT_FALSE(space.empty()) << "round " << round;
+    for (std::size_t i = 0; i + 8 <= space.size() && i < 2048; i += 8)
+      store_word(space.data() + i, make_envelope(static_cast<uint32_t>(8 + i % 64), published + 1 + i % 4));
+    ring.producer.commit(n);
+    ASSERT_TRUE(ring.consumer.refresh());
+    ASSERT_TRUE(ring.consumer.readable().empty()) << "unpublished bytes accepted in round " << round;
+    ASSERT_EQ(ring.producer.publish(), n);
+    ++published;
+    ASSERT_TRUE(ring.consumer.refresh());
+    ASSERT_EQ(ring.consumer.readable().size(), n) << "round " << round;
+    ring.consumer.release(n);
+    ASSERT_TRUE(ring.consumer.refresh());
+    ASSERT_TRUE(ring.consumer.readable().empty()) << "stale bytes accepted after round " << round;
+  }
+  EXPECT_GT(ring.producer.published_index() / capacity, 50u) << "the test must lap the ring";
+  EXPECT_FALSE(ring.consumer.corrupt());
 }
 
 TEST(SpscRingTest, ReservationCrossingTheEndIsContiguous) {
   LocalRing ring(page_size());
   const std::size_t capacity = ring.producer.capacity();
-  // Move both indices to 100 bytes before the end.
-  ASSERT_FALSE(ring.producer.reserve(capacity - 100).empty());
-  ring.producer.commit(capacity - 100);
+  // Move both sides to two lines before the end.
+  ASSERT_FALSE(ring.producer.reserve(capacity - 2 * kCacheLineBytes - kEnvelopeBytes).empty());
+  ring.producer.commit(capacity - 2 * kCacheLineBytes - kEnvelopeBytes);
   ring.producer.publish();
   ASSERT_TRUE(ring.consumer.refresh());
-  ring.consumer.release(capacity - 100);
-  // A reservation now spans the end: it must still be one writable span.
+  ring.consumer.release(ring.consumer.readable().size());
+  ASSERT_EQ(ring.producer.published_index(), capacity - 2 * kCacheLineBytes);
+  // A batch now spans the end: it must still be one span on both sides.
   std::span<std::byte> space = ring.producer.reserve(300);
-  ASSERT_EQ(space.size(), capacity);
+  ASSERT_GE(space.size(), 300u);
   for (std::size_t i = 0; i < 300; ++i) space[i] = static_cast<std::byte>(i);
   ring.producer.commit(300);
   ring.producer.publish();
@@ -134,10 +246,11 @@ TEST(SpscRingTest, ReservationCrossingTheEndIsContiguous) {
   ASSERT_EQ(readable.size(), 300u);
   for (std::size_t i = 0; i < 300; ++i) ASSERT_EQ(readable[i], static_cast<std::byte>(i)) << i;
   // The bytes past the end landed at the start of the ring's memory.
-  EXPECT_EQ(ring.map.data()[0], static_cast<std::byte>(100));
+  const std::size_t past_end = 2 * kCacheLineBytes - kEnvelopeBytes;
+  EXPECT_EQ(ring.map.data()[0], static_cast<std::byte>(past_end));
 }
 
-TEST(SpscRingTest, OtherSidesIndexIsReadOnlyWhenTheCachedViewRunsOut) {
+TEST(SpscRingTest, ReadIndexIsReadOnlyWhenTheCachedViewRunsOut) {
   LocalRing ring(page_size());
   const std::size_t capacity = ring.producer.capacity();
   ASSERT_FALSE(ring.producer.reserve(capacity / 2).empty());
@@ -149,28 +262,51 @@ TEST(SpscRingTest, OtherSidesIndexIsReadOnlyWhenTheCachedViewRunsOut) {
   EXPECT_FALSE(ring.producer.reserve(capacity / 4).empty());
   EXPECT_FALSE(ring.producer.corrupt());
   // ...and when it must look, it notices rather than trusting it.
-  EXPECT_TRUE(ring.producer.reserve(capacity).empty());
+  EXPECT_TRUE(ring.producer.reserve(capacity - kCacheLineBytes).empty());
   EXPECT_TRUE(ring.producer.corrupt());
   EXPECT_TRUE(ring.producer.reserve(1).empty()) << "a corrupt ring stays refused";
 }
 
-TEST(SpscRingTest, ConsumerRejectsAWriteIndexBeyondTheCapacity) {
+TEST(SpscRingTest, ProducerRejectsAReadIndexThatMovesBackwards) {
   LocalRing ring(page_size());
-  ring.indices.write_index.store(ring.consumer.capacity() + 1);
-  EXPECT_FALSE(ring.consumer.refresh());
-  EXPECT_TRUE(ring.consumer.corrupt());
-  EXPECT_TRUE(ring.consumer.readable().empty()) << "nothing beyond the ring is ever readable";
-}
-
-TEST(SpscRingTest, ConsumerRejectsAWriteIndexThatMovesBackwards) {
-  LocalRing ring(page_size());
-  ASSERT_FALSE(ring.producer.reserve(64).empty());
-  ring.producer.commit(64);
+  const std::size_t capacity = ring.producer.capacity();
+  ASSERT_FALSE(ring.producer.reserve(capacity / 2).empty());
+  ring.producer.commit(capacity / 2);
   ring.producer.publish();
   ASSERT_TRUE(ring.consumer.refresh());
-  ring.indices.write_index.store(32);
-  EXPECT_FALSE(ring.consumer.refresh());
-  EXPECT_EQ(ring.consumer.readable().size(), 64u);
+  ring.consumer.release(capacity / 2);
+  ASSERT_TRUE(ring.producer.refresh());
+  ring.indices.read_index.store(8);
+  EXPECT_FALSE(ring.producer.refresh());
+  EXPECT_TRUE(ring.producer.corrupt());
+}
+
+// Publishes one 64-byte batch, then overwrites its envelope with `forged`.
+bool consumer_accepts(uint64_t forged) {
+  LocalRing ring(page_size());
+  EXPECT_FALSE(ring.producer.reserve(64).empty());
+  ring.producer.commit(64);
+  ring.producer.publish();
+  store_word(ring.map.data(), forged);
+  const bool ok = ring.consumer.refresh();
+  EXPECT_EQ(ok, !ring.consumer.corrupt());
+  if (!ok) {
+    EXPECT_TRUE(ring.consumer.readable().empty()) << "nothing of a refused batch is readable";
+    EXPECT_FALSE(ring.consumer.refresh()) << "a corrupt ring stays refused";
+  }
+  return ok;
+}
+
+TEST(SpscRingTest, ConsumerRefusesCorruptEnvelopes) {
+  const std::size_t capacity = page_size();
+  EXPECT_TRUE(consumer_accepts(make_envelope(64, 1)));
+  EXPECT_FALSE(consumer_accepts(make_envelope(64, 2))) << "sequence from the future";
+  EXPECT_FALSE(consumer_accepts(make_envelope(64, 0))) << "sequence from the past";
+  EXPECT_FALSE(consumer_accepts(make_envelope(0, 1))) << "empty batch";
+  const auto most = static_cast<uint32_t>(capacity - kCacheLineBytes - kEnvelopeBytes);
+  EXPECT_TRUE(consumer_accepts(make_envelope(most, 1))) << "the largest batch the producer can write";
+  EXPECT_FALSE(consumer_accepts(make_envelope(most + 1, 1))) << "longer than the ring allows";
+  EXPECT_FALSE(consumer_accepts(make_envelope(UINT32_MAX, 1)));
 }
 
 // ---- two processes ---------------------------------------------------------
@@ -226,6 +362,17 @@ TEST(SpscRingTest, TwoProcessesStreamVerifiedData) {
   const pid_t child = ::fork();
   ASSERT_GE(child, 0);
   if (child == 0) produce_in_child(memfd.get(), capacity, kTotal, seed);
+  // A failed assertion returns early: the producer, blocked on a full ring,
+  // must not outlive the test.
+  struct Reaper {
+    pid_t pid;
+    bool reaped = false;
+    ~Reaper() {
+      if (reaped) return;
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+    }
+  } reaper{child};
 
   SpscRingConsumer consumer(indices, ring_map->data(), capacity);
   std::mt19937_64 rng(seed + 1);
@@ -233,12 +380,12 @@ TEST(SpscRingTest, TwoProcessesStreamVerifiedData) {
   int status = 0;
   bool child_done = false;
   while (read < kTotal) {
-    ASSERT_TRUE(consumer.refresh()) << "corrupt write index at " << read;
+    ASSERT_TRUE(consumer.refresh()) << "corrupt envelope at " << read;
     std::span<const std::byte> readable = consumer.readable();
     if (readable.empty()) {
       ASSERT_FALSE(child_done) << "producer exited (status " << status << ") after " << read << " bytes";
       // Once it has exited, one more refresh sees all it published.
-      if (::waitpid(child, &status, WNOHANG) == child) child_done = true;
+      if (::waitpid(child, &status, WNOHANG) == child) child_done = reaper.reaped = true;
       std::this_thread::yield();
       continue;
     }
@@ -250,6 +397,7 @@ TEST(SpscRingTest, TwoProcessesStreamVerifiedData) {
   }
   if (!child_done) {
     ASSERT_EQ(::waitpid(child, &status, 0), child);
+    reaper.reaped = true;
   }
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child status " << status;
   ::munmap(header, page_size());
