@@ -364,7 +364,12 @@ Result<Scan*> Connection::scan(const ScanSpec& spec) {
   scan.messages_expected_ = scan.messages_received_ = 0;
   scan.rows_returned_ = 0;
   scan.status_ = Status::ok();
-  std::vector<std::byte> bounds, filter;
+  // Reused across scans (their capacity stays): a scan allocates nothing
+  // once the first ones have grown them.
+  std::vector<std::byte>& bounds = scan_bounds_;
+  std::vector<std::byte>& filter = scan_filter_;
+  bounds.clear();
+  filter.clear();
   if (spec.index && (spec.has_lower || spec.has_upper)) {
     Bounds b;
     b.has_lower = spec.has_lower;

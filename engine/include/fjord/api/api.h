@@ -304,6 +304,8 @@ class Connection {
   std::vector<uint16_t> generations_;
   std::vector<uint32_t> free_transactions_;
   std::vector<std::unique_ptr<Scan>> scans_;
+  std::vector<std::byte> scan_bounds_;  // scan(): the request's bounds and filter, reused
+  std::vector<std::byte> scan_filter_;
   int in_flight_ = 0;
   int completed_ = 0;
   // Schema replies.
