@@ -22,13 +22,92 @@ std::string error_of(std::vector<std::string> args) {
   return o.status().message();
 }
 
-TEST(LatencyBenchOptions, NoArgumentsRunsEveryTransporter) {
+TEST(LatencyBenchOptions, NoArgumentsRunsTheAccessTableWithTheSeedsDefaults) {
   auto o = parse({});
   ASSERT_TRUE(o);
-  EXPECT_EQ(o->command, Command::kAll);
-  EXPECT_EQ(o->size_bytes, 64u);
+  EXPECT_EQ(o->command, Command::kAccess);
+  EXPECT_TRUE(o->transporter.empty()) << "every transporter that can run";
+  EXPECT_TRUE(o->config_path.empty()) << "a data node started here";
+  EXPECT_EQ(o->rows, 100'000u);
+  EXPECT_EQ(o->row_bytes, 100u);
+  EXPECT_EQ(o->batch, 20u);
+  EXPECT_EQ(effective_iterations(*o), 10'000u);
+  EXPECT_EQ(effective_warmup(*o), 1'000u);
   EXPECT_FALSE(o->poll_given);
-  EXPECT_EQ(effective_iterations(*o), 20'000u);
+}
+
+TEST(LatencyBenchOptions, ThePingTableMovedToPingAll) {
+  for (const char* word : {"ping-all", "all"}) {
+    auto o = parse({word});
+    ASSERT_TRUE(o) << word;
+    EXPECT_EQ(o->command, Command::kPingAll);
+    EXPECT_EQ(o->size_bytes, 64u);
+    EXPECT_EQ(o->batch, 32u);
+    EXPECT_EQ(effective_iterations(*o), 20'000u);
+  }
+}
+
+TEST(LatencyBenchOptions, AccessWithEveryOption) {
+  auto o = parse({"access", "--transporter", "shm",       "--rows",   "5000",    "--row-bytes", "200",   "--batch",
+                  "10",     "--iterations",  "300",       "--warmup", "30",      "--poll",      "sleep", "--cpus",
+                  "1,0",    "--json",        "--compare", "--plot",   "out.svg", "--timeout",   "3"});
+  ASSERT_TRUE(o) << o.status().to_string();
+  EXPECT_EQ(o->command, Command::kAccess);
+  EXPECT_EQ(o->transporter, "shm");
+  EXPECT_EQ(o->rows, 5000u);
+  EXPECT_EQ(o->row_bytes, 200u);
+  EXPECT_EQ(o->batch, 10u);
+  EXPECT_EQ(effective_iterations(*o), 300u);
+  EXPECT_EQ(effective_warmup(*o), 30u);
+  EXPECT_EQ(o->poll, PollMode::kSleep);
+  EXPECT_EQ(o->plot_path, "out.svg");
+  EXPECT_TRUE(o->compare);
+  auto quiet = parse({"access", "--no-compare"});
+  ASSERT_TRUE(quiet);
+  EXPECT_FALSE(quiet->compare);
+  EXPECT_TRUE(parse({})->compare) << "the default run measures redis and the TCP floor beside ours";
+  EXPECT_FALSE(parse({"ping"})->compare) << "ping compares only when asked";
+  EXPECT_EQ(error_of({"--compare", "--no-compare"}), "--compare and --no-compare cannot be combined");
+  EXPECT_EQ(error_of({"ping", "--no-compare"}), "--no-compare applies to access, not to ping");
+}
+
+TEST(LatencyBenchOptions, AccessAgainstYourConfig) {
+  auto o = parse({"--config", "cluster.ini", "--api-node", "50", "--data-node", "1", "--start-node", "--rows=2000"});
+  ASSERT_TRUE(o) << o.status().to_string();
+  EXPECT_EQ(o->command, Command::kAccess) << "--config without a ping option means the access table";
+  EXPECT_EQ(o->config_path, "cluster.ini");
+  EXPECT_EQ(o->api_node, 50);
+  EXPECT_EQ(o->data_node, 1);
+  EXPECT_TRUE(o->start_node);
+  EXPECT_EQ(o->rows, 2000u);
+}
+
+TEST(LatencyBenchOptions, BadAccessValuesNameTheOption) {
+  EXPECT_EQ(error_of({"--rows", "0"}), "--rows: '0' is not a number from 1 to 100000000");
+  EXPECT_EQ(error_of({"--row-bytes", "16"}), "--row-bytes: '16' is not a row size in bytes from 32 to 8024");
+  EXPECT_EQ(error_of({"--api-node", "300", "--config", "c.ini"}), "--api-node: '300' is not a node id from 1 to 255");
+  EXPECT_EQ(error_of({"--plot", "chart.pdf"}), "--plot: 'chart.pdf' must end in .png or .svg");
+}
+
+TEST(LatencyBenchOptions, OptionsOfOneCommandAreRefusedByTheOthers) {
+  EXPECT_EQ(error_of({"ping-all", "--plot", "a.png"}), "--plot applies to access, not to ping-all");
+  EXPECT_EQ(error_of({"access", "--stream"}), "--stream applies to ping, not to access");
+  EXPECT_EQ(error_of({"access", "--size", "64"}), "--size applies to ping, not to access");
+  EXPECT_EQ(error_of({"ping", "--rows", "10"}), "--rows applies to access, not to ping");
+  EXPECT_EQ(error_of({"-client", "h", "--rows", "5"}), "--rows applies to access, not to --client");
+  EXPECT_EQ(error_of({"--api-node", "50"}),
+            "--api-node names a node of your --config file; without --config the data node is started here with a "
+            "generated config");
+  EXPECT_EQ(error_of({"--config", "c.ini", "--transporter", "shm"}),
+            "--transporter: with --config, the link section between the API node and the data node ([tcp], [shm], "
+            "...) chooses the transporter");
+  EXPECT_EQ(error_of({"--rows", "10"}),
+            "--rows: 10 is fewer than --batch 20 (the index range reads --batch rows in one scan)");
+  EXPECT_EQ(error_of({"access", "-server"}),
+            "--server and --client run ping between machines; 'access' runs against a data node (use --config with "
+            "the node's host)");
+  EXPECT_EQ(error_of({"access", "--cpus", "1"}),
+            "--cpus: give two CPUs, one for this process and one for its peer (e.g. --cpus 0,1)");
 }
 
 TEST(LatencyBenchOptions, PingWithEveryOption) {
@@ -92,10 +171,12 @@ TEST(LatencyBenchOptions, HelpWinsAndListsEveryOption) {
   ASSERT_TRUE(o);
   EXPECT_EQ(o->command, Command::kHelp);
   const std::string help = help_text(kBuiltIn);
-  for (const char* option : {"--transporter", "--config", "--link-param", "--size",      "--iterations",
-                             "--warmup",      "--poll",   "--cpus",       "--stream",    "--batch",
-                             "--compare",     "--json",   "--port",       "--peer-host", "--timeout",
-                             "--verbose",     "--help",   "-server",      "-client",     "built in: tcp, shm"})
+  for (const char* option : {"--transporter", "--config",    "--link-param", "--size",         "--iterations",
+                             "--warmup",      "--poll",      "--cpus",       "--stream",       "--batch",
+                             "--compare",     "--json",      "--port",       "--peer-host",    "--timeout",
+                             "--verbose",     "--help",      "-server",      "-client",        "built in: tcp, shm",
+                             "--rows",        "--row-bytes", "--api-node",   "--data-node",    "--start-node",
+                             "--plot",        "access",      "ping-all",     "FJORD_DATANODE", "--no-compare"})
     EXPECT_NE(help.find(option), std::string::npos) << option;
 }
 
@@ -136,8 +217,8 @@ TEST(LatencyBenchOptions, UnknownOptionsMissingValuesAndStrayWords) {
   EXPECT_EQ(error_of({"--size"}), "option --size needs a value");
   EXPECT_EQ(error_of({"-client"}), "option --client needs a value");
   EXPECT_EQ(error_of({"--json=yes"}), "option --json takes no value");
-  EXPECT_EQ(error_of({"pong"}), "unexpected argument 'pong' (commands: ping, all)");
-  EXPECT_EQ(error_of({"ping", "all"}), "unexpected argument 'all' (commands: ping, all)");
+  EXPECT_EQ(error_of({"pong"}), "unexpected argument 'pong' (commands: access, ping, ping-all)");
+  EXPECT_EQ(error_of({"ping", "all"}), "unexpected argument 'all' (commands: access, ping, ping-all)");
 }
 
 TEST(LatencyBenchOptions, CombinationsThatCannotMeanAnything) {
