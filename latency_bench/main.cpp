@@ -29,6 +29,7 @@ int run_main(int argc, char** argv) {
   fjord::log_set_level(options->verbose ? fjord::LogLevel::kInfo : fjord::LogLevel::kWarn);
   switch (options->command) {
     case Command::kAccess: return run_access_command(*options);
+    case Command::kThroughput: return run_throughput_command(*options);
     case Command::kPingAll: return run_all_command(*options);
     case Command::kPing: return run_ping_command(*options);
     case Command::kServer: return run_server_command(*options);

@@ -1,12 +1,14 @@
-// The access report from fixed figures (no measurement): the seed-style
-// table, the JSON schema (one object per transporter and access method),
-// the gnuplot script, the targets' arithmetic, the redis parsers and the
-// embedded node's config.
+// The access and throughput reports from fixed figures (no measurement):
+// the seed-style table, the JSON schema (one object per transporter and
+// access method), the gnuplot script, the targets' arithmetic, the redis
+// parsers, the embedded node's config, and the definer-executor ring.
 #include "access_report.h"
 
 #include <gtest/gtest.h>
 
+#include <deque>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "builtin_transporters.h"
@@ -14,6 +16,8 @@
 #include "json_value.h"
 #include "node_process.h"
 #include "redis_peer.h"
+#include "throughput.h"
+#include "throughput_report.h"
 
 namespace fjord::bench {
 namespace {
@@ -260,6 +264,102 @@ TEST(LatencyBenchEmbeddedNode, ConfigLoadsWithAnApiNodePerTransporterAndUniqueSh
   EXPECT_EQ(embedded_api_node(1, 0), 60);
   EXPECT_EQ(cluster->node(1)->params.get_uint("ServerPort"), 23456u);
   EXPECT_GE(c.data_memory_bytes, 100'000u * 100 * 2) << "room for the rows and their indexes";
+}
+
+TEST(LatencyBenchThroughput, RingMatchesADequeAndIsBounded) {
+  RequestRing ring(8);
+  std::deque<uint64_t> model;
+  uint64_t next = 0, seed = 12345;
+  for (int step = 0; step < 10'000; ++step) {
+    seed = seed * 6364136223846793005ULL + 1;
+    if ((seed >> 33) % 3 != 0) {
+      KeyRequest r;
+      r.id = next;
+      const bool pushed = ring.push(r);
+      EXPECT_EQ(pushed, model.size() < 8) << "step " << step;
+      if (pushed) model.push_back(next++);
+    } else {
+      KeyRequest r;
+      const bool popped = ring.pop(r);
+      ASSERT_EQ(popped, !model.empty()) << "step " << step;
+      if (popped) {
+        EXPECT_EQ(r.id, model.front());
+        model.pop_front();
+      }
+    }
+  }
+}
+
+TEST(LatencyBenchThroughput, RingBetweenTwoThreadsLosesAndReordersNothing) {
+  RequestRing ring(64);
+  constexpr uint64_t kCount = 200'000;
+  std::thread producer([&] {
+    for (uint64_t i = 0; i < kCount; ++i) {
+      KeyRequest r;
+      r.id = i;
+      r.scheduled_ns = i * 3;
+      while (!ring.push(r)) std::this_thread::yield();
+    }
+  });
+  uint64_t expected = 0;
+  while (expected < kCount) {
+    KeyRequest r;
+    if (!ring.pop(r)) {
+      std::this_thread::yield();
+      continue;
+    }
+    ASSERT_EQ(r.id, expected);
+    ASSERT_EQ(r.scheduled_ns, expected * 3);
+    ++expected;
+  }
+  producer.join();
+}
+
+ThroughputReport fixed_throughput_report() {
+  ThroughputReport r;
+  r.machine = fixed_machine();
+  r.conditions.title = "latency_bench throughput: test";
+  r.conditions.transporter = "shm";
+  r.conditions.link = "[shm] link 1-60";
+  r.conditions.plan.rate_per_s = 100'000;
+  r.conditions.plan.duration_ns = 2'000'000'000;
+  r.conditions.plan.warmup_ns = 200'000'000;
+  r.conditions.poll = "busy";
+  r.conditions.cpus = {0, 1};
+  r.conditions.node = "test node";
+  r.conditions.ldm_threads = 1;
+  r.window_ns = 2'000'000'000;
+  r.transactions = r.operations = r.reads = 200'000;
+  r.transactions_per_s = r.operations_per_s = 100'000;
+  r.latency_ns = summary(20'000, 90'000);
+  r.latency_basis = "from its scheduled send time to completion (open loop: queueing included)";
+  r.executors.push_back(ExecutorRow{60, 200'000, 100'000, summary(20'000, 90'000), CpuUsage{1, 1, 0}});
+  r.redis_measured = true;
+  r.redis.command = "redis-benchmark -t get -P 32";
+  r.redis.requests_per_s = 1'000'000;
+  r.targets = {unevaluated_target("asynchronous pk reads with one LDM thread: >= 5 M reads/s", "open loop")};
+  return r;
+}
+
+TEST(LatencyBenchThroughputReport, TableAndJson) {
+  const ThroughputReport r = fixed_throughput_report();
+  const std::string table = format_throughput_table(r);
+  EXPECT_NE(table.find("open loop at 100000 operations/s"), std::string::npos) << table;
+  EXPECT_NE(table.find("over [shm] link 1-60"), std::string::npos) << table;
+  EXPECT_NE(table.find("100000         100000     20.000     90.000"), std::string::npos) << table;
+  EXPECT_NE(table.find("executor, API node 60"), std::string::npos);
+  EXPECT_NE(table.find("from its scheduled send time"), std::string::npos);
+  EXPECT_NE(table.find("redis-benchmark -t get -P 32: 1000000 GET/s"), std::string::npos) << table;
+  auto json = JsonReader::parse(format_throughput_json(r));
+  ASSERT_TRUE(json);
+  EXPECT_EQ((*json)["mode"].text, "throughput");
+  EXPECT_EQ((*json)["rows_per_s"].number, 100'000);
+  EXPECT_EQ((*json)["transactions_per_s"].number, 100'000);
+  EXPECT_EQ((*json)["latency_us"]["p99"].number, 90);
+  EXPECT_TRUE((*json)["conditions"]["open_loop"].boolean);
+  EXPECT_EQ((*json)["conditions"]["rate_per_s"].number, 100'000);
+  EXPECT_EQ((*json)["executors"][0]["api_node"].number, 60);
+  EXPECT_EQ((*json)["redis"]["requests_per_s"].number, 1'000'000);
 }
 
 }  // namespace

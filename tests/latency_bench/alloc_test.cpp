@@ -1,9 +1,9 @@
 // The measurement loops allocate nothing: a run of many round trips (or
-// messages, or access-method samples) makes exactly as many heap
-// allocations, on any thread of this process, as a run of a few. Own
-// binary: it replaces the global operator new. The access loops run against
-// a data node in its own process (FJORD_DATANODE), so only the API's and our
-// allocations count.
+// messages, or access-method samples, or throughput operations) makes
+// exactly as many heap allocations, on any thread of this process, as a run
+// of a few. Own binary: it replaces the global operator new. The access and
+// throughput loops run against a data node in its own process
+// (FJORD_DATANODE), so only the API's and our allocations count.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -22,6 +22,7 @@
 #include "ping.h"
 #include "process.h"
 #include "stream.h"
+#include "throughput.h"
 #include "wire.h"
 
 namespace {
@@ -168,6 +169,41 @@ TEST_F(LatencyBenchDatabaseAllocations, AccessMethodsAllocateNothingPerSample) {
     const uint64_t many = method_allocations(*connections_[0], tables_[0], method, 600);
     EXPECT_EQ(few, many) << access_method_key(method) << ": allocations grow with the number of samples";
   }
+}
+
+struct Counted {
+  uint64_t allocations = 0;
+  uint64_t operations = 0;
+};
+
+Counted throughput_allocations(std::vector<std::unique_ptr<api::Connection>>& connections,
+                               const std::vector<AccessTable>& tables, uint64_t duration_ns) {
+  ThroughputPlan plan;
+  plan.executors = 2;
+  plan.definers = 2;
+  plan.in_flight = 16;
+  plan.batch = 2;
+  plan.read_percent = 70;
+  plan.rows = NodeFixture::kRows;
+  plan.duration_ns = duration_ns;
+  plan.warmup_ns = 10'000'000;
+  Progress progress(false);
+  g_allocations = 0;
+  g_counting = true;
+  const ThroughputResult r = run_throughput(connections, tables, plan, progress);
+  g_counting = false;
+  EXPECT_GT(r.operations, 0u);
+  return {g_allocations.load(), r.operations};
+}
+
+// Threads, rings and histograms cost a fixed number of allocations per run,
+// and which of the API's transaction objects first grow their buffers in a
+// run depends on timing; an allocation per operation would be thousands.
+TEST_F(LatencyBenchDatabaseAllocations, ThroughputAllocatesNothingPerOperation) {
+  (void)throughput_allocations(connections_, tables_, 100'000'000);  // the API's buffers grow
+  const Counted run = throughput_allocations(connections_, tables_, 400'000'000);
+  ASSERT_GT(run.operations, 1000u) << "too few operations to tell";
+  EXPECT_LT(run.allocations, 200u) << run.allocations << " allocations for " << run.operations << " operations";
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // The real latency_bench against a real data node, with small tables: the
-// access table over tcp and shm, the no-argument default with a small row count,
+// access table over tcp and shm, throughput for a fraction of a second
+// (closed and open loop), the no-argument default with a small row count,
 // your --config with a [shm] or [tcp] section and --start-node, and --plot.
 // Checks counts, the JSON schema, exit codes and that nothing is left
 // behind; never a time. FJORD_LATENCY_BENCH names the program and
@@ -142,6 +143,35 @@ TEST_F(DatabaseProgram, TableByDefaultWithTheSeedBeside) {
   EXPECT_TRUE(r.err.empty()) << "no progress line when stderr is not a terminal: " << r.err;
 }
 
+TEST_F(DatabaseProgram, ThroughputClosedAndOpenLoop) {
+  const std::string type = runnable("shm") ? "shm" : "tcp";
+  ProgramRun r = run("throughput --transporter " + type + " --rows 500 --duration 0.3 --mix 80/20 --no-compare --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  JsonValue j = json_of(r);
+  EXPECT_EQ(j["mode"].text, "throughput");
+  EXPECT_EQ(j["status"].text, "measured");
+  EXPECT_GT(j["operations"].number, 0);
+  EXPECT_EQ(j["operations"].number, j["reads"].number + j["updates"].number);
+  EXPECT_EQ(j["operations"].number, j["transactions"].number) << "one operation per transaction by default";
+  EXPECT_EQ(j["failures"].number, 0);
+  EXPECT_EQ(j["latency_us"]["count"].number, j["operations"].number);
+  EXPECT_FALSE(j["conditions"]["open_loop"].boolean);
+  EXPECT_EQ(j["conditions"]["ldm_threads"].number, 1);
+  ASSERT_EQ(j["executors"].items.size(), 1u);
+
+  r = run("throughput --transporter " + type +
+          " --rows 500 --duration 0.3 --rate 2k --executors 2 --definers 2 --batch 2 --no-compare --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  j = json_of(r);
+  EXPECT_TRUE(j["conditions"]["open_loop"].boolean);
+  EXPECT_EQ(j["executors"].items.size(), 2u);
+  EXPECT_GT(j["operations"].number, 0);
+  // Scheduled before the window closed: 2000/s over 0.03 s of warm-up and 0.3 s.
+  EXPECT_LE(j["operations"].number, 660);
+  EXPECT_LE(j["transactions"].number, j["operations"].number);
+  EXPECT_EQ(j["latency_basis"].text.find("from its scheduled send time"), 0u);
+}
+
 // Your config: one section decides the medium; --start-node runs the node.
 std::string user_config(const std::string& dir, const std::string& link_section, uint16_t port) {
   const std::string unique = std::to_string(::getpid());
@@ -192,11 +222,14 @@ TEST_F(DatabaseProgram, PlotWritesAChart) {
 }
 
 TEST_F(DatabaseProgram, BadOptionsExit2NamingTheOption) {
-  ProgramRun r = run("--plot chart.pdf");
+  ProgramRun r = run("throughput --mix 1/2");
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_EQ(
-      r.err,
-      "latency_bench: --plot: 'chart.pdf' must end in .png or .svg\nTry 'latency_bench --help' for the options.\n");
+  EXPECT_EQ(r.err,
+            "latency_bench: --mix: '1/2' is not READ/UPDATE percentages adding up to 100 (examples: 100/0, 90/10, "
+            "50/50)\nTry 'latency_bench --help' for the options.\n");
+  r = run("--rate 5k");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--rate applies to throughput, not to access"), std::string::npos) << r.err;
   r = run("--config /nonexistent/cluster.ini --api-node 50");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("/nonexistent/cluster.ini"), std::string::npos) << r.err;

@@ -68,7 +68,7 @@ TEST(LatencyBenchOptions, AccessWithEveryOption) {
   EXPECT_TRUE(parse({})->compare) << "the default run measures redis and the TCP floor beside ours";
   EXPECT_FALSE(parse({"ping"})->compare) << "ping compares only when asked";
   EXPECT_EQ(error_of({"--compare", "--no-compare"}), "--compare and --no-compare cannot be combined");
-  EXPECT_EQ(error_of({"ping", "--no-compare"}), "--no-compare applies to access, not to ping");
+  EXPECT_EQ(error_of({"ping", "--no-compare"}), "--no-compare applies to access and throughput, not to ping");
 }
 
 TEST(LatencyBenchOptions, AccessAgainstYourConfig) {
@@ -82,19 +82,72 @@ TEST(LatencyBenchOptions, AccessAgainstYourConfig) {
   EXPECT_EQ(o->rows, 2000u);
 }
 
-TEST(LatencyBenchOptions, BadAccessValuesNameTheOption) {
+TEST(LatencyBenchOptions, ThroughputWithEveryOption) {
+  auto o = parse({"throughput", "--transporter", "shm", "--duration", "0.25", "--definers", "2", "--executors", "3",
+                  "--in-flight", "128", "--mix", "90/10", "--rate", "1.5M/s", "--batch", "4", "--rows", "1000"});
+  ASSERT_TRUE(o) << o.status().to_string();
+  EXPECT_EQ(o->command, Command::kThroughput);
+  EXPECT_EQ(o->duration_ms, 250u);
+  EXPECT_EQ(o->definers, 2u);
+  EXPECT_EQ(o->executors, 3u);
+  EXPECT_EQ(o->in_flight, 128u);
+  EXPECT_EQ(o->read_percent, 90u);
+  EXPECT_EQ(o->rate_per_s, 1'500'000u);
+  EXPECT_EQ(o->batch, 4u);
+  EXPECT_EQ(o->rows, 1000u);
+}
+
+TEST(LatencyBenchOptions, ThroughputDefaults) {
+  auto o = parse({"throughput"});
+  ASSERT_TRUE(o);
+  EXPECT_EQ(o->transporter, "tcp");
+  EXPECT_EQ(o->duration_ms, 5000u);
+  EXPECT_EQ(o->definers, 1u);
+  EXPECT_EQ(o->executors, 1u);
+  EXPECT_EQ(o->in_flight, 64u);
+  EXPECT_EQ(o->batch, 1u);
+  EXPECT_EQ(o->read_percent, 100u);
+  EXPECT_EQ(o->rate_per_s, 0u) << "closed loop";
+  for (const char* rate : {"200000", "200k", "200K", "200k/s", "0.2M"}) {
+    auto r = parse({"throughput", "--rate", rate});
+    ASSERT_TRUE(r) << rate;
+    EXPECT_EQ(r->rate_per_s, 200'000u) << rate;
+  }
+}
+
+TEST(LatencyBenchOptions, BadAccessAndThroughputValuesNameTheOption) {
   EXPECT_EQ(error_of({"--rows", "0"}), "--rows: '0' is not a number from 1 to 100000000");
   EXPECT_EQ(error_of({"--row-bytes", "16"}), "--row-bytes: '16' is not a row size in bytes from 32 to 8024");
   EXPECT_EQ(error_of({"--api-node", "300", "--config", "c.ini"}), "--api-node: '300' is not a node id from 1 to 255");
   EXPECT_EQ(error_of({"--plot", "chart.pdf"}), "--plot: 'chart.pdf' must end in .png or .svg");
+  EXPECT_EQ(error_of({"throughput", "--duration", "0"}),
+            "--duration: '0' is not a number of seconds from 0.05 to 3600 (decimals allowed, e.g. 0.5)");
+  EXPECT_EQ(error_of({"throughput", "--duration", "1s"}),
+            "--duration: '1s' is not a number of seconds from 0.05 to 3600 (decimals allowed, e.g. 0.5)");
+  EXPECT_EQ(error_of({"throughput", "--rate", "fast"}),
+            "--rate: 'fast' is not a rate per second from 1 to 100000000 (examples: 50000, 200k, 1.5M, 200k/s)");
+  EXPECT_EQ(error_of({"throughput", "--rate", "0"}),
+            "--rate: '0' is not a rate per second from 1 to 100000000 (examples: 50000, 200k, 1.5M, 200k/s)");
+  EXPECT_EQ(error_of({"throughput", "--mix", "90/20"}),
+            "--mix: '90/20' is not READ/UPDATE percentages adding up to 100 (examples: 100/0, 90/10, 50/50)");
+  EXPECT_EQ(error_of({"throughput", "--mix", "90"}),
+            "--mix: '90' is not READ/UPDATE percentages adding up to 100 (examples: 100/0, 90/10, 50/50)");
+  EXPECT_EQ(error_of({"throughput", "--executors", "9"}), "--executors: '9' is not a number from 1 to 8");
+  EXPECT_EQ(error_of({"throughput", "--definers", "0"}), "--definers: '0' is not a number from 1 to 16");
+  EXPECT_EQ(error_of({"throughput", "--in-flight", "2000"}), "--in-flight: '2000' is not a number from 1 to 1024");
 }
 
 TEST(LatencyBenchOptions, OptionsOfOneCommandAreRefusedByTheOthers) {
+  EXPECT_EQ(error_of({"ping", "--rows", "10"}), "--rows applies to access and throughput, not to ping");
   EXPECT_EQ(error_of({"ping-all", "--plot", "a.png"}), "--plot applies to access, not to ping-all");
+  EXPECT_EQ(error_of({"--rate", "10k"}), "--rate applies to throughput, not to access");
+  EXPECT_EQ(error_of({"access", "--duration", "1"}), "--duration applies to throughput, not to access");
+  EXPECT_EQ(error_of({"throughput", "--plot", "a.svg"}), "--plot applies to access, not to throughput");
+  EXPECT_EQ(error_of({"throughput", "--iterations", "5"}),
+            "--iterations applies to access and ping (throughput runs for --duration), not to throughput");
   EXPECT_EQ(error_of({"access", "--stream"}), "--stream applies to ping, not to access");
   EXPECT_EQ(error_of({"access", "--size", "64"}), "--size applies to ping, not to access");
-  EXPECT_EQ(error_of({"ping", "--rows", "10"}), "--rows applies to access, not to ping");
-  EXPECT_EQ(error_of({"-client", "h", "--rows", "5"}), "--rows applies to access, not to --client");
+  EXPECT_EQ(error_of({"-client", "h", "--rows", "5"}), "--rows applies to access and throughput, not to --client");
   EXPECT_EQ(error_of({"--api-node", "50"}),
             "--api-node names a node of your --config file; without --config the data node is started here with a "
             "generated config");
@@ -171,12 +224,14 @@ TEST(LatencyBenchOptions, HelpWinsAndListsEveryOption) {
   ASSERT_TRUE(o);
   EXPECT_EQ(o->command, Command::kHelp);
   const std::string help = help_text(kBuiltIn);
-  for (const char* option : {"--transporter", "--config",    "--link-param", "--size",         "--iterations",
-                             "--warmup",      "--poll",      "--cpus",       "--stream",       "--batch",
-                             "--compare",     "--json",      "--port",       "--peer-host",    "--timeout",
-                             "--verbose",     "--help",      "-server",      "-client",        "built in: tcp, shm",
-                             "--rows",        "--row-bytes", "--api-node",   "--data-node",    "--start-node",
-                             "--plot",        "access",      "ping-all",     "FJORD_DATANODE", "--no-compare"})
+  for (const char* option : {"--transporter",  "--config",    "--link-param", "--size",      "--iterations",
+                             "--warmup",       "--poll",      "--cpus",       "--stream",    "--batch",
+                             "--compare",      "--json",      "--port",       "--peer-host", "--timeout",
+                             "--verbose",      "--help",      "-server",      "-client",     "built in: tcp, shm",
+                             "--rows",         "--row-bytes", "--api-node",   "--data-node", "--start-node",
+                             "--plot",         "--duration",  "--definers",   "--executors", "--in-flight",
+                             "--mix",          "--rate",      "access",       "throughput",  "ping-all",
+                             "FJORD_DATANODE", "--no-compare"})
     EXPECT_NE(help.find(option), std::string::npos) << option;
 }
 
@@ -217,8 +272,8 @@ TEST(LatencyBenchOptions, UnknownOptionsMissingValuesAndStrayWords) {
   EXPECT_EQ(error_of({"--size"}), "option --size needs a value");
   EXPECT_EQ(error_of({"-client"}), "option --client needs a value");
   EXPECT_EQ(error_of({"--json=yes"}), "option --json takes no value");
-  EXPECT_EQ(error_of({"pong"}), "unexpected argument 'pong' (commands: access, ping, ping-all)");
-  EXPECT_EQ(error_of({"ping", "all"}), "unexpected argument 'all' (commands: access, ping, ping-all)");
+  EXPECT_EQ(error_of({"pong"}), "unexpected argument 'pong' (commands: access, throughput, ping, ping-all)");
+  EXPECT_EQ(error_of({"ping", "all"}), "unexpected argument 'all' (commands: access, throughput, ping, ping-all)");
 }
 
 TEST(LatencyBenchOptions, CombinationsThatCannotMeanAnything) {
