@@ -18,6 +18,9 @@ Status invalid(std::string message) { return Status(StatusCode::kInvalidArgument
 // Media whose rendezvous lives inside one process cannot reach a data node
 // in its own process; the access table skips them with this reason.
 constexpr std::string_view kProcessLocal[] = {"sim"};
+// Media the architecture names; when this build lacks one, the table says so
+// rather than leaving the column out.
+constexpr std::string_view kKnownElsewhere[] = {"rdma", "dpdk"};
 
 std::string link_text(const std::string& type, NodeId data_node, NodeId api_node) {
   return "[" + type + "] link " + std::to_string(data_node) + "-" + std::to_string(api_node);
@@ -44,6 +47,12 @@ Status choose_transporters(const Options& o, std::vector<std::string>& run, std:
     if (!o.transporter.empty()) return Status(StatusCode::kUnavailable, "--transporter " + name + ": " + column.reason);
     skipped.push_back(column);
   }
+  if (o.transporter.empty())
+    for (std::string_view name : kKnownElsewhere)
+      if (!registry.find(name))
+        skipped.push_back({std::string(name), Outcome::kUnavailable,
+                           "not built into this program (this build has no " + std::string(name) + " transporter)",
+                           kNoNode, ""});
   if (run.empty()) return Status(StatusCode::kUnavailable, "no transporter can reach a data node here");
   return Status::ok();
 }
