@@ -168,6 +168,11 @@ std::string format_throughput_table(const ThroughputReport& r) {
                          format_us(e.latency_ns.p99_ns).c_str(), format_us(e.latency_ns.p999_ns).c_str(),
                          format_us(e.latency_ns.max_ns).c_str(), 100.0 * e.usage.on_cpu_share());
   out += printf_string("latency: per operation, %s\n", r.latency_basis.c_str());
+  if (c.node_schedule.known && c.node_schedule.on_cpu > 0)
+    out += printf_string(
+        "rows per CPU-second the node ran: %.0f (it ran %.2f CPU-s/s, spinning included: a lower bound on one such "
+        "node with a CPU to itself)\n",
+        r.operations_per_s / c.node_schedule.on_cpu, c.node_schedule.on_cpu);
   out += printf_string("counted: %llu transactions, %llu operations (%llu reads, %llu updates), %llu failed",
                        static_cast<unsigned long long>(r.transactions), static_cast<unsigned long long>(r.operations),
                        static_cast<unsigned long long>(r.reads), static_cast<unsigned long long>(r.updates),
@@ -214,6 +219,11 @@ std::string format_throughput_json(const ThroughputReport& r) {
   if (!r.first_failure.empty()) field(w, "first_failure", r.first_failure);
   field(w, "transactions_per_s", r.transactions_per_s);
   field(w, "rows_per_s", r.operations_per_s);
+  w.key("rows_per_node_cpu_s");
+  if (r.conditions.node_schedule.known && r.conditions.node_schedule.on_cpu > 0)
+    w.value(r.operations_per_s / r.conditions.node_schedule.on_cpu);
+  else
+    w.null();
   w.key("latency_us");
   write_latency_us_json(w, r.latency_ns);
   field(w, "latency_basis", r.latency_basis);

@@ -328,6 +328,7 @@ ThroughputReport fixed_throughput_report() {
   r.conditions.cpus = {0, 1};
   r.conditions.node = "test node";
   r.conditions.ldm_threads = 1;
+  r.conditions.node_schedule = {true, 0.5, 0.1};
   r.window_ns = 2'000'000'000;
   r.transactions = r.operations = r.reads = 200'000;
   r.transactions_per_s = r.operations_per_s = 100'000;
@@ -350,10 +351,13 @@ TEST(LatencyBenchThroughputReport, TableAndJson) {
   EXPECT_NE(table.find("executor, API node 60"), std::string::npos);
   EXPECT_NE(table.find("from its scheduled send time"), std::string::npos);
   EXPECT_NE(table.find("redis-benchmark -t get -P 32: 1000000 GET/s"), std::string::npos) << table;
+  EXPECT_NE(table.find("rows per CPU-second the node ran: 200000 (it ran 0.50 CPU-s/s"), std::string::npos) << table;
   auto json = JsonReader::parse(format_throughput_json(r));
   ASSERT_TRUE(json);
   EXPECT_EQ((*json)["mode"].text, "throughput");
   EXPECT_EQ((*json)["rows_per_s"].number, 100'000);
+  EXPECT_EQ((*json)["rows_per_node_cpu_s"].number, 200'000);
+  EXPECT_EQ((*json)["conditions"]["node_schedule"]["waiting_per_s"].number, 0.1);
   EXPECT_EQ((*json)["transactions_per_s"].number, 100'000);
   EXPECT_EQ((*json)["latency_us"]["p99"].number, 90);
   EXPECT_TRUE((*json)["conditions"]["open_loop"].boolean);
