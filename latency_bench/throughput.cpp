@@ -64,7 +64,7 @@ void pin(int cpu) {
 
 struct DefinerResult {
   uint64_t full_waits = 0;
-  uint64_t late_ns_max = 0;
+  Histogram late_ns;  // open loop: queued this long after its scheduled time
 };
 
 // Asks the kernel (EEVDF, Linux 6.12 on) for short time slices for the
@@ -127,7 +127,7 @@ DefinerResult run_definer(Shared& shared, uint32_t index) {
       if (request.scheduled_ns > monotonic_ns()) sleep_until_ns(request.scheduled_ns);
     }
     if (!queue(shared, shared.ring(index, executor), request, r)) break;
-    if (open) r.late_ns_max = std::max(r.late_ns_max, monotonic_ns() - request.scheduled_ns);
+    if (open) r.late_ns.record(monotonic_ns() - request.scheduled_ns);
     executor = executor + 1 == p.executors ? 0 : executor + 1;
   }
   return r;
@@ -372,7 +372,7 @@ ThroughputResult run_throughput(std::vector<std::unique_ptr<api::Connection>>& c
   }
   for (const DefinerResult& d : definer_results) {
     result.definer_full_waits += d.full_waits;
-    result.late_ns_max = std::max(result.late_ns_max, d.late_ns_max);
+    result.definer_late_ns.merge(d.late_ns);
   }
   return result;
 }

@@ -99,7 +99,7 @@ struct ThroughputResult {
   Histogram latency_ns;  // all executors
   uint64_t transactions = 0, operations = 0, reads = 0, updates = 0, failures = 0;
   uint64_t definer_full_waits = 0;  // times a definer found its queue full
-  uint64_t late_ns_max = 0;         // open loop: how far behind schedule a definer fell at worst
+  Histogram definer_late_ns;        // open loop: how far behind schedule definers queued each operation
   double transactions_per_s() const;
   double operations_per_s() const;
 };

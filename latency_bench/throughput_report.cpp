@@ -124,7 +124,7 @@ void set_result(ThroughputReport& r, const ThroughputResult& result) {
   r.operations_per_s = result.operations_per_s();
   r.latency_ns = LatencySummary::from(result.latency_ns);
   r.definer_full_waits = result.definer_full_waits;
-  r.late_ns_max = result.late_ns_max;
+  r.definer_late_ns = LatencySummary::from(result.definer_late_ns);
   for (const ExecutorResult& e : result.executors) {
     if (r.first_failure.empty()) r.first_failure = e.first_failure;
     ExecutorRow row;
@@ -180,8 +180,11 @@ std::string format_throughput_table(const ThroughputReport& r) {
   out += r.first_failure.empty() ? "\n" : " (first: " + r.first_failure + ")\n";
   out += printf_string("definers found their queue full %llu times",
                        static_cast<unsigned long long>(r.definer_full_waits));
-  out += c.plan.rate_per_s == 0 ? "\n"
-                                : printf_string("; at worst %s us behind schedule\n", format_us(r.late_ns_max).c_str());
+  out += c.plan.rate_per_s == 0
+             ? "\n"
+             : printf_string("; they queued operations behind schedule by p50 %s, p99 %s, max %s us\n",
+                             format_us(r.definer_late_ns.p50_ns).c_str(), format_us(r.definer_late_ns.p99_ns).c_str(),
+                             format_us(r.definer_late_ns.max_ns).c_str());
   if (r.redis_measured) {
     if (r.redis.outcome == Outcome::kMeasured)
       out += printf_string("\ncompare, measured in this run: %s: %.0f GET/s\n", r.redis.command.c_str(),
@@ -228,7 +231,11 @@ std::string format_throughput_json(const ThroughputReport& r) {
   write_latency_us_json(w, r.latency_ns);
   field(w, "latency_basis", r.latency_basis);
   field(w, "definer_full_waits", r.definer_full_waits);
-  field(w, "late_ns_max", r.late_ns_max);
+  w.key("definer_late_us");
+  if (r.conditions.plan.rate_per_s != 0)
+    write_latency_us_json(w, r.definer_late_ns);
+  else
+    w.null();
   w.key("executors");
   write_executors(w, r.executors);
   w.key("redis");

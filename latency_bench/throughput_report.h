@@ -46,7 +46,7 @@ struct ThroughputReport {
   LatencySummary latency_ns;
   std::string latency_basis;  // "from the scheduled send time" / "from execute_async() to completion"
   uint64_t definer_full_waits = 0;
-  uint64_t late_ns_max = 0;
+  LatencySummary definer_late_ns;  // open loop: the generator's own lateness, part of every latency
   std::vector<ExecutorRow> executors;
   bool redis_measured = false;  // --compare
   RedisRate redis;

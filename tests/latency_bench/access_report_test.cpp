@@ -334,6 +334,7 @@ ThroughputReport fixed_throughput_report() {
   r.transactions_per_s = r.operations_per_s = 100'000;
   r.latency_ns = summary(20'000, 90'000);
   r.latency_basis = "from its scheduled send time to completion (open loop: queueing included)";
+  r.definer_late_ns = summary(3'000, 9'000);
   r.executors.push_back(ExecutorRow{60, 200'000, 100'000, summary(20'000, 90'000), CpuUsage{1, 1, 0}});
   r.redis_measured = true;
   r.redis.command = "redis-benchmark -t get -P 32";
@@ -350,6 +351,7 @@ TEST(LatencyBenchThroughputReport, TableAndJson) {
   EXPECT_NE(table.find("100000         100000     20.000     90.000"), std::string::npos) << table;
   EXPECT_NE(table.find("executor, API node 60"), std::string::npos);
   EXPECT_NE(table.find("from its scheduled send time"), std::string::npos);
+  EXPECT_NE(table.find("behind schedule by p50 3.000, p99 9.000, max 27.000 us"), std::string::npos) << table;
   EXPECT_NE(table.find("redis-benchmark -t get -P 32: 1000000 GET/s"), std::string::npos) << table;
   EXPECT_NE(table.find("rows per CPU-second the node ran: 200000 (it ran 0.50 CPU-s/s"), std::string::npos) << table;
   auto json = JsonReader::parse(format_throughput_json(r));
@@ -362,6 +364,7 @@ TEST(LatencyBenchThroughputReport, TableAndJson) {
   EXPECT_EQ((*json)["latency_us"]["p99"].number, 90);
   EXPECT_TRUE((*json)["conditions"]["open_loop"].boolean);
   EXPECT_EQ((*json)["conditions"]["rate_per_s"].number, 100'000);
+  EXPECT_EQ((*json)["definer_late_us"]["p99"].number, 9);
   EXPECT_EQ((*json)["executors"][0]["api_node"].number, 60);
   EXPECT_EQ((*json)["redis"]["requests_per_s"].number, 1'000'000);
 }
