@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -28,8 +29,8 @@ static_assert(kDataMemoryPageBytes == engine::storage::PagePool::kPageBytes);
 // the handler may use async-signal-safe calls and nothing else.
 struct InterruptCleanup {
   volatile sig_atomic_t pid = 0;
-  char files[3][512] = {};
-  char dir[512] = {};
+  char files[3][512] = {};  // the node's config and log; a helper's file
+  char dirs[2][512] = {};   // the node's directory; a helper's
 };
 InterruptCleanup g_cleanup;
 struct sigaction g_old_int, g_old_term;
@@ -41,7 +42,8 @@ void on_interrupt(int signal_number) {
   }
   for (const char* file : g_cleanup.files)
     if (file[0] != '\0') ::unlink(file);
-  if (g_cleanup.dir[0] != '\0') ::rmdir(g_cleanup.dir);
+  for (const char* dir : g_cleanup.dirs)
+    if (dir[0] != '\0') ::rmdir(dir);
   ::signal(signal_number, SIG_DFL);
   ::raise(signal_number);
 }
@@ -52,13 +54,27 @@ void copy_path(char (&out)[512], const std::string& path) {
   out[n] = '\0';
 }
 
+// Sets a path the handler may read at any moment: it sees an empty path or
+// a complete one, because the first byte goes in last (the signal fences
+// keep the compiler from reordering the writes around it).
+void publish_path(char (&out)[512], const std::string& path) {
+  out[0] = '\0';
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  const std::size_t n = std::min(path.size(), sizeof out - 1);
+  if (n == 0) return;
+  std::memcpy(out + 1, path.data() + 1, n - 1);
+  out[n] = '\0';
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  out[0] = path[0];
+}
+
 void arm_cleanup(pid_t pid, const NodeLaunch& launch, const std::string& log_path) {
   g_cleanup = InterruptCleanup{};
   g_cleanup.pid = pid;
   if (!launch.temp_dir.empty()) {
     copy_path(g_cleanup.files[0], launch.config_path);
     copy_path(g_cleanup.files[1], log_path);
-    copy_path(g_cleanup.dir, launch.temp_dir);
+    copy_path(g_cleanup.dirs[0], launch.temp_dir);
   }
   struct sigaction action {};
   action.sa_handler = on_interrupt;
@@ -149,6 +165,16 @@ std::string embedded_config_text(const EmbeddedConfig& c, const transport::Trans
     }
   }
   return t;
+}
+
+void note_interrupt_cleanup(const std::string& dir, const std::string& file) {
+  publish_path(g_cleanup.files[2], file);
+  publish_path(g_cleanup.dirs[1], dir);
+}
+
+void forget_interrupt_cleanup() {
+  g_cleanup.files[2][0] = '\0';
+  g_cleanup.dirs[1][0] = '\0';
 }
 
 Result<std::string> make_temp_dir() {

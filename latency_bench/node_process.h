@@ -96,5 +96,9 @@ inline constexpr uint64_t kDataMemoryPageBytes = 32768;  // storage/page_pool.h
 
 // A fresh directory under $TMPDIR (or /tmp): "/tmp/latency_bench.XXXXXX".
 Result<std::string> make_temp_dir();
+// While a node started here runs, SIGINT/SIGTERM also remove this helper's
+// file and then its directory (redis-server's socket); one helper at a time.
+void note_interrupt_cleanup(const std::string& dir, const std::string& file);
+void forget_interrupt_cleanup();
 
 }  // namespace fjord::bench

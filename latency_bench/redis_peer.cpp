@@ -88,6 +88,7 @@ struct RedisServer {
   std::string socket_path;
   ~RedisServer() {
     process.stop();
+    forget_interrupt_cleanup();
     std::error_code ignored;
     if (!dir.empty()) std::filesystem::remove_all(dir, ignored);
   }
@@ -105,6 +106,7 @@ Result<std::unique_ptr<RedisServer>> start_redis(int cpu) {
   server->port = *port;
   server->dir = *dir;
   server->socket_path = *dir + "/redis.sock";
+  note_interrupt_cleanup(server->dir, server->socket_path);
   auto child = spawn(SpawnSpec{{program,
                                 "--port",
                                 std::to_string(*port),
