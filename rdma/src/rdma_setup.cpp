@@ -9,6 +9,7 @@
 // for a refusal, which would not fit a CM reject) as the first SEND on the
 // new queue pair; a refused peer is then disconnected.
 #include <arpa/inet.h>
+#include <ifaddrs.h>
 #include <netdb.h>
 
 #include <algorithm>
@@ -351,6 +352,28 @@ class RdmaFactory final : public transport::TransporterFactory {
     if (!channel)
       return Status(StatusCode::kUnavailable, "RDMA devices present but no rdma_cm: " + channel.status().message());
     return Status::ok();
+  }
+
+  // The first IPv4 address of this machine that rdma_cm binds to a device.
+  std::string local_host() const override {
+    ifaddrs* list = nullptr;
+    if (::getifaddrs(&list) != 0) return "127.0.0.1";
+    std::string found;
+    for (ifaddrs* a = list; a && found.empty(); a = a->ifa_next) {
+      if (!a->ifa_addr || a->ifa_addr->sa_family != AF_INET) continue;
+      auto channel = make_channel();
+      if (!channel) break;
+      rdma_cm_id* id = nullptr;
+      if (rdma_create_id(channel->get(), &id, nullptr, RDMA_PS_TCP) != 0) continue;
+      if (rdma_bind_addr(id, a->ifa_addr) == 0 && id->verbs != nullptr) {
+        char text[INET_ADDRSTRLEN] = {};
+        ::inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(a->ifa_addr)->sin_addr, text, sizeof text);
+        found = text;
+      }
+      rdma_destroy_id(id);
+    }
+    ::freeifaddrs(list);
+    return found.empty() ? "127.0.0.1" : found;
   }
 
   Result<std::unique_ptr<Listener>> listen(NodeId self, const LinkTable& links) override {

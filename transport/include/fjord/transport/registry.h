@@ -59,6 +59,10 @@ class TransporterFactory {
   // Whether this transporter can run on this machine now, and if not why
   // ("no RDMA device: ibv_get_device_list: Function not implemented").
   virtual Status probe() const;
+  // An address of this machine that this medium can use for a link between
+  // two processes here: loopback by default; RDMA needs an address on an
+  // RDMA device. For tools and tests that start both ends themselves.
+  virtual std::string local_host() const;
 
   // Starts accepting the links of this type on which `self` is the server.
   // `links` is the whole table, so a peer that asks for the wrong type gets
