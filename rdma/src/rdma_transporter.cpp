@@ -47,6 +47,7 @@ RdmaTransporter::RdmaTransporter(transport::LinkConfig config, NodeId self, std:
       posted_end_(reinterpret_cast<uint64_t*>(r_->control_at(wire::kPostedEndOffset))),
       read_target_(reinterpret_cast<const uint64_t*>(r_->control_at(wire::kReadTargetOffset))),
       peer_receives_(peer.queue_depth),
+      notifies_(r_->peer_receives_used),  // repeated hellos took some of its receives, like wake-ups
       reported_receives_(queue_depth_),
       posted_receives_(queue_depth_),
       reposted_public_(queue_depth_) {
