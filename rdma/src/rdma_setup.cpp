@@ -18,8 +18,11 @@
 #include <netdb.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "fjord/base/clock.h"
@@ -47,6 +50,9 @@ constexpr int kResolveTimeoutMs = 2000;
 // (reject, disconnect). Only a peer that falls silent halfway keeps the
 // listener this long.
 constexpr uint64_t kServerSetupNs = 10'000'000'000ULL;
+
+// delay_handshake_replies(): a test seam, 0 in production.
+std::atomic<uint64_t> g_reply_delay_ns{0};
 
 // A set-up that had begun and then failed, with `prefix` (link, device,
 // peer) in front: never kTimeout, which accept() returns only when no
@@ -294,6 +300,8 @@ class RdmaListener final : public Listener {
       reply.reason = d.refusal.message();
     }
     const std::vector<std::byte> reply_bytes = transport::encode_reply(reply);
+    if (const uint64_t delay_ns = g_reply_delay_ns.load(std::memory_order_relaxed); delay_ns > 0)
+      std::this_thread::sleep_for(std::chrono::nanoseconds(delay_ns));
     if (Status s = send_bootstrap(r, reply_bytes, "the handshake reply", deadline); !s) return setup_failed(prefix, s);
     if (!d.link) {
       FJORD_LOG_WARN("node %u: rejected rdma connection from %s: %s", self_, peer.c_str(), d.refusal.message().c_str());
@@ -520,6 +528,8 @@ Result<LinkInfo> link_info(const transport::Transporter& t) {
   if (!rdma) return Status(StatusCode::kInvalidArgument, t.type() + " link is not an rdma link");
   return rdma->info();
 }
+
+void delay_handshake_replies(uint64_t delay_ns) { g_reply_delay_ns.store(delay_ns, std::memory_order_relaxed); }
 
 Status inject_qp_error(transport::Transporter& t) {
   auto* rdma = dynamic_cast<RdmaTransporter*>(&t);

@@ -434,6 +434,52 @@ TEST_F(RdmaLink, SteadyStateAllocatesNothing) {
   EXPECT_GE(rdma::link_info(*p.client)->wakeups, 50u);
 }
 
+// A server slower to answer than the client's hello repeat (300 ms): on
+// iWARP the client sends its hello again (at most twice), and each repeat
+// lands in one of the server's data receives, which the server's data path
+// counts as taken by a wake-up and reposts. The client must count them too,
+// or the server, once it reposts (QueueDepth=16: after 8 wake-ups), reports
+// more receives than the client ever used, and the client takes the link
+// down with a protocol error. On rxe0 nothing is repeated: the client waits.
+TEST_F(RdmaLink, RepeatedHellosAreCountedAsUsedReceives) {
+  rdma::delay_handshake_replies(kSecond);
+  LinkPair p = pair("QueueDepth=16\n");
+  rdma::delay_handshake_replies(0);
+  ASSERT_TRUE(p.server && p.client);
+  const auto info = rdma::link_info(*p.client);
+  ASSERT_TRUE(info) << info.status().to_string();
+  if (info->iwarp) {
+    EXPECT_GE(info->hello_repeats, 1u) << "no reply for a second, so the hello was sent again";
+    EXPECT_LE(info->hello_repeats, 2u);
+  } else {
+    EXPECT_EQ(info->hello_repeats, 0u);
+  }
+  // Both ends sleep for every frame: each one is a wake-up that uses a
+  // receive of the other end, reposted in batches of 8.
+  constexpr uint64_t kFrames = 40;
+  std::string echo_error;
+  std::thread echo([&] {
+    for (uint64_t seq = 0; seq < kFrames && echo_error.empty(); ++seq) {
+      echo_error = receive_frame(*p.server, seq, true, 30 * kSecond);
+      if (echo_error.empty()) echo_error = send_frame(*p.server, seq, 30 * kSecond);
+    }
+  });
+  std::string error;
+  for (uint64_t seq = 0; seq < kFrames && error.empty(); ++seq) {
+    error = send_frame(*p.client, seq, 30 * kSecond);
+    if (error.empty()) error = receive_frame(*p.client, seq, true, 30 * kSecond);
+  }
+  if (!error.empty()) p.client->close("the test failed");  // ends the echo thread's wait
+  echo.join();
+  EXPECT_EQ(error, "");
+  EXPECT_EQ(echo_error, "");
+  // At least one batch of the server's receives was used up and reposted.
+  const uint64_t wakeups = rdma::link_info(*p.client)->wakeups;
+  EXPECT_GE(wakeups, 8u);
+  std::printf("%s: %u hello repeats, then %lu wake-ups of the server\n", info->where.c_str(), info->hello_repeats,
+              static_cast<unsigned long>(wakeups));
+}
+
 // ---- connections from another process -------------------------------------------
 
 // A child process (posix_spawn: verbs state must not be forked) with its
