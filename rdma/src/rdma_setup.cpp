@@ -8,13 +8,21 @@
 // every case, and sends its HandshakeReply (its RingInfo, or the full reason
 // for a refusal, which would not fit a CM reject) as the first SEND on the
 // new queue pair; a refused peer is then disconnected.
+//
+// accept()'s deadline bounds the wait for a connect request, not the set-up
+// of one already taken: that runs to its end (or fails with its reason)
+// within kServerSetupNs, so a caller polling with short deadlines never
+// tears a half-made connection down under its client (docs/rdma.md).
 #include <arpa/inet.h>
 #include <ifaddrs.h>
 #include <netdb.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "fjord/base/clock.h"
@@ -35,6 +43,24 @@ using transport::Transporter;
 
 constexpr std::string_view kName = "rdma";
 constexpr int kResolveTimeoutMs = 2000;
+// How long the server may take to set up a connection it has taken off the
+// listener channel, whatever is left of accept()'s deadline. A healthy
+// set-up is a few round trips (milliseconds; tens of them in the emulated
+// guest); a client that gives up or dies ends it at once with a CM event
+// (reject, disconnect). Only a peer that falls silent halfway keeps the
+// listener this long.
+constexpr uint64_t kServerSetupNs = 10'000'000'000ULL;
+
+// delay_handshake_replies(): a test seam, 0 in production.
+std::atomic<uint64_t> g_reply_delay_ns{0};
+
+// A set-up that had begun and then failed, with `prefix` (link, device,
+// peer) in front: never kTimeout, which accept() returns only when no
+// connection attempt was waiting (callers poll on it).
+Status setup_failed(const std::string& prefix, const Status& s) {
+  const StatusCode code = s.code() == StatusCode::kTimeout ? StatusCode::kLinkDown : s.code();
+  return Status(code, prefix + s.message());
+}
 
 const ParamSpec kRdmaParams[] = {
     {"RdmaDevice", Kind::kString, 0, 64, "", false,
@@ -160,7 +186,14 @@ class RdmaListener final : public Listener {
           return Status(StatusCode::kTimeout, "no connection attempt on " + endpoint_);
         return e.status();
       }
-      if (e->type == RDMA_CM_EVENT_CONNECT_REQUEST) return serve(*e, deadline);
+      // From here the client is committed: it creates its queue pair, and
+      // sends its hello as soon as it sees ESTABLISHED. Abandoning the
+      // set-up at the caller's deadline would destroy our queue pair under
+      // that hello (the client then reads "remote operation error", a flush
+      // or a disconnect, and fails), while telling the caller kTimeout,
+      // "nobody was waiting".
+      if (e->type == RDMA_CM_EVENT_CONNECT_REQUEST)
+        return serve(*e, std::max<DeadlineNs>(deadline, monotonic_ns() + kServerSetupNs));
       if (e->type == RDMA_CM_EVENT_DEVICE_REMOVAL)
         return Status(StatusCode::kUnavailable, "the RDMA device of " + endpoint_ + " was removed");
       FJORD_LOG_DEBUG("rdma listener %s: ignoring %s", endpoint_.c_str(), event_text(*e).c_str());
@@ -207,48 +240,57 @@ class RdmaListener final : public Listener {
     return d;
   }
 
+  // Sets up the connection `request_event` asks for, by `deadline` (the
+  // set-up's own, see accept()); every error names the link (or the peer, if
+  // refused), the device, port and GID, and the peer's address.
   Result<std::unique_ptr<Transporter>> serve(const CmEvent& request_event, DeadlineNs deadline) {
     CmId id(request_event.id);  // the new connection's id is ours from here on
     const std::string peer = sockaddr_text(rdma_get_peer_addr(id.get()));
     Decision d = decide(request_event, rdma_get_peer_addr(id.get()));
-    if (!d.link && d.refusal.code() == StatusCode::kProtocolError) {
-      // Not a fjord peer: no reply it could read; refuse at the CM level.
-      rdma_reject(id.get(), nullptr, 0);
-      FJORD_LOG_WARN("node %u: rejected rdma connection from %s: %s", self_, peer.c_str(), d.refusal.message().c_str());
-      return Status(StatusCode::kRejected, "rejected rdma connection from " + peer + ": " + d.refusal.message());
-    }
-    auto channel = make_channel();
-    if (!channel) return channel.status();
-    if (rdma_migrate_id(id.get(), channel->get()) != 0) return io_error("rdma_migrate_id", errno);
     if (!d.link) {  // a refusal still gets a queue pair, just big enough to carry the reason
       d.params.port = id->port_num;
       d.params.gid_index = 1;
     }
     const std::string link_name = d.link ? d.link->describe() : "refused rdma connection from " + peer;
+    const auto prefix_at = [&](const std::string& where) {
+      return d.link ? link_name + " [" + where + "]: connection from " + peer + ": "
+                    : "rdma connection from " + peer + " [" + where + "]: ";
+    };
+    const std::string early_prefix = prefix_at(describe_device(id.get(), d.params.gid_index));
+    if (!d.link && d.refusal.code() == StatusCode::kProtocolError) {
+      // Not a fjord peer: no reply it could read; refuse at the CM level.
+      rdma_reject(id.get(), nullptr, 0);
+      FJORD_LOG_WARN("node %u: rejected rdma connection from %s: %s", self_, peer.c_str(), d.refusal.message().c_str());
+      return Status(StatusCode::kRejected, "rejected " + early_prefix + d.refusal.message());
+    }
+    auto channel = make_channel();
+    if (!channel) return setup_failed(early_prefix, channel.status());
+    if (rdma_migrate_id(id.get(), channel->get()) != 0)
+      return setup_failed(early_prefix, io_error("rdma_migrate_id", errno));
     auto res = create_resources(std::move(channel).value(), std::move(id), d.params, link_name, d.link == nullptr);
-    if (!res) return res.status();
+    if (!res) return res.status();  // names link and device already
     LinkResources& r = **res;
-    // The client's hello arrives first, so its receive goes first. A refused
-    // peer gets receives too: a repeated hello (iWARP) must find one.
-    if (Status s = post_bootstrap_receive(r); !s) return s;
-    if (Status s = post_data_receives(r, 0, r.params.queue_depth); !s) return s;
+    const std::string prefix = prefix_at(r.where);
+    // The client's hello arrives first, so its receive goes first; the data
+    // receives behind it take any hello the client repeats (iWARP). A
+    // refused peer gets receives too, for the same reason.
+    if (Status s = post_bootstrap_receive(r); !s) return setup_failed(prefix, s);
+    if (Status s = post_data_receives(r, 0, r.params.queue_depth); !s) return setup_failed(prefix, s);
     rdma_conn_param param{};
     param.responder_resources = 1;
     param.initiator_depth = 1;
     param.rnr_retry_count = 7;
-    if (rdma_accept(r.id.get(), &param) != 0) return io_error(link_name + ": rdma_accept [" + r.where + "]", errno);
-    if (Status s = expect_event(r.channel.get(), RDMA_CM_EVENT_ESTABLISHED, deadline,
-                                link_name + ": connection from " + peer + " [" + r.where + "]");
-        !s)
-      return s;
+    if (rdma_accept(r.id.get(), &param) != 0) return setup_failed(prefix, io_error("rdma_accept", errno));
+    if (Status s = expect_event(r.channel.get(), RDMA_CM_EVENT_ESTABLISHED, deadline, "waiting for ESTABLISHED"); !s)
+      return setup_failed(prefix, s);
     // Answer only once the client has spoken: on iWARP a SEND before the
     // initiator's first message breaks the MPA start-up.
     auto hello = receive_bootstrap(r, deadline, "the client's hello");
-    if (!hello) return Status(hello.status().code(), link_name + ": " + hello.status().message());
+    if (!hello) return setup_failed(prefix, hello.status());
     uint32_t magic = 0;
     if (hello->size() == sizeof magic) std::memcpy(&magic, hello->data(), sizeof magic);
     if (magic != kHelloMagic)
-      return Status(StatusCode::kProtocolError, link_name + ": the peer's first message is not a fjord hello");
+      return Status(StatusCode::kProtocolError, prefix + "the peer's first message is not a fjord hello");
     transport::HandshakeReply reply;
     reply.accepted = d.link != nullptr;
     if (d.link) {
@@ -258,7 +300,9 @@ class RdmaListener final : public Listener {
       reply.reason = d.refusal.message();
     }
     const std::vector<std::byte> reply_bytes = transport::encode_reply(reply);
-    if (Status s = send_bootstrap(r, reply_bytes, deadline); !s) return s;
+    if (const uint64_t delay_ns = g_reply_delay_ns.load(std::memory_order_relaxed); delay_ns > 0)
+      std::this_thread::sleep_for(std::chrono::nanoseconds(delay_ns));
+    if (Status s = send_bootstrap(r, reply_bytes, "the handshake reply", deadline); !s) return setup_failed(prefix, s);
     if (!d.link) {
       FJORD_LOG_WARN("node %u: rejected rdma connection from %s: %s", self_, peer.c_str(), d.refusal.message().c_str());
       rdma_disconnect(r.id.get());
@@ -319,16 +363,22 @@ Result<CmId> resolve_route(rdma_event_channel* channel, const LinkConfig& link, 
 // Client: the hello, then the server's reply. siw's passive side reports
 // ESTABLISHED before it hands the socket to the queue pair, and a hello that
 // lands in between waits in the socket until more data comes; on iWARP the
-// hello is therefore repeated until the reply arrives (the server keeps
-// receives posted, so a repeat lands harmlessly).
-Result<std::span<const std::byte>> say_hello(LinkResources& r, DeadlineNs deadline) {
-  constexpr uint64_t kRepeatNs = 300'000'000;
+// hello is therefore sent again when no reply came within kHelloRepeatNs, at
+// most kMaxHelloRepeats times, each logged. A repeat lands in one of the
+// server's data receives: r.peer_receives_used counts them for the data path.
+Result<std::span<const std::byte>> say_hello(LinkResources& r, const std::string& prefix, DeadlineNs deadline) {
   const uint32_t hello = kHelloMagic;
-  for (;;) {
-    if (Status s = send_bootstrap(r, std::as_bytes(std::span(&hello, 1)), deadline, true); !s) return s;
-    const DeadlineNs wait_until = r.iwarp ? std::min(deadline, monotonic_ns() + kRepeatNs) : deadline;
-    auto reply = receive_bootstrap(r, wait_until);
+  for (uint32_t sent = 1;; ++sent) {
+    if (Status s = send_bootstrap(r, std::as_bytes(std::span(&hello, 1)), "the hello", deadline, true); !s) return s;
+    r.peer_receives_used = sent - 1;
+    const bool may_repeat = r.iwarp && sent <= kMaxHelloRepeats;
+    const DeadlineNs wait_until = may_repeat ? std::min(deadline, monotonic_ns() + kHelloRepeatNs) : deadline;
+    auto reply = receive_bootstrap(r, wait_until, "the handshake reply");
     if (reply || reply.status().code() != StatusCode::kTimeout || wait_until == deadline) return reply;
+    FJORD_LOG_INFO(
+        "%sno handshake reply %lu ms after hello %u of at most %u; sending it again (iWARP: a first "
+        "message can wait in the server's socket until more data comes)",
+        prefix.c_str(), static_cast<unsigned long>(kHelloRepeatNs / 1'000'000), sent, kMaxHelloRepeats + 1);
   }
 }
 
@@ -430,8 +480,8 @@ class RdmaFactory final : public transport::TransporterFactory {
     LinkResources& r = **res;
     const std::string prefix = link.describe() + " [" + r.where + "]: ";
     // The reply arrives as the first message, so its receive goes first.
-    if (Status s = post_bootstrap_receive(r); !s) return s;
-    if (Status s = post_data_receives(r, 0, r.params.queue_depth); !s) return s;
+    if (Status s = post_bootstrap_receive(r); !s) return setup_failed(prefix, s);
+    if (Status s = post_data_receives(r, 0, r.params.queue_depth); !s) return setup_failed(prefix, s);
 
     transport::HandshakeRequest request{self, server, std::string(kName), ring_info_bytes(r)};
     const std::vector<std::byte> request_bytes = transport::encode_request(request);
@@ -452,10 +502,10 @@ class RdmaFactory final : public transport::TransporterFactory {
     if (rdma_connect(r.id.get(), &param) != 0)
       return Status(StatusCode::kUnavailable, connecting + ": rdma_connect: " + std::strerror(errno));
     if (Status s = expect_event(r.channel.get(), RDMA_CM_EVENT_ESTABLISHED, deadline, connecting); !s) return s;
-    auto reply_bytes = say_hello(r, deadline);
-    if (!reply_bytes) return Status(reply_bytes.status().code(), prefix + reply_bytes.status().message());
+    auto reply_bytes = say_hello(r, connecting + ": ", deadline);
+    if (!reply_bytes) return Status(reply_bytes.status().code(), connecting + ": " + reply_bytes.status().message());
     auto reply = transport::decode_reply(*reply_bytes);
-    if (!reply) return Status(reply.status().code(), prefix + reply.status().message());
+    if (!reply) return Status(reply.status().code(), connecting + ": " + reply.status().message());
     if (!reply->accepted)
       return Status(StatusCode::kRejected, "node " + std::to_string(server) +
                                                " rejected the rdma connection from node " + std::to_string(self) +
@@ -478,6 +528,8 @@ Result<LinkInfo> link_info(const transport::Transporter& t) {
   if (!rdma) return Status(StatusCode::kInvalidArgument, t.type() + " link is not an rdma link");
   return rdma->info();
 }
+
+void delay_handshake_replies(uint64_t delay_ns) { g_reply_delay_ns.store(delay_ns, std::memory_order_relaxed); }
 
 Status inject_qp_error(transport::Transporter& t) {
   auto* rdma = dynamic_cast<RdmaTransporter*>(&t);
