@@ -32,7 +32,7 @@ struct LinkChoice {
 struct LinkHosts {
   std::string server_host;  // node 1, listens; empty: the medium's local_host()
   std::string client_host;  // node 2, connects; empty: the same
-  uint16_t port = 0;                      // 0: any free port (local runs)
+  uint16_t port = 0;        // 0: any free port (local runs)
 };
 
 std::string generate_link_config(const transport::TransporterFactory& factory, const LinkHosts& hosts,

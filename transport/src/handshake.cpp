@@ -53,6 +53,10 @@ int poll_ms_until(DeadlineNs deadline) {
 
 }  // namespace
 
+DeadlineNs setup_deadline(DeadlineNs accept_deadline) {
+  return std::max<DeadlineNs>(accept_deadline, monotonic_ns() + kSetupBudgetNs);
+}
+
 std::vector<std::byte> encode_request(const HandshakeRequest& request) {
   FJORD_ASSERT(request.type.size() <= kMaxTypeNameBytes && request.extra.size() <= kMaxHandshakeExtraBytes);
   Writer w;

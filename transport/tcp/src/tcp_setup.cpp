@@ -89,6 +89,7 @@ class TcpListener final : public Listener {
       ::poll(&p, 1, static_cast<int>(std::min<uint64_t>((deadline - now) / 1'000'000 + 1, 1000)));
     }
     const std::string peer = sockaddr_text(from);
+    deadline = transport::setup_deadline(deadline);  // the peer is here: do not abandon it half-way
     auto accepted = transport::server_handshake(conn.get(), self_, kName, links_, deadline, peer);
     if (!accepted) return accepted.status();
     const LinkConfig& link = *accepted->link;

@@ -38,11 +38,14 @@ class Listener {
   // The TCP-style port actually bound (useful with PortNumber=0), else 0.
   virtual uint16_t port() const { return 0; }
 
-  // Takes one waiting attempt and runs the handshake, bounded by deadline.
-  // Returns the connected transporter, or a Status: kTimeout if nothing was
-  // waiting, kRejected with the reason when the peer's node id, type or
-  // address does not match the configuration (the peer is told the reason
-  // and the rejection is logged), or another error for a failed set-up.
+  // Takes one waiting attempt and runs the handshake. `deadline` bounds the
+  // wait for an attempt; once one is taken its set-up runs to
+  // setup_deadline() (handshake.h), so a short slice never abandons a peer
+  // half-way. Returns the connected transporter, or a Status: kTimeout only
+  // if nothing was waiting, kRejected with the reason when the peer's node
+  // id, type or address does not match the configuration (the peer is told
+  // the reason and the rejection is logged), or another error for a failed
+  // set-up.
   virtual Result<std::unique_ptr<Transporter>> accept(DeadlineNs deadline) = 0;
 };
 
