@@ -33,7 +33,8 @@ fi
 if [ "${SKIP_TIDY:-0}" = 1 ]; then
   record SKIP clang-tidy "SKIP_TIDY=1"
 else
-  TIDY_FILES=$(echo "$SOURCES" | grep -E '\.cpp$' | grep -v '^tests/' || true)
+  # tools/examples/ builds against the installed client (step 4), not in this compile database.
+  TIDY_FILES=$(echo "$SOURCES" | grep -E '\.cpp$' | grep -v -e '^tests/' -e '^tools/examples/' || true)
   if echo "$TIDY_FILES" | xargs -r -P "$(nproc)" -n 4 clang-tidy -p "$BUILD_DIR" --quiet > "$BUILD_DIR/clang-tidy.log" 2>&1; then
     record PASS clang-tidy
   else
@@ -47,6 +48,34 @@ meson test -C "$BUILD_DIR" --num-processes 2 --print-errorlogs > "$BUILD_DIR/mes
 MESON_RC=$?
 grep -E "^ *[0-9]+/[0-9]+ " "$BUILD_DIR/meson-test.log"
 [ $MESON_RC = 0 ] || grep -E "Failure|FAILED|assert|Which is|Expected" "$BUILD_DIR/meson-test.log" | head -40
+
+# 3b. the installed client: headers, libfjord-client.a and fjord-client.pc,
+# used by the quick-start example against a real data node.
+check_install() {
+  local dest port pcdir node_pid out
+  dest=$(mktemp -d)
+  meson install -C "$BUILD_DIR" --destdir "$dest" > "$BUILD_DIR/install.log" 2>&1 || { echo "meson install failed"; return 1; }
+  pcdir=$(dirname "$(find "$dest" -name fjord-client.pc | head -1)")
+  [ -n "$pcdir" ] || { echo "no fjord-client.pc installed"; return 1; }
+  local prefix=$dest$(PKG_CONFIG_PATH=$pcdir pkg-config --variable=prefix fjord-client)
+  g++ -std=c++20 -O1 tools/examples/quickstart.cpp -o "$dest/quickstart" \
+    $(PKG_CONFIG_PATH=$pcdir pkg-config --define-variable=prefix="$prefix" --cflags --libs fjord-client) \
+    > "$BUILD_DIR/quickstart-build.log" 2>&1 || { echo "quickstart does not build against the package"; return 1; }
+  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  printf '[ndbd]\nNodeId=1\nHostName=127.0.0.1\nServerPort=%s\nDataDir=%s\nDataMemory=16M\nControlSocket=@fjord-install-check-%s\n[api]\nNodeId=50\nHostName=127.0.0.1\n' \
+    "$port" "$dest" "$$" > "$dest/cluster.ini"
+  "$prefix/bin/fjord-datanode" --config "$dest/cluster.ini" --node-id 1 --quiet 2> "$BUILD_DIR/install-node.log" &
+  node_pid=$!
+  out=$("$dest/quickstart" "$dest/cluster.ini" 50 2> "$BUILD_DIR/quickstart-run.log")
+  kill -TERM "$node_pid"; wait "$node_pid"
+  rm -rf "$dest"
+  [ "$out" = "row 1: hello from fjord" ] || { echo "quickstart printed: $out"; return 1; }
+}
+if detail=$(check_install 2>&1); then
+  record PASS installed-client "(headers, libfjord-client.a, fjord-client.pc, quickstart against a data node)"
+else
+  record FAIL installed-client "($detail; logs in $BUILD_DIR/install*.log)"
+fi
 
 # 4. fuzz targets (clang, libFuzzer, ASan+UBSan), a short run each
 if [ ! -f "$FUZZ_DIR/build.ninja" ]; then

@@ -12,6 +12,7 @@
 
 #include "fjord/base/clock.h"
 #include "fjord/base/log.h"
+#include "fjord/engine/runtime/numa.h"
 
 namespace fjord::engine {
 namespace {
@@ -55,8 +56,10 @@ Status WorkerThread::init() {
   const RuntimeOptions& o = shared_.options;
   const std::size_t producers = shared_.threads.size() + 1;  // every thread plus the injector
   in_queues_.resize(producers);
+  // The queues this thread reads live on its NUMA node (when there is more than one).
+  const int node = numa_node_of(plan_.cpus);
   for (std::size_t p = 0; p < producers; ++p) {
-    auto q = JobBuffer::create(p == index_ ? o.local_queue_bytes : o.job_buffer_bytes);
+    auto q = JobBuffer::create(p == index_ ? o.local_queue_bytes : o.job_buffer_bytes, node);
     if (!q) return q.status();
     in_queues_[p] = std::move(q).value();
   }

@@ -3,11 +3,15 @@
 #include "fjord/engine/runtime/job_buffer.h"
 
 #include <gtest/gtest.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <deque>
 #include <random>
 #include <thread>
+
+#include "fjord/engine/runtime/numa.h"
 
 namespace fjord::engine {
 namespace {
@@ -82,6 +86,30 @@ TEST(JobBufferTest, TwoThreadsStreamEveryByteInOrder) {
   }
   producer.join();
   EXPECT_EQ(q->used_bytes(), 0u);
+}
+
+TEST(JobBufferTest, PlacedOnTheConsumersNumaNode) {
+  const int nodes = numa_node_count();
+  if (nodes < 2) GTEST_SKIP() << "this machine has " << nodes << " NUMA node(s): nothing to place";
+  // A buffer bound to the last node holds its pages there once touched.
+  const int node = nodes - 1;
+  auto q = JobBuffer::create(1 << 20, node);
+  ASSERT_TRUE(q) << q.status().to_string();
+  auto space = q->reserve(4096);
+  ASSERT_FALSE(space.empty());
+  std::memset(space.data(), 1, 4096);
+  int where = -1;
+  void* page = space.data();
+  ASSERT_EQ(::syscall(SYS_move_pages, 0, 1, &page, nullptr, &where, 0), 0);
+  EXPECT_EQ(where, node);
+  EXPECT_EQ(numa_node_of({0}), 0);
+}
+
+TEST(JobBufferTest, NoNumaPlacementOnOneNode) {
+  if (numa_node_count() > 1) GTEST_SKIP() << "this machine has several NUMA nodes";
+  EXPECT_EQ(numa_node_of({0}), -1) << "one node: nothing to bind";
+  auto q = JobBuffer::create(64 << 10, numa_node_of({0}));
+  ASSERT_TRUE(q);
 }
 
 }  // namespace

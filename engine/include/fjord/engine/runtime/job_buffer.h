@@ -45,8 +45,9 @@ static_assert(sizeof(Envelope) == 8);
 class JobBuffer {
  public:
   JobBuffer() = default;
-  // capacity_bytes is rounded up to whole pages.
-  static Result<JobBuffer> create(std::size_t capacity_bytes);
+  // capacity_bytes is rounded up to whole pages. numa_node >= 0 places the
+  // memory on that NUMA node (the consumer's), before it is first touched.
+  static Result<JobBuffer> create(std::size_t capacity_bytes, int numa_node = -1);
 
   JobBuffer(JobBuffer&&) noexcept;
   JobBuffer& operator=(JobBuffer&&) noexcept;

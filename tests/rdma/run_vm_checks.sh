@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# CI entry point for the RDMA checks that need real verbs (tools/dev/run_checks.sh
+# step 5): builds or reuses the soft-RDMA guest, boots it once, runs
+# guest_checks.sh in it, and appends one "PASS|FAIL|SKIP name detail" line per
+# GoogleTest case (contract suite and rdma_test, on rxe and on siw) and one for
+# the latency comparison to RESULTS_FILE, printing each line too.
+#
+#   tests/rdma/run_vm_checks.sh BUILD_DIR RESULTS_FILE
+#
+# A case that skips inside the guest counts as a failure: there the device
+# exists, so a skip means the guest is broken. Latency is reported, never
+# judged (benchmarks do not fail CI on a time).
+set -uo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
+BUILD_DIR=$(realpath "$1")
+RESULTS=$2
+ITERS=${FJORD_RDMA_PERF_ITERS:-5000}
+ROUNDS=${FJORD_RDMA_PERF_ROUNDS:-5}
+
+record() {  # record PASS|FAIL|SKIP name [detail]
+  printf '%s %s %s\n' "$1" "$2" "${3:-}" >> "$RESULTS"
+  printf '[check] %-4s %s %s\n' "$1" "$2" "${3:-}"
+}
+
+if [ ! -x "$BUILD_DIR/tests/rdma_test" ]; then
+  record SKIP rdma-vm "the rdma transporter is not built in $BUILD_DIR (needs libibverbs-dev and librdmacm-dev)"
+  exit 0
+fi
+if ! command -v qemu-system-x86_64 >/dev/null; then
+  record FAIL rdma-vm "qemu-system-x86_64 missing (tools/dev.sh deps test installs it)"
+  exit 0
+fi
+
+START=$(date +%s)
+GUEST_LOG=$BUILD_DIR/rdma-vm-guest-build.log
+if ! GUEST=$("$HERE/build_guest.sh" 2> "$GUEST_LOG" | tail -1) || [ ! -s "$GUEST/vmlinux" ]; then
+  record FAIL rdma-vm-guest "building the guest failed (see $GUEST_LOG)"
+  tail -20 "$GUEST_LOG"
+  exit 0
+fi
+GUEST_S=$(($(date +%s) - START))
+grep -E '^\[guest\]' "$GUEST_LOG"
+
+OUT=$BUILD_DIR/rdma-vm
+rm -rf "$OUT"
+mkdir -p "$OUT"
+"$HERE/run_in_guest.sh" --guest "$GUEST" --devs rxe,siw --rw "$OUT" --timeout 1200 -- \
+  sh "$HERE/guest_checks.sh" "$BUILD_DIR" "$OUT" "$ITERS" "$ROUNDS" 2>&1 | tee "$OUT/guest.log" | grep -v '^\[ *OK '
+VM_RC=${PIPESTATUS[0]}
+TOTAL_S=$(($(date +%s) - START))
+
+python3 - "$OUT" "$RESULTS" "$VM_RC" <<'EOF'
+import json, os, re, sys
+
+out, results, vm_rc = sys.argv[1], sys.argv[2], int(sys.argv[3])
+lines = []
+
+def record(state, name, detail=""):
+    lines.append(f"{state} {name} {detail}".rstrip())
+
+expected = ["numa"] + [f"{suite}-{dev}" for dev in ("rxe", "siw") for suite in ("contract", "rdma_test")] + ["rdma_test-removal"]
+for run in expected:
+    path = os.path.join(out, run + ".json")
+    rc_path = os.path.join(out, run + ".rc")
+    rc = open(rc_path).read().strip() if os.path.exists(rc_path) else "missing"
+    if not os.path.exists(path):
+        record("FAIL", f"rdma-vm/{run}", f"(no results: exit {rc}; see {out}/{run}.log)")
+        continue
+    report = json.load(open(path))
+    for suite in report.get("testsuites", []):
+        for case in suite.get("testsuite", []):
+            name = f"rdma-vm/{run}/{suite['name']}.{case['name']}"
+            time = case.get("time", "")
+            if case.get("failures"):
+                first = case["failures"][0].get("failure", "").splitlines()
+                record("FAIL", name, f"({time}) " + " | ".join(first[:3]))
+            elif case.get("result") == "SKIPPED" or case.get("status") == "NOTRUN":
+                record("FAIL", name, "(skipped inside the guest, where the device must exist)")
+            else:
+                record("PASS", name, f"({time})")
+    if rc not in ("0", "1"):
+        record("FAIL", f"rdma-vm/{run}", f"(exit {rc}: crashed or timed out; see {out}/{run}.log)")
+
+def median(values):
+    values = sorted(values)
+    return values[len(values) // 2] if values else None
+
+def perftest_us(tool):
+    """Median over rounds of perftest's t_typical and 99% columns (one-way)."""
+    typical, p99 = [], []
+    for name in sorted(os.listdir(out)):
+        if re.fullmatch(tool + r"-\d+\.log", name):
+            for line in open(os.path.join(out, name)):
+                fields = line.split()
+                if len(fields) >= 9 and fields[0] == "64":
+                    typical.append(float(fields[4]))
+                    p99.append(float(fields[7]))
+    return (median(typical), median(p99), len(typical)) if typical else None
+
+def pingpong_us():
+    p50, p99 = [], []
+    for name in sorted(os.listdir(out)):
+        if re.fullmatch(r"pingpong-\d+\.log", name):
+            m = re.search(r"RTT_US p50 ([\d.]+) p99 ([\d.]+)", open(os.path.join(out, name)).read())
+            if m:
+                p50.append(float(m.group(1)))
+                p99.append(float(m.group(2)))
+    return (median(p50), median(p99), len(p50)) if p50 else None
+
+write, send, ping = perftest_us("ib_write_lat"), perftest_us("ib_send_lat"), pingpong_us()
+if write and send and ping:
+    ratio = ping[0] / (2 * write[0])
+    record("PASS", "rdma-vm/latency",
+           f"(64 B on rxe0, RTT p50/p99 in us, median of {ping[2]} alternating rounds: fjord rdma "
+           f"{ping[0]:.1f}/{ping[1]:.1f}; ib_write_lat {2*write[0]:.1f}/{2*write[1]:.1f}; "
+           f"ib_send_lat {2*send[0]:.1f}/{2*send[1]:.1f}; ours/ib_write_lat = {ratio:.2f}, target <= 1.2)")
+else:
+    record("FAIL", "rdma-vm/latency", f"(a latency run produced no figure: see {out}/*.log)")
+if vm_rc not in (0,):
+    record("FAIL", "rdma-vm/guest", f"(guest exit {vm_rc}: 124 = timeout, 255 = guest failure; see {out}/guest.log)")
+
+with open(results, "a") as f:
+    for line in lines:
+        f.write(line + "\n")
+for line in lines:
+    state, rest = line.split(" ", 1)
+    print(f"[check] {state:<4} {rest}")
+EOF
+echo "[rdma-vm] guest ready in ${GUEST_S}s, whole VM part ${TOTAL_S}s"
