@@ -15,7 +15,6 @@
 // tears a half-made connection down under its client (docs/rdma.md).
 #include <arpa/inet.h>
 #include <ifaddrs.h>
-#include <netdb.h>
 
 #include <algorithm>
 #include <atomic>
@@ -29,6 +28,7 @@
 #include "fjord/base/log.h"
 #include "fjord/rdma/rdma.h"
 #include "fjord/transport/handshake.h"
+#include "fjord/transport/ip_address.h"
 #include "rdma_transporter.h"
 
 namespace fjord::rdma {
@@ -36,9 +36,12 @@ namespace {
 
 using config::Kind;
 using config::ParamSpec;
+using transport::check_peer_address;
 using transport::LinkConfig;
 using transport::LinkTable;
 using transport::Listener;
+using transport::resolve_host;
+using transport::sockaddr_text;
 using transport::Transporter;
 
 constexpr std::string_view kName = "rdma";
@@ -76,61 +79,6 @@ const ParamSpec kRdmaParams[] = {
     {"RdmaSpintime", Kind::kUint, 0, 1'000'000, "100", false,
      "microseconds a receiver busy-polls before sleeping on the completion channel"},
 };
-
-std::string sockaddr_text(const sockaddr* addr) {
-  char host[INET6_ADDRSTRLEN] = "?";
-  uint16_t port = 0;
-  if (addr && addr->sa_family == AF_INET) {
-    const auto* a = reinterpret_cast<const sockaddr_in*>(addr);
-    ::inet_ntop(AF_INET, &a->sin_addr, host, sizeof host);
-    port = ntohs(a->sin_port);
-  } else if (addr && addr->sa_family == AF_INET6) {
-    const auto* a = reinterpret_cast<const sockaddr_in6*>(addr);
-    ::inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof host);
-    port = ntohs(a->sin6_port);
-  }
-  return std::string(host) + ":" + std::to_string(port);
-}
-
-// The addresses `host` resolves to, IPv4 first.
-Result<std::vector<sockaddr_storage>> resolve(const std::string& host, uint16_t port) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* list = nullptr;
-  const std::string service = std::to_string(port);
-  if (const int rc = ::getaddrinfo(host.c_str(), service.c_str(), &hints, &list); rc != 0)
-    return Status(StatusCode::kNotFound, "cannot resolve host '" + host + "': " + ::gai_strerror(rc));
-  std::vector<sockaddr_storage> out;
-  for (addrinfo* a = list; a; a = a->ai_next) {
-    sockaddr_storage s{};
-    std::memcpy(&s, a->ai_addr, a->ai_addrlen);
-    out.push_back(s);
-  }
-  ::freeaddrinfo(list);
-  std::stable_partition(out.begin(), out.end(), [](const sockaddr_storage& s) { return s.ss_family == AF_INET; });
-  if (out.empty()) return Status(StatusCode::kNotFound, "host '" + host + "' has no address");
-  return out;
-}
-
-bool same_ip(const sockaddr* a, const sockaddr_storage& b) {
-  if (a->sa_family != b.ss_family) return false;
-  if (a->sa_family == AF_INET)
-    return reinterpret_cast<const sockaddr_in*>(a)->sin_addr.s_addr ==
-           reinterpret_cast<const sockaddr_in*>(&b)->sin_addr.s_addr;
-  return std::memcmp(&reinterpret_cast<const sockaddr_in6*>(a)->sin6_addr,
-                     &reinterpret_cast<const sockaddr_in6*>(&b)->sin6_addr, sizeof(in6_addr)) == 0;
-}
-
-Status check_peer_address(const LinkConfig& link, NodeId peer, const sockaddr* from) {
-  const std::string& host = link.host_of(peer);
-  auto allowed = resolve(host, 0);
-  if (!allowed) return Status(StatusCode::kRejected, allowed.status().message());
-  for (const sockaddr_storage& a : *allowed)
-    if (same_ip(from, a)) return Status::ok();
-  return Status(StatusCode::kRejected, "node " + std::to_string(peer) + " connected from " + sockaddr_text(from) +
-                                           " but " + link.describe() + " says its host is '" + host + "'");
-}
 
 // Waits for one specific rdma_cm event; anything else is the error.
 Status expect_event(rdma_event_channel* channel, rdma_cm_event_type wanted, DeadlineNs deadline,
@@ -331,9 +279,9 @@ Result<CmId> create_id(rdma_event_channel* channel) {
 // (so the server's peer-address check sees it) to the server's.
 Result<CmId> resolve_route(rdma_event_channel* channel, const LinkConfig& link, NodeId self, DeadlineNs deadline) {
   const NodeId server = link.server_node;
-  auto dst = resolve(link.host_of(server), link.port);
+  auto dst = resolve_host(link.host_of(server), link.port);
   if (!dst) return dst.status();
-  auto src = resolve(link.host_of(self), 0);
+  auto src = resolve_host(link.host_of(self), 0);
   if (!src) return src.status();
   auto id = create_id(channel);
   if (!id) return id.status();
@@ -427,20 +375,10 @@ class RdmaFactory final : public transport::TransporterFactory {
   }
 
   Result<std::unique_ptr<Listener>> listen(NodeId self, const LinkTable& links) override {
-    const LinkConfig* first = nullptr;
-    for (const LinkConfig* link : links.links_of(self)) {
-      if (link->type != kName || link->server_node != self) continue;
-      if (!first)
-        first = link;
-      else if (link->port != first->port || link->host_of(self) != first->host_of(self))
-        return Status(StatusCode::kInvalidArgument,
-                      "node " + std::to_string(self) + " must listen on one address for all its rdma links, but " +
-                          first->describe() + " says " + first->host_of(self) + ":" + std::to_string(first->port) +
-                          " and " + link->describe() + " says " + link->host_of(self) + ":" +
-                          std::to_string(link->port));
-    }
-    if (!first) return Status(StatusCode::kNotFound, "node " + std::to_string(self) + " serves no rdma link");
-    auto addresses = resolve(first->host_of(self), first->port);
+    auto listening = transport::listen_link(self, links, kName);
+    if (!listening) return listening.status();
+    const LinkConfig* first = *listening;
+    auto addresses = resolve_host(first->host_of(self), first->port);
     if (!addresses) return addresses.status();
     auto channel = make_channel();
     if (!channel) return channel.status();
