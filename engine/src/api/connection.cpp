@@ -320,8 +320,8 @@ void Connection::fail_everything(const Status& why) {
 const engine::KeyCodec& Connection::primary_key_codec(const TableDef& table) {
   for (const HintCodec& h : hint_codecs_)
     if (h.table_id == table.table_id && h.version == table.version) return *h.codec;
-  hint_codecs_.push_back({table.table_id, table.version,
-                          std::make_unique<engine::KeyCodec>(engine::KeyCodec::for_primary_key(table))});
+  hint_codecs_.push_back(
+      {table.table_id, table.version, std::make_unique<engine::KeyCodec>(engine::KeyCodec::for_primary_key(table))});
   return *hint_codecs_.back().codec;
 }
 
