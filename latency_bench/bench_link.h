@@ -30,9 +30,9 @@ struct LinkChoice {
 };
 
 struct LinkHosts {
-  std::string server_host = "127.0.0.1";  // node 1, listens
-  std::string client_host = "127.0.0.1";  // node 2, connects
-  uint16_t port = 0;                      // 0: any free port (local runs)
+  std::string server_host;  // node 1, listens; empty: the medium's local_host()
+  std::string client_host;  // node 2, connects; empty: the same
+  uint16_t port = 0;        // 0: any free port (local runs)
 };
 
 std::string generate_link_config(const transport::TransporterFactory& factory, const LinkHosts& hosts,

@@ -1,4 +1,4 @@
-// `latency_bench` / `latency_bench all`: ping-pong over every transporter
+// `latency_bench ping-all` (or `all`): ping-pong over every transporter
 // built in (both poll modes unless --poll), 4096 B streaming over each, and
 // every floor and peer tool, in one table. Sized to finish well under a
 // minute on two cores.
@@ -136,9 +136,9 @@ std::string title(const Options& o, const RunContext& ctx) {
   for (PollMode poll : poll_modes(o, ctx))
     rounds += (rounds.empty() ? "" : " / ") + std::to_string(effective_iterations(row_options(o, poll, false))) +
               " round trips " + poll_mode_name(poll);
-  return "latency_bench all: every transporter built in (" + names + "); ping-pong " + std::to_string(o.size_bytes) +
-         " B payload, " + rounds + "; streaming " + std::to_string(kStreamPayloadBytes) + " B, " +
-         std::to_string(effective_iterations(row_options(o, PollMode::kBusy, true))) + " messages";
+  return "latency_bench ping-all: every transporter built in (" + names + "); ping-pong " +
+         std::to_string(o.size_bytes) + " B payload, " + rounds + "; streaming " + std::to_string(kStreamPayloadBytes) +
+         " B, " + std::to_string(effective_iterations(row_options(o, PollMode::kBusy, true))) + " messages";
 }
 
 }  // namespace
@@ -149,7 +149,7 @@ int run_all_command(const Options& o) {
   Progress progress(true);
   Report report;
   report.machine = ctx->machine;
-  report.conditions.command = "all";
+  report.conditions.command = "all";  // the JSON "mode", kept for scripts
   report.conditions.title = title(o, *ctx);
   report.conditions.cpus = ctx->cpus;
   report.conditions.where = "each row starts its own peer process";

@@ -1,7 +1,7 @@
 // latency_bench's commands, one function each, returning the exit code
 // (0 done, 1 a run failed, 2 bad options or config). main() parses the
-// options and calls one of them. Later modes ("access", "throughput") add a
-// command here and a file of their own.
+// options and calls one of them; each lives in a file of its own
+// (cmd_access.cpp, cmd_throughput.cpp, cmd_ping.cpp, cmd_all.cpp, cmd_remote.cpp).
 //
 // Slow path; the main thread only (the measuring side is pinned here).
 #pragma once
@@ -15,8 +15,10 @@
 
 namespace fjord::bench {
 
+int run_access_command(const Options& options);
+int run_throughput_command(const Options& options);
 int run_ping_command(const Options& options);
-int run_all_command(const Options& options);
+int run_all_command(const Options& options);  // ping-all
 int run_server_command(const Options& options);
 int run_client_command(const Options& options);
 

@@ -1,5 +1,6 @@
 #include "machine.h"
 
+#include <dirent.h>
 #include <sched.h>
 #include <sys/resource.h>
 #include <sys/utsname.h>
@@ -102,6 +103,36 @@ MachineFacts read_machine_facts() {
   f.load_end = f.load_start;
   f.started_utc = utc_now();
   return f;
+}
+
+ProcessSchedule read_process_schedule(int pid) {
+  ProcessSchedule out;
+  const std::string dir = "/proc/" + std::to_string(pid) + "/task";
+  DIR* tasks = ::opendir(dir.c_str());
+  if (!tasks) return out;
+  while (const dirent* task = ::readdir(tasks)) {
+    if (task->d_name[0] == '.') continue;
+    unsigned long long cpu = 0, wait = 0;
+    if (std::FILE* in = std::fopen((dir + "/" + task->d_name + "/schedstat").c_str(), "r")) {
+      if (std::fscanf(in, "%llu %llu", &cpu, &wait) == 2) {
+        out.cpu_ns += cpu;
+        out.wait_ns += wait;
+        out.known = true;
+      }
+      std::fclose(in);
+    }
+  }
+  ::closedir(tasks);
+  return out;
+}
+
+ScheduleShare schedule_share(const ProcessSchedule& before, const ProcessSchedule& after, uint64_t wall_ns) {
+  ScheduleShare s;
+  if (!before.known || !after.known || wall_ns == 0 || after.cpu_ns < before.cpu_ns) return s;
+  s.known = true;
+  s.on_cpu = static_cast<double>(after.cpu_ns - before.cpu_ns) / static_cast<double>(wall_ns);
+  s.waiting = static_cast<double>(after.wait_ns - before.wait_ns) / static_cast<double>(wall_ns);
+  return s;
 }
 
 double load_average() {

@@ -54,6 +54,23 @@ class CpuMeter {
   uint64_t switches_start_;
 };
 
+// Another process's scheduling, from /proc/PID/task/*/schedstat summed over
+// its threads: time on a CPU, and time runnable but waiting for one (other
+// work held the CPU). Used for the data node a run started.
+struct ProcessSchedule {
+  bool known = false;
+  uint64_t cpu_ns = 0;
+  uint64_t wait_ns = 0;
+};
+ProcessSchedule read_process_schedule(int pid);
+// Per second of `wall_ns` between two readings: CPU-seconds run and waited.
+struct ScheduleShare {
+  bool known = false;
+  double on_cpu = 0;
+  double waiting = 0;
+};
+ScheduleShare schedule_share(const ProcessSchedule& before, const ProcessSchedule& after, uint64_t wall_ns);
+
 // CPUs this process may run on, ascending.
 std::vector<int> allowed_cpus();
 // "0-1", "0,2-3"

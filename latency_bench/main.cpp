@@ -28,7 +28,9 @@ int run_main(int argc, char** argv) {
   // prints its own report and shows those only when asked.
   fjord::log_set_level(options->verbose ? fjord::LogLevel::kInfo : fjord::LogLevel::kWarn);
   switch (options->command) {
-    case Command::kAll: return run_all_command(*options);
+    case Command::kAccess: return run_access_command(*options);
+    case Command::kThroughput: return run_throughput_command(*options);
+    case Command::kPingAll: return run_all_command(*options);
     case Command::kPing: return run_ping_command(*options);
     case Command::kServer: return run_server_command(*options);
     case Command::kClient: return run_client_command(*options);

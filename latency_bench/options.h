@@ -16,11 +16,13 @@
 namespace fjord::bench {
 
 enum class Command : uint8_t {
-  kAll,     // every transporter built in, both poll modes, floors: one table
-  kPing,    // one transporter, ping-pong (or --stream), peer process started here
-  kServer,  // the echoing side for a run from another machine
-  kClient,  // the measuring side against a --server on HOST
-  kPeer,    // internal: the peer process that kPing starts (hidden options)
+  kAccess,      // the access-method table (serial/batched pk, uk, scans) against a data node; the default
+  kThroughput,  // flexAsynch-style: definer and executor threads, many transactions in flight
+  kPingAll,     // every transporter built in, both poll modes, floors: one ping table ("ping-all", "all")
+  kPing,        // one transporter, ping-pong (or --stream), peer process started here
+  kServer,      // the echoing side for a run from another machine
+  kClient,      // the measuring side against a --server on HOST
+  kPeer,        // internal: the peer process that kPing starts (hidden options)
   kHelp,
 };
 
@@ -30,6 +32,19 @@ const char* poll_mode_name(PollMode mode) noexcept;
 inline constexpr uint16_t kDefaultPort = 11860;
 inline constexpr uint64_t kMaxIterations = 1'000'000'000;
 inline constexpr uint32_t kMaxBatch = 1024;
+// access and throughput
+inline constexpr uint64_t kDefaultRows = 100'000;
+inline constexpr uint64_t kMaxRows = 100'000'000;
+inline constexpr uint32_t kDefaultRowBytes = 100;  // NDB's "key lookups of around 100 bytes"
+inline constexpr uint32_t kKeyColumnBytes = 24;    // id, unique key and ordered key: 8 bytes each
+inline constexpr uint32_t kMinRowBytes = kKeyColumnBytes + 8;
+inline constexpr uint32_t kMaxRowBytes = kKeyColumnBytes + 8000;  // the filler is one column (kMaxColumnBytes)
+inline constexpr uint32_t kDefaultAccessBatch = 20;               // the seed's batches of 20 records
+inline constexpr uint32_t kDefaultStreamBatch = 32;
+inline constexpr uint32_t kMaxExecutors = 8;  // API node ids the embedded node's config provides per transporter
+inline constexpr uint32_t kMaxDefiners = 16;
+inline constexpr uint32_t kMaxInFlight = 1024;  // ConnectOptions.max_transactions
+inline constexpr uint64_t kMaxRatePerS = 100'000'000;
 
 // What the peer process needs to connect back (set by the hidden --x-peer-*
 // options; the user never types them).
@@ -42,20 +57,23 @@ struct PeerArgs {
 };
 
 struct Options {
-  Command command = Command::kAll;
-  std::string transporter;   // empty: from --config, else "tcp"
+  Command command = Command::kAccess;
+  std::string transporter;   // empty: from --config, else "tcp" (access: every transporter available)
   uint64_t size_bytes = 64;  // payload per message
   bool size_given = false;
   uint64_t iterations = 0;       // 0: the mode's default (default_iterations())
   uint64_t warmup = UINT64_MAX;  // UINT64_MAX: a tenth of the iterations, at least 100
   PollMode poll = PollMode::kBusy;
-  bool poll_given = false;  // "all" runs both modes unless --poll was given
+  bool poll_given = false;  // "ping-all" runs both modes unless --poll was given
   std::vector<int> cpus;    // empty: the first two CPUs this process may use
   bool json = false;
-  bool compare = false;
+  bool compare = false;  // access and throughput: true unless --no-compare
   bool stream = false;
   bool verbose = false;
-  uint32_t batch = 32;  // --stream: frames packed per flush
+  // Per command once parsed: access rows per execute (20), throughput
+  // operations per transaction (1), --stream frames per flush (32).
+  uint32_t batch = kDefaultStreamBatch;
+  bool batch_given = false;
   std::string config_path;
   std::vector<std::string> link_params;  // KEY=VALUE lines added to the generated link section
   std::string host;                      // --client HOST
@@ -63,6 +81,21 @@ struct Options {
   std::string peer_host = "localhost";   // --server: where the client connects from
   uint64_t timeout_s = 10;               // waiting for a peer to connect or answer
   PeerArgs peer;
+  // access and throughput
+  uint64_t rows = kDefaultRows;
+  bool rows_given = false;
+  uint32_t row_bytes = kDefaultRowBytes;
+  NodeId api_node = kNoNode;   // --api-node: with --config (0: the file's first [api] section)
+  NodeId data_node = kNoNode;  // --data-node: with --config (0: the file's first [ndbd] section)
+  bool start_node = false;     // --start-node: start fjord-datanode for --config's data node here
+  std::string plot_path;       // --plot FILE (.png or .svg), access only
+  // throughput
+  uint64_t duration_ms = 5000;
+  uint32_t definers = 1;
+  uint32_t executors = 1;
+  uint32_t in_flight = 64;      // transactions in flight per executor
+  uint32_t read_percent = 100;  // --mix READ/UPDATE
+  uint64_t rate_per_s = 0;      // --rate: 0 = closed loop
 };
 
 // Parses the arguments after the program name. `transporters` are the names
@@ -71,9 +104,12 @@ struct Options {
 // run --help and exits 2).
 Result<Options> parse_options(std::span<const std::string> args, std::span<const std::string> transporters);
 
-// Iterations and warm-up once defaults are applied.
+// Iterations and warm-up once defaults are applied (access: samples per
+// access method).
 uint64_t effective_iterations(const Options& options);
 uint64_t effective_warmup(const Options& options);
+// The name a command is typed as: "access", "throughput", "ping", "ping-all".
+const char* command_name(Command command) noexcept;
 
 // The --help text (every user option, the commands, examples, exit codes).
 std::string help_text(std::span<const std::string> transporters);

@@ -64,8 +64,9 @@ std::string throughput_line(const Row& row) {
   return line + "\n";
 }
 
-std::string machine_lines(const Report& report) {
-  const MachineFacts& m = report.machine;
+}  // namespace
+
+std::string format_machine_lines(const MachineFacts& m) {
   std::string out;
   out += printf_string("machine: %d CPUs online (this process may use %s), %s, kernel %s\n", m.online_cpus,
                        m.allowed_cpus.c_str(), m.cpu_model.c_str(), m.kernel.c_str());
@@ -77,6 +78,8 @@ std::string machine_lines(const Report& report) {
                                               : "the machine was otherwise quiet");
   return out;
 }
+
+namespace {
 
 std::string conditions_line(const Conditions& c) {
   std::string out = "conditions: ";
@@ -146,7 +149,7 @@ std::string format_us(uint64_t ns) { return printf_string("%llu.%03llu", ns / 10
 std::string format_table(const Report& report) {
   std::string out = report.conditions.title + "\n";
   out += conditions_line(report.conditions);
-  out += machine_lines(report);
+  out += format_machine_lines(report.machine);
   if (any_row(report, Metric::kRoundTrip)) {
     out += printf_string("\n%-*s %-5s %6s %6s %9s %9s %9s %10s %9s\n", kLabelWidth, "round trip (RTT), microseconds",
                          "poll", "bytes", "on-cpu", "p50", "p99", "p99.9", "max", "mean");

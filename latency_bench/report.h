@@ -111,4 +111,10 @@ std::string format_json(const Report& report);
 // "0.105", "14.210" (microseconds with three decimals) for tables.
 std::string format_us(uint64_t ns);
 
+// The machine's lines of a table (CPUs, kernel, clock, load) and its JSON
+// object; shared by every command's report.
+std::string format_machine_lines(const MachineFacts& machine);
+class JsonWriter;
+void write_machine_json(JsonWriter& w, const MachineFacts& machine);
+
 }  // namespace fjord::bench

@@ -106,7 +106,9 @@ void write_row_fields(JsonWriter& w, const Row& row) {
   }
 }
 
-void write_machine(JsonWriter& w, const MachineFacts& m) {
+}  // namespace
+
+void write_machine_json(JsonWriter& w, const MachineFacts& m) {
   w.begin_object();
   w.key("online_cpus");
   w.value(m.online_cpus);
@@ -125,6 +127,8 @@ void write_machine(JsonWriter& w, const MachineFacts& m) {
   write_string_field(w, "started_utc", m.started_utc);
   w.end_object();
 }
+
+namespace {
 
 void write_target(JsonWriter& w, const TargetCheck& t) {
   w.begin_object();
@@ -178,7 +182,7 @@ std::string format_json(const Report& report) {
   }
   write_string_field(w, "where", report.conditions.where);
   w.key("machine");
-  write_machine(w, report.machine);
+  write_machine_json(w, report.machine);
   if (!single) {
     w.key("runs");
     write_rows(w, report, true);

@@ -8,18 +8,27 @@
 // every case, and sends its HandshakeReply (its RingInfo, or the full reason
 // for a refusal, which would not fit a CM reject) as the first SEND on the
 // new queue pair; a refused peer is then disconnected.
+//
+// accept()'s deadline bounds the wait for a connect request, not the set-up
+// of one already taken: that runs to its end (or fails with its reason)
+// within kServerSetupNs, so a caller polling with short deadlines never
+// tears a half-made connection down under its client (docs/rdma.md).
 #include <arpa/inet.h>
-#include <netdb.h>
+#include <ifaddrs.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "fjord/base/clock.h"
 #include "fjord/base/log.h"
 #include "fjord/rdma/rdma.h"
 #include "fjord/transport/handshake.h"
+#include "fjord/transport/ip_address.h"
 #include "rdma_transporter.h"
 
 namespace fjord::rdma {
@@ -27,13 +36,34 @@ namespace {
 
 using config::Kind;
 using config::ParamSpec;
+using transport::check_peer_address;
 using transport::LinkConfig;
 using transport::LinkTable;
 using transport::Listener;
+using transport::resolve_host;
+using transport::sockaddr_text;
 using transport::Transporter;
 
 constexpr std::string_view kName = "rdma";
 constexpr int kResolveTimeoutMs = 2000;
+// How long the server may take to set up a connection it has taken off the
+// listener channel, whatever is left of accept()'s deadline. A healthy
+// set-up is a few round trips (milliseconds; tens of them in the emulated
+// guest); a client that gives up or dies ends it at once with a CM event
+// (reject, disconnect). Only a peer that falls silent halfway keeps the
+// listener this long.
+constexpr uint64_t kServerSetupNs = 10'000'000'000ULL;
+
+// delay_handshake_replies(): a test seam, 0 in production.
+std::atomic<uint64_t> g_reply_delay_ns{0};
+
+// A set-up that had begun and then failed, with `prefix` (link, device,
+// peer) in front: never kTimeout, which accept() returns only when no
+// connection attempt was waiting (callers poll on it).
+Status setup_failed(const std::string& prefix, const Status& s) {
+  const StatusCode code = s.code() == StatusCode::kTimeout ? StatusCode::kLinkDown : s.code();
+  return Status(code, prefix + s.message());
+}
 
 const ParamSpec kRdmaParams[] = {
     {"RdmaDevice", Kind::kString, 0, 64, "", false,
@@ -49,61 +79,6 @@ const ParamSpec kRdmaParams[] = {
     {"RdmaSpintime", Kind::kUint, 0, 1'000'000, "100", false,
      "microseconds a receiver busy-polls before sleeping on the completion channel"},
 };
-
-std::string sockaddr_text(const sockaddr* addr) {
-  char host[INET6_ADDRSTRLEN] = "?";
-  uint16_t port = 0;
-  if (addr && addr->sa_family == AF_INET) {
-    const auto* a = reinterpret_cast<const sockaddr_in*>(addr);
-    ::inet_ntop(AF_INET, &a->sin_addr, host, sizeof host);
-    port = ntohs(a->sin_port);
-  } else if (addr && addr->sa_family == AF_INET6) {
-    const auto* a = reinterpret_cast<const sockaddr_in6*>(addr);
-    ::inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof host);
-    port = ntohs(a->sin6_port);
-  }
-  return std::string(host) + ":" + std::to_string(port);
-}
-
-// The addresses `host` resolves to, IPv4 first.
-Result<std::vector<sockaddr_storage>> resolve(const std::string& host, uint16_t port) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* list = nullptr;
-  const std::string service = std::to_string(port);
-  if (const int rc = ::getaddrinfo(host.c_str(), service.c_str(), &hints, &list); rc != 0)
-    return Status(StatusCode::kNotFound, "cannot resolve host '" + host + "': " + ::gai_strerror(rc));
-  std::vector<sockaddr_storage> out;
-  for (addrinfo* a = list; a; a = a->ai_next) {
-    sockaddr_storage s{};
-    std::memcpy(&s, a->ai_addr, a->ai_addrlen);
-    out.push_back(s);
-  }
-  ::freeaddrinfo(list);
-  std::stable_partition(out.begin(), out.end(), [](const sockaddr_storage& s) { return s.ss_family == AF_INET; });
-  if (out.empty()) return Status(StatusCode::kNotFound, "host '" + host + "' has no address");
-  return out;
-}
-
-bool same_ip(const sockaddr* a, const sockaddr_storage& b) {
-  if (a->sa_family != b.ss_family) return false;
-  if (a->sa_family == AF_INET)
-    return reinterpret_cast<const sockaddr_in*>(a)->sin_addr.s_addr ==
-           reinterpret_cast<const sockaddr_in*>(&b)->sin_addr.s_addr;
-  return std::memcmp(&reinterpret_cast<const sockaddr_in6*>(a)->sin6_addr,
-                     &reinterpret_cast<const sockaddr_in6*>(&b)->sin6_addr, sizeof(in6_addr)) == 0;
-}
-
-Status check_peer_address(const LinkConfig& link, NodeId peer, const sockaddr* from) {
-  const std::string& host = link.host_of(peer);
-  auto allowed = resolve(host, 0);
-  if (!allowed) return Status(StatusCode::kRejected, allowed.status().message());
-  for (const sockaddr_storage& a : *allowed)
-    if (same_ip(from, a)) return Status::ok();
-  return Status(StatusCode::kRejected, "node " + std::to_string(peer) + " connected from " + sockaddr_text(from) +
-                                           " but " + link.describe() + " says its host is '" + host + "'");
-}
 
 // Waits for one specific rdma_cm event; anything else is the error.
 Status expect_event(rdma_event_channel* channel, rdma_cm_event_type wanted, DeadlineNs deadline,
@@ -159,7 +134,14 @@ class RdmaListener final : public Listener {
           return Status(StatusCode::kTimeout, "no connection attempt on " + endpoint_);
         return e.status();
       }
-      if (e->type == RDMA_CM_EVENT_CONNECT_REQUEST) return serve(*e, deadline);
+      // From here the client is committed: it creates its queue pair, and
+      // sends its hello as soon as it sees ESTABLISHED. Abandoning the
+      // set-up at the caller's deadline would destroy our queue pair under
+      // that hello (the client then reads "remote operation error", a flush
+      // or a disconnect, and fails), while telling the caller kTimeout,
+      // "nobody was waiting".
+      if (e->type == RDMA_CM_EVENT_CONNECT_REQUEST)
+        return serve(*e, std::max<DeadlineNs>(deadline, monotonic_ns() + kServerSetupNs));
       if (e->type == RDMA_CM_EVENT_DEVICE_REMOVAL)
         return Status(StatusCode::kUnavailable, "the RDMA device of " + endpoint_ + " was removed");
       FJORD_LOG_DEBUG("rdma listener %s: ignoring %s", endpoint_.c_str(), event_text(*e).c_str());
@@ -206,48 +188,57 @@ class RdmaListener final : public Listener {
     return d;
   }
 
+  // Sets up the connection `request_event` asks for, by `deadline` (the
+  // set-up's own, see accept()); every error names the link (or the peer, if
+  // refused), the device, port and GID, and the peer's address.
   Result<std::unique_ptr<Transporter>> serve(const CmEvent& request_event, DeadlineNs deadline) {
     CmId id(request_event.id);  // the new connection's id is ours from here on
     const std::string peer = sockaddr_text(rdma_get_peer_addr(id.get()));
     Decision d = decide(request_event, rdma_get_peer_addr(id.get()));
-    if (!d.link && d.refusal.code() == StatusCode::kProtocolError) {
-      // Not a fjord peer: no reply it could read; refuse at the CM level.
-      rdma_reject(id.get(), nullptr, 0);
-      FJORD_LOG_WARN("node %u: rejected rdma connection from %s: %s", self_, peer.c_str(), d.refusal.message().c_str());
-      return Status(StatusCode::kRejected, "rejected rdma connection from " + peer + ": " + d.refusal.message());
-    }
-    auto channel = make_channel();
-    if (!channel) return channel.status();
-    if (rdma_migrate_id(id.get(), channel->get()) != 0) return io_error("rdma_migrate_id", errno);
     if (!d.link) {  // a refusal still gets a queue pair, just big enough to carry the reason
       d.params.port = id->port_num;
       d.params.gid_index = 1;
     }
     const std::string link_name = d.link ? d.link->describe() : "refused rdma connection from " + peer;
+    const auto prefix_at = [&](const std::string& where) {
+      return d.link ? link_name + " [" + where + "]: connection from " + peer + ": "
+                    : "rdma connection from " + peer + " [" + where + "]: ";
+    };
+    const std::string early_prefix = prefix_at(describe_device(id.get(), d.params.gid_index));
+    if (!d.link && d.refusal.code() == StatusCode::kProtocolError) {
+      // Not a fjord peer: no reply it could read; refuse at the CM level.
+      rdma_reject(id.get(), nullptr, 0);
+      FJORD_LOG_WARN("node %u: rejected rdma connection from %s: %s", self_, peer.c_str(), d.refusal.message().c_str());
+      return Status(StatusCode::kRejected, "rejected " + early_prefix + d.refusal.message());
+    }
+    auto channel = make_channel();
+    if (!channel) return setup_failed(early_prefix, channel.status());
+    if (rdma_migrate_id(id.get(), channel->get()) != 0)
+      return setup_failed(early_prefix, io_error("rdma_migrate_id", errno));
     auto res = create_resources(std::move(channel).value(), std::move(id), d.params, link_name, d.link == nullptr);
-    if (!res) return res.status();
+    if (!res) return res.status();  // names link and device already
     LinkResources& r = **res;
-    // The client's hello arrives first, so its receive goes first. A refused
-    // peer gets receives too: a repeated hello (iWARP) must find one.
-    if (Status s = post_bootstrap_receive(r); !s) return s;
-    if (Status s = post_data_receives(r, 0, r.params.queue_depth); !s) return s;
+    const std::string prefix = prefix_at(r.where);
+    // The client's hello arrives first, so its receive goes first; the data
+    // receives behind it take any hello the client repeats (iWARP). A
+    // refused peer gets receives too, for the same reason.
+    if (Status s = post_bootstrap_receive(r); !s) return setup_failed(prefix, s);
+    if (Status s = post_data_receives(r, 0, r.params.queue_depth); !s) return setup_failed(prefix, s);
     rdma_conn_param param{};
     param.responder_resources = 1;
     param.initiator_depth = 1;
     param.rnr_retry_count = 7;
-    if (rdma_accept(r.id.get(), &param) != 0) return io_error(link_name + ": rdma_accept [" + r.where + "]", errno);
-    if (Status s = expect_event(r.channel.get(), RDMA_CM_EVENT_ESTABLISHED, deadline,
-                                link_name + ": connection from " + peer + " [" + r.where + "]");
-        !s)
-      return s;
+    if (rdma_accept(r.id.get(), &param) != 0) return setup_failed(prefix, io_error("rdma_accept", errno));
+    if (Status s = expect_event(r.channel.get(), RDMA_CM_EVENT_ESTABLISHED, deadline, "waiting for ESTABLISHED"); !s)
+      return setup_failed(prefix, s);
     // Answer only once the client has spoken: on iWARP a SEND before the
     // initiator's first message breaks the MPA start-up.
     auto hello = receive_bootstrap(r, deadline, "the client's hello");
-    if (!hello) return Status(hello.status().code(), link_name + ": " + hello.status().message());
+    if (!hello) return setup_failed(prefix, hello.status());
     uint32_t magic = 0;
     if (hello->size() == sizeof magic) std::memcpy(&magic, hello->data(), sizeof magic);
     if (magic != kHelloMagic)
-      return Status(StatusCode::kProtocolError, link_name + ": the peer's first message is not a fjord hello");
+      return Status(StatusCode::kProtocolError, prefix + "the peer's first message is not a fjord hello");
     transport::HandshakeReply reply;
     reply.accepted = d.link != nullptr;
     if (d.link) {
@@ -257,7 +248,9 @@ class RdmaListener final : public Listener {
       reply.reason = d.refusal.message();
     }
     const std::vector<std::byte> reply_bytes = transport::encode_reply(reply);
-    if (Status s = send_bootstrap(r, reply_bytes, deadline); !s) return s;
+    if (const uint64_t delay_ns = g_reply_delay_ns.load(std::memory_order_relaxed); delay_ns > 0)
+      std::this_thread::sleep_for(std::chrono::nanoseconds(delay_ns));
+    if (Status s = send_bootstrap(r, reply_bytes, "the handshake reply", deadline); !s) return setup_failed(prefix, s);
     if (!d.link) {
       FJORD_LOG_WARN("node %u: rejected rdma connection from %s: %s", self_, peer.c_str(), d.refusal.message().c_str());
       rdma_disconnect(r.id.get());
@@ -286,9 +279,9 @@ Result<CmId> create_id(rdma_event_channel* channel) {
 // (so the server's peer-address check sees it) to the server's.
 Result<CmId> resolve_route(rdma_event_channel* channel, const LinkConfig& link, NodeId self, DeadlineNs deadline) {
   const NodeId server = link.server_node;
-  auto dst = resolve(link.host_of(server), link.port);
+  auto dst = resolve_host(link.host_of(server), link.port);
   if (!dst) return dst.status();
-  auto src = resolve(link.host_of(self), 0);
+  auto src = resolve_host(link.host_of(self), 0);
   if (!src) return src.status();
   auto id = create_id(channel);
   if (!id) return id.status();
@@ -318,16 +311,22 @@ Result<CmId> resolve_route(rdma_event_channel* channel, const LinkConfig& link, 
 // Client: the hello, then the server's reply. siw's passive side reports
 // ESTABLISHED before it hands the socket to the queue pair, and a hello that
 // lands in between waits in the socket until more data comes; on iWARP the
-// hello is therefore repeated until the reply arrives (the server keeps
-// receives posted, so a repeat lands harmlessly).
-Result<std::span<const std::byte>> say_hello(LinkResources& r, DeadlineNs deadline) {
-  constexpr uint64_t kRepeatNs = 300'000'000;
+// hello is therefore sent again when no reply came within kHelloRepeatNs, at
+// most kMaxHelloRepeats times, each logged. A repeat lands in one of the
+// server's data receives: r.peer_receives_used counts them for the data path.
+Result<std::span<const std::byte>> say_hello(LinkResources& r, const std::string& prefix, DeadlineNs deadline) {
   const uint32_t hello = kHelloMagic;
-  for (;;) {
-    if (Status s = send_bootstrap(r, std::as_bytes(std::span(&hello, 1)), deadline, true); !s) return s;
-    const DeadlineNs wait_until = r.iwarp ? std::min(deadline, monotonic_ns() + kRepeatNs) : deadline;
-    auto reply = receive_bootstrap(r, wait_until);
+  for (uint32_t sent = 1;; ++sent) {
+    if (Status s = send_bootstrap(r, std::as_bytes(std::span(&hello, 1)), "the hello", deadline, true); !s) return s;
+    r.peer_receives_used = sent - 1;
+    const bool may_repeat = r.iwarp && sent <= kMaxHelloRepeats;
+    const DeadlineNs wait_until = may_repeat ? std::min(deadline, monotonic_ns() + kHelloRepeatNs) : deadline;
+    auto reply = receive_bootstrap(r, wait_until, "the handshake reply");
     if (reply || reply.status().code() != StatusCode::kTimeout || wait_until == deadline) return reply;
+    FJORD_LOG_INFO(
+        "%sno handshake reply %lu ms after hello %u of at most %u; sending it again (iWARP: a first "
+        "message can wait in the server's socket until more data comes)",
+        prefix.c_str(), static_cast<unsigned long>(kHelloRepeatNs / 1'000'000), sent, kMaxHelloRepeats + 1);
   }
 }
 
@@ -353,21 +352,33 @@ class RdmaFactory final : public transport::TransporterFactory {
     return Status::ok();
   }
 
-  Result<std::unique_ptr<Listener>> listen(NodeId self, const LinkTable& links) override {
-    const LinkConfig* first = nullptr;
-    for (const LinkConfig* link : links.links_of(self)) {
-      if (link->type != kName || link->server_node != self) continue;
-      if (!first)
-        first = link;
-      else if (link->port != first->port || link->host_of(self) != first->host_of(self))
-        return Status(StatusCode::kInvalidArgument,
-                      "node " + std::to_string(self) + " must listen on one address for all its rdma links, but " +
-                          first->describe() + " says " + first->host_of(self) + ":" + std::to_string(first->port) +
-                          " and " + link->describe() + " says " + link->host_of(self) + ":" +
-                          std::to_string(link->port));
+  // The first IPv4 address of this machine that rdma_cm binds to a device.
+  std::string local_host() const override {
+    ifaddrs* list = nullptr;
+    if (::getifaddrs(&list) != 0) return "127.0.0.1";
+    std::string found;
+    for (ifaddrs* a = list; a && found.empty(); a = a->ifa_next) {
+      if (!a->ifa_addr || a->ifa_addr->sa_family != AF_INET) continue;
+      auto channel = make_channel();
+      if (!channel) break;
+      rdma_cm_id* id = nullptr;
+      if (rdma_create_id(channel->get(), &id, nullptr, RDMA_PS_TCP) != 0) continue;
+      if (rdma_bind_addr(id, a->ifa_addr) == 0 && id->verbs != nullptr) {
+        char text[INET_ADDRSTRLEN] = {};
+        ::inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(a->ifa_addr)->sin_addr, text, sizeof text);
+        found = text;
+      }
+      rdma_destroy_id(id);
     }
-    if (!first) return Status(StatusCode::kNotFound, "node " + std::to_string(self) + " serves no rdma link");
-    auto addresses = resolve(first->host_of(self), first->port);
+    ::freeifaddrs(list);
+    return found.empty() ? "127.0.0.1" : found;
+  }
+
+  Result<std::unique_ptr<Listener>> listen(NodeId self, const LinkTable& links) override {
+    auto listening = transport::listen_link(self, links, kName);
+    if (!listening) return listening.status();
+    const LinkConfig* first = *listening;
+    auto addresses = resolve_host(first->host_of(self), first->port);
     if (!addresses) return addresses.status();
     auto channel = make_channel();
     if (!channel) return channel.status();
@@ -407,8 +418,8 @@ class RdmaFactory final : public transport::TransporterFactory {
     LinkResources& r = **res;
     const std::string prefix = link.describe() + " [" + r.where + "]: ";
     // The reply arrives as the first message, so its receive goes first.
-    if (Status s = post_bootstrap_receive(r); !s) return s;
-    if (Status s = post_data_receives(r, 0, r.params.queue_depth); !s) return s;
+    if (Status s = post_bootstrap_receive(r); !s) return setup_failed(prefix, s);
+    if (Status s = post_data_receives(r, 0, r.params.queue_depth); !s) return setup_failed(prefix, s);
 
     transport::HandshakeRequest request{self, server, std::string(kName), ring_info_bytes(r)};
     const std::vector<std::byte> request_bytes = transport::encode_request(request);
@@ -429,10 +440,10 @@ class RdmaFactory final : public transport::TransporterFactory {
     if (rdma_connect(r.id.get(), &param) != 0)
       return Status(StatusCode::kUnavailable, connecting + ": rdma_connect: " + std::strerror(errno));
     if (Status s = expect_event(r.channel.get(), RDMA_CM_EVENT_ESTABLISHED, deadline, connecting); !s) return s;
-    auto reply_bytes = say_hello(r, deadline);
-    if (!reply_bytes) return Status(reply_bytes.status().code(), prefix + reply_bytes.status().message());
+    auto reply_bytes = say_hello(r, connecting + ": ", deadline);
+    if (!reply_bytes) return Status(reply_bytes.status().code(), connecting + ": " + reply_bytes.status().message());
     auto reply = transport::decode_reply(*reply_bytes);
-    if (!reply) return Status(reply.status().code(), prefix + reply.status().message());
+    if (!reply) return Status(reply.status().code(), connecting + ": " + reply.status().message());
     if (!reply->accepted)
       return Status(StatusCode::kRejected, "node " + std::to_string(server) +
                                                " rejected the rdma connection from node " + std::to_string(self) +
@@ -455,6 +466,8 @@ Result<LinkInfo> link_info(const transport::Transporter& t) {
   if (!rdma) return Status(StatusCode::kInvalidArgument, t.type() + " link is not an rdma link");
   return rdma->info();
 }
+
+void delay_handshake_replies(uint64_t delay_ns) { g_reply_delay_ns.store(delay_ns, std::memory_order_relaxed); }
 
 Status inject_qp_error(transport::Transporter& t) {
   auto* rdma = dynamic_cast<RdmaTransporter*>(&t);

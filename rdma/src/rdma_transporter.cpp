@@ -47,6 +47,7 @@ RdmaTransporter::RdmaTransporter(transport::LinkConfig config, NodeId self, std:
       posted_end_(reinterpret_cast<uint64_t*>(r_->control_at(wire::kPostedEndOffset))),
       read_target_(reinterpret_cast<const uint64_t*>(r_->control_at(wire::kReadTargetOffset))),
       peer_receives_(peer.queue_depth),
+      notifies_(r_->peer_receives_used),  // repeated hellos took some of its receives, like wake-ups
       reported_receives_(queue_depth_),
       posted_receives_(queue_depth_),
       reposted_public_(queue_depth_) {
@@ -121,9 +122,12 @@ bool RdmaTransporter::refresh_credits() {
   if (check != (released ^ receives ^ sleep_seq ^ wire::kCreditMagic)) return true;  // unwritten or torn: keep the last
   if (released <= peer_released_ && receives <= peer_receives_ && sleep_seq <= peer_sleep_seq_) return true;
   if (released > sent_ || receives > notifies_ + peer_.queue_depth) {
-    fail(StatusCode::kProtocolError, "node " + std::to_string(remote_node()) + " returned credit for " +
-                                         std::to_string(released) + " bytes and " + std::to_string(receives) +
-                                         " receives, but only " + std::to_string(sent_) + " bytes were sent");
+    fail(StatusCode::kProtocolError,
+         "node " + std::to_string(remote_node()) + " returned credit for " + std::to_string(released) + " bytes and " +
+             std::to_string(receives) + " posted receives, but only " + std::to_string(sent_) +
+             " bytes were sent and it can have posted at most " + std::to_string(notifies_ + peer_.queue_depth) +
+             " receives (queue depth " + std::to_string(peer_.queue_depth) + " + " + std::to_string(notifies_) +
+             " used by wake-ups and repeated hellos)");
     return false;
   }
   peer_released_ = std::max(peer_released_, released);
@@ -578,6 +582,7 @@ LinkInfo RdmaTransporter::info() const {
   out.credit_writes = credit_writes_.load(std::memory_order_relaxed);
   out.send_queue_full = queue_full_.load(std::memory_order_relaxed);
   out.wakeups = wakeups_.load(std::memory_order_relaxed);
+  out.hello_repeats = r_->peer_receives_used;
   return out;
 }
 

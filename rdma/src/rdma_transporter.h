@@ -156,7 +156,7 @@ class RdmaTransporter final : public transport::Transporter {
   uint64_t peer_receives_ = 0;  // receives the peer has posted in total (wake-up credit)
   uint64_t peer_sleep_seq_ = 0;
   uint64_t woken_seq_ = 0;  // the peer's sleep announcement we last answered
-  uint64_t notifies_ = 0;   // wake-ups posted (each takes one peer receive)
+  uint64_t notifies_ = 0;   // wake-ups posted (each takes one peer receive), + repeated hellos
   uint32_t flush_cm_countdown_ = kFlushCheckEvery;
   uint64_t slowdown_used_bytes_ = 0;  // the base class's slowdown limit, scaled to the ring
   bool pressure_noted_ = false;       // the last note_send_buffer_level() saw kSlowdown or worse

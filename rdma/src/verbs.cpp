@@ -127,6 +127,13 @@ std::string event_text(const CmEvent& event) {
   return out;
 }
 
+LinkResources::~LinkResources() {
+  if (!qp) return;
+  ibv_qp_attr attr{};
+  attr.qp_state = IBV_QPS_ERR;
+  (void)ibv_modify_qp(qp->qp, &attr, IBV_QP_STATE);  // already in error after a fault: harmless
+}
+
 wire::RingInfo LinkResources::ring_info() const {
   wire::RingInfo info;
   info.ring_addr = reinterpret_cast<uintptr_t>(receive_ring.data());
@@ -235,7 +242,11 @@ Result<std::unique_ptr<LinkResources>> create_resources(CmChannel channel, CmId 
   r->channel = std::move(channel);
   r->id = std::move(id);
   r->params = params;
-  if (bootstrap_only) r->params.queue_depth = 2;
+  // A refused peer's QP: room for the reply, and a data receive for each
+  // hello the client may repeat before the reply reaches it.
+  constexpr uint32_t kBootstrapOnlyDepth = 2;
+  static_assert(kBootstrapOnlyDepth >= kMaxHelloRepeats);
+  if (bootstrap_only) r->params.queue_depth = kBootstrapOnlyDepth;
   ibv_context* ctx = r->id->verbs;
   if (!ctx) return Status(StatusCode::kUnavailable, link_name + ": the address is not on an RDMA device");
   r->where = describe_device(r->id.get(), params.gid_index);
@@ -297,37 +308,38 @@ Status post_bootstrap_receive(LinkResources& r) {
   wr.num_sge = 1;
   ibv_recv_wr* bad = nullptr;
   if (const int rc = ibv_post_recv(r.qp->qp, &wr, &bad); rc != 0)
-    return Status(StatusCode::kIoError, r.where + ": ibv_post_recv (handshake): " + std::strerror(rc));
+    return Status(StatusCode::kIoError, std::string("ibv_post_recv (handshake): ") + std::strerror(rc));
   return Status::ok();
 }
 
 namespace {
 
 // Polls `cq` for one completion until deadline, watching the cm channel for
-// a disconnect meanwhile.
-Result<ibv_wc> wait_one(LinkResources& r, ibv_cq* cq, DeadlineNs deadline, const char* what) {
+// a disconnect meanwhile. `doing` names the step in errors: "<doing>
+// failed: <status>", "timed out <doing>".
+Result<ibv_wc> wait_one(LinkResources& r, ibv_cq* cq, DeadlineNs deadline, const std::string& doing) {
   for (;;) {
     ibv_wc wc{};
     const int n = ibv_poll_cq(cq, 1, &wc);
-    if (n < 0) return Status(StatusCode::kIoError, r.where + ": ibv_poll_cq failed while waiting for " + what);
+    if (n < 0) return Status(StatusCode::kIoError, "ibv_poll_cq failed while " + doing);
     if (n == 1) {
       if (wc.status != IBV_WC_SUCCESS)
-        return Status(StatusCode::kLinkDown, r.where + ": " + what + " failed: " + ibv_wc_status_str(wc.status));
+        return Status(StatusCode::kLinkDown, doing + " failed: " + ibv_wc_status_str(wc.status));
       return wc;
     }
     CmEvent e;
     if (poll_event(r.channel.get(), &e) &&
         (e.type == RDMA_CM_EVENT_DISCONNECTED || e.type == RDMA_CM_EVENT_DEVICE_REMOVAL))
-      return Status(StatusCode::kLinkDown, r.where + ": peer went away during the handshake (" + event_text(e) + ")");
-    if (monotonic_ns() >= deadline)
-      return Status(StatusCode::kTimeout, r.where + ": timed out waiting for " + std::string(what));
+      return Status(StatusCode::kLinkDown, "peer went away during the handshake (" + event_text(e) + ")");
+    if (monotonic_ns() >= deadline) return Status(StatusCode::kTimeout, "timed out " + doing);
     std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
 }
 
 }  // namespace
 
-Status send_bootstrap(LinkResources& r, std::span<const std::byte> message, DeadlineNs deadline, bool from_staging) {
+Status send_bootstrap(LinkResources& r, std::span<const std::byte> message, const char* what, DeadlineNs deadline,
+                      bool from_staging) {
   FJORD_ASSERT(message.size() <= (from_staging ? wire::kStagingSlotBytes : wire::kBootstrapBytes));
   std::byte* buffer = r.control_at(from_staging ? r.layout.staging : r.layout.bootstrap);
   std::memcpy(buffer, message.data(), message.size());
@@ -340,16 +352,16 @@ Status send_bootstrap(LinkResources& r, std::span<const std::byte> message, Dead
   wr.send_flags = IBV_SEND_SIGNALED;
   ibv_send_wr* bad = nullptr;
   if (const int rc = ibv_post_send(r.qp->qp, &wr, &bad); rc != 0)
-    return Status(StatusCode::kIoError, r.where + ": ibv_post_send (handshake reply): " + std::strerror(rc));
-  auto wc = wait_one(r, r.send_cq.get(), deadline, "the handshake reply's send");
+    return Status(StatusCode::kIoError, std::string("ibv_post_send (") + what + "): " + std::strerror(rc));
+  auto wc = wait_one(r, r.send_cq.get(), deadline, std::string("sending ") + what);
   return wc ? Status::ok() : wc.status();
 }
 
 Result<std::span<const std::byte>> receive_bootstrap(LinkResources& r, DeadlineNs deadline, const char* what) {
-  auto wc = wait_one(r, r.recv_cq.get(), deadline, what);
+  auto wc = wait_one(r, r.recv_cq.get(), deadline, std::string("waiting for ") + what);
   if (!wc) return wc.status();
   if (wc->wr_id != kBootstrapWrId || wc->opcode != IBV_WC_RECV)
-    return Status(StatusCode::kProtocolError, r.where + ": the peer wrote before replying to the handshake");
+    return Status(StatusCode::kProtocolError, std::string("the peer wrote before sending ") + what);
   return std::span<const std::byte>(r.control_at(r.layout.bootstrap), wc->byte_len);
 }
 

@@ -97,6 +97,16 @@ std::string event_text(const CmEvent& event);
 
 // All the verbs resources of one link end, in destruction-safe order.
 struct LinkResources {
+  LinkResources() = default;
+  LinkResources(const LinkResources&) = delete;
+  LinkResources& operator=(const LinkResources&) = delete;
+  // Moves the QP to the error state before any member goes, so that nothing
+  // the peer sends during teardown reaches a receive whose memory region is
+  // already deregistered: rxe answers that with a "remote operation error"
+  // NAK, which blames the peer's own send. The peer sees a flush or the
+  // disconnect instead.
+  ~LinkResources();
+
   CmChannel channel;
   CmId id;
   Pd pd;
@@ -116,6 +126,9 @@ struct LinkResources {
   wire::ControlLayout layout;
   uint32_t max_inline = 0;
   uint32_t peer_queue_depth = 0;
+  // Data receives of the peer that set-up consumed: repeated hellos (iWARP,
+  // see kMaxHelloRepeats). The data path counts them like wake-ups it sent.
+  uint32_t peer_receives_used = 0;
   bool iwarp = false;
   std::string where;  // describe_device() at set-up, for messages
 
@@ -132,19 +145,28 @@ Result<std::unique_ptr<LinkResources>> create_resources(CmChannel channel, CmId 
 // Posts the receive work requests the data path consumes: queue_depth of
 // them (zero-length for WRITE_WITH_IMM, a doorbell slot each on iWARP).
 Status post_data_receives(LinkResources& r, uint32_t first, uint32_t count);
-// Posts one receive for the handshake reply into the bootstrap buffer.
+// Posts one receive for the peer's first handshake message (the server: the
+// client's hello; the client: the server's reply) into the bootstrap buffer.
 Status post_bootstrap_receive(LinkResources& r);
 // Sends `message` (signaled) from the bootstrap buffer, or from the first
-// staging slot when the bootstrap buffer awaits a reply, and waits for the
-// send completion until deadline.
-Status send_bootstrap(LinkResources& r, std::span<const std::byte> message, DeadlineNs deadline,
+// staging slot when the bootstrap buffer awaits the peer's message, and waits
+// for the send completion until deadline. `what` names the message in errors
+// ("the hello", "the handshake reply"). Error texts leave the link and the
+// device to the caller.
+Status send_bootstrap(LinkResources& r, std::span<const std::byte> message, const char* what, DeadlineNs deadline,
                       bool from_staging = false);
 // The client's first message once connected; the server answers it. (On
 // iWARP the initiator must speak first: MPA peer-to-peer mode.)
 inline constexpr uint32_t kHelloMagic = 0x4C45'4846;  // "FHEL"
+// On iWARP the client sends its hello again when no reply came within
+// kHelloRepeatNs, at most this many times (docs/rdma.md, set-up). Each
+// repeat lands in one of the server's data receives (the bootstrap receive
+// took the first), so the server posts at least this many, refused peers
+// included, and the client's data path counts them as used.
+inline constexpr uint32_t kMaxHelloRepeats = 2;
+inline constexpr uint64_t kHelloRepeatNs = 300'000'000;
 // Waits for the bootstrap receive's completion; returns the message bytes.
-Result<std::span<const std::byte>> receive_bootstrap(LinkResources& r, DeadlineNs deadline,
-                                                     const char* what = "the handshake reply");
+Result<std::span<const std::byte>> receive_bootstrap(LinkResources& r, DeadlineNs deadline, const char* what);
 
 inline constexpr uint64_t kBootstrapWrId = UINT64_MAX;
 

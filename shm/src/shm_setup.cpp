@@ -149,7 +149,9 @@ class ShmListener final : public Listener {
     for (;;) {
       for (const Endpoint& e : endpoints_) {
         UniqueFd conn(::accept4(e.socket.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
-        if (conn.valid()) return handle(e, std::move(conn), deadline);
+        // The peer is here: its set-up gets its own budget, not what is
+        // left of this accept() slice.
+        if (conn.valid()) return handle(e, std::move(conn), transport::setup_deadline(deadline));
         if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ECONNABORTED)
           return io_error("accept on @" + e.name, errno);
       }

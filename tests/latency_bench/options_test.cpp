@@ -22,13 +22,145 @@ std::string error_of(std::vector<std::string> args) {
   return o.status().message();
 }
 
-TEST(LatencyBenchOptions, NoArgumentsRunsEveryTransporter) {
+TEST(LatencyBenchOptions, NoArgumentsRunsTheAccessTableWithTheSeedsDefaults) {
   auto o = parse({});
   ASSERT_TRUE(o);
-  EXPECT_EQ(o->command, Command::kAll);
-  EXPECT_EQ(o->size_bytes, 64u);
+  EXPECT_EQ(o->command, Command::kAccess);
+  EXPECT_TRUE(o->transporter.empty()) << "every transporter that can run";
+  EXPECT_TRUE(o->config_path.empty()) << "a data node started here";
+  EXPECT_EQ(o->rows, 100'000u);
+  EXPECT_EQ(o->row_bytes, 100u);
+  EXPECT_EQ(o->batch, 20u);
+  EXPECT_EQ(effective_iterations(*o), 10'000u);
+  EXPECT_EQ(effective_warmup(*o), 1'000u);
   EXPECT_FALSE(o->poll_given);
-  EXPECT_EQ(effective_iterations(*o), 20'000u);
+}
+
+TEST(LatencyBenchOptions, ThePingTableMovedToPingAll) {
+  for (const char* word : {"ping-all", "all"}) {
+    auto o = parse({word});
+    ASSERT_TRUE(o) << word;
+    EXPECT_EQ(o->command, Command::kPingAll);
+    EXPECT_EQ(o->size_bytes, 64u);
+    EXPECT_EQ(o->batch, 32u);
+    EXPECT_EQ(effective_iterations(*o), 20'000u);
+  }
+}
+
+TEST(LatencyBenchOptions, AccessWithEveryOption) {
+  auto o = parse({"access", "--transporter", "shm",       "--rows",   "5000",    "--row-bytes", "200",   "--batch",
+                  "10",     "--iterations",  "300",       "--warmup", "30",      "--poll",      "sleep", "--cpus",
+                  "1,0",    "--json",        "--compare", "--plot",   "out.svg", "--timeout",   "3"});
+  ASSERT_TRUE(o) << o.status().to_string();
+  EXPECT_EQ(o->command, Command::kAccess);
+  EXPECT_EQ(o->transporter, "shm");
+  EXPECT_EQ(o->rows, 5000u);
+  EXPECT_EQ(o->row_bytes, 200u);
+  EXPECT_EQ(o->batch, 10u);
+  EXPECT_EQ(effective_iterations(*o), 300u);
+  EXPECT_EQ(effective_warmup(*o), 30u);
+  EXPECT_EQ(o->poll, PollMode::kSleep);
+  EXPECT_EQ(o->plot_path, "out.svg");
+  EXPECT_TRUE(o->compare);
+  auto quiet = parse({"access", "--no-compare"});
+  ASSERT_TRUE(quiet);
+  EXPECT_FALSE(quiet->compare);
+  EXPECT_TRUE(parse({})->compare) << "the default run measures redis and the TCP floor beside ours";
+  EXPECT_FALSE(parse({"ping"})->compare) << "ping compares only when asked";
+  EXPECT_EQ(error_of({"--compare", "--no-compare"}), "--compare and --no-compare cannot be combined");
+  EXPECT_EQ(error_of({"ping", "--no-compare"}), "--no-compare applies to access and throughput, not to ping");
+}
+
+TEST(LatencyBenchOptions, AccessAgainstYourConfig) {
+  auto o = parse({"--config", "cluster.ini", "--api-node", "50", "--data-node", "1", "--start-node", "--rows=2000"});
+  ASSERT_TRUE(o) << o.status().to_string();
+  EXPECT_EQ(o->command, Command::kAccess) << "--config without a ping option means the access table";
+  EXPECT_EQ(o->config_path, "cluster.ini");
+  EXPECT_EQ(o->api_node, 50);
+  EXPECT_EQ(o->data_node, 1);
+  EXPECT_TRUE(o->start_node);
+  EXPECT_EQ(o->rows, 2000u);
+}
+
+TEST(LatencyBenchOptions, ThroughputWithEveryOption) {
+  auto o = parse({"throughput", "--transporter", "shm", "--duration", "0.25", "--definers", "2", "--executors", "3",
+                  "--in-flight", "128", "--mix", "90/10", "--rate", "1.5M/s", "--batch", "4", "--rows", "1000"});
+  ASSERT_TRUE(o) << o.status().to_string();
+  EXPECT_EQ(o->command, Command::kThroughput);
+  EXPECT_EQ(o->duration_ms, 250u);
+  EXPECT_EQ(o->definers, 2u);
+  EXPECT_EQ(o->executors, 3u);
+  EXPECT_EQ(o->in_flight, 128u);
+  EXPECT_EQ(o->read_percent, 90u);
+  EXPECT_EQ(o->rate_per_s, 1'500'000u);
+  EXPECT_EQ(o->batch, 4u);
+  EXPECT_EQ(o->rows, 1000u);
+}
+
+TEST(LatencyBenchOptions, ThroughputDefaults) {
+  auto o = parse({"throughput"});
+  ASSERT_TRUE(o);
+  EXPECT_EQ(o->transporter, "tcp");
+  EXPECT_EQ(o->duration_ms, 5000u);
+  EXPECT_EQ(o->definers, 1u);
+  EXPECT_EQ(o->executors, 1u);
+  EXPECT_EQ(o->in_flight, 64u);
+  EXPECT_EQ(o->batch, 1u);
+  EXPECT_EQ(o->read_percent, 100u);
+  EXPECT_EQ(o->rate_per_s, 0u) << "closed loop";
+  for (const char* rate : {"200000", "200k", "200K", "200k/s", "0.2M"}) {
+    auto r = parse({"throughput", "--rate", rate});
+    ASSERT_TRUE(r) << rate;
+    EXPECT_EQ(r->rate_per_s, 200'000u) << rate;
+  }
+}
+
+TEST(LatencyBenchOptions, BadAccessAndThroughputValuesNameTheOption) {
+  EXPECT_EQ(error_of({"--rows", "0"}), "--rows: '0' is not a number from 1 to 100000000");
+  EXPECT_EQ(error_of({"--row-bytes", "16"}), "--row-bytes: '16' is not a row size in bytes from 32 to 8024");
+  EXPECT_EQ(error_of({"--api-node", "300", "--config", "c.ini"}), "--api-node: '300' is not a node id from 1 to 255");
+  EXPECT_EQ(error_of({"--plot", "chart.pdf"}), "--plot: 'chart.pdf' must end in .png or .svg");
+  EXPECT_EQ(error_of({"throughput", "--duration", "0"}),
+            "--duration: '0' is not a number of seconds from 0.05 to 3600 (decimals allowed, e.g. 0.5)");
+  EXPECT_EQ(error_of({"throughput", "--duration", "1s"}),
+            "--duration: '1s' is not a number of seconds from 0.05 to 3600 (decimals allowed, e.g. 0.5)");
+  EXPECT_EQ(error_of({"throughput", "--rate", "fast"}),
+            "--rate: 'fast' is not a rate per second from 1 to 100000000 (examples: 50000, 200k, 1.5M, 200k/s)");
+  EXPECT_EQ(error_of({"throughput", "--rate", "0"}),
+            "--rate: '0' is not a rate per second from 1 to 100000000 (examples: 50000, 200k, 1.5M, 200k/s)");
+  EXPECT_EQ(error_of({"throughput", "--mix", "90/20"}),
+            "--mix: '90/20' is not READ/UPDATE percentages adding up to 100 (examples: 100/0, 90/10, 50/50)");
+  EXPECT_EQ(error_of({"throughput", "--mix", "90"}),
+            "--mix: '90' is not READ/UPDATE percentages adding up to 100 (examples: 100/0, 90/10, 50/50)");
+  EXPECT_EQ(error_of({"throughput", "--executors", "9"}), "--executors: '9' is not a number from 1 to 8");
+  EXPECT_EQ(error_of({"throughput", "--definers", "0"}), "--definers: '0' is not a number from 1 to 16");
+  EXPECT_EQ(error_of({"throughput", "--in-flight", "2000"}), "--in-flight: '2000' is not a number from 1 to 1024");
+}
+
+TEST(LatencyBenchOptions, OptionsOfOneCommandAreRefusedByTheOthers) {
+  EXPECT_EQ(error_of({"ping", "--rows", "10"}), "--rows applies to access and throughput, not to ping");
+  EXPECT_EQ(error_of({"ping-all", "--plot", "a.png"}), "--plot applies to access, not to ping-all");
+  EXPECT_EQ(error_of({"--rate", "10k"}), "--rate applies to throughput, not to access");
+  EXPECT_EQ(error_of({"access", "--duration", "1"}), "--duration applies to throughput, not to access");
+  EXPECT_EQ(error_of({"throughput", "--plot", "a.svg"}), "--plot applies to access, not to throughput");
+  EXPECT_EQ(error_of({"throughput", "--iterations", "5"}),
+            "--iterations applies to access and ping (throughput runs for --duration), not to throughput");
+  EXPECT_EQ(error_of({"access", "--stream"}), "--stream applies to ping, not to access");
+  EXPECT_EQ(error_of({"access", "--size", "64"}), "--size applies to ping, not to access");
+  EXPECT_EQ(error_of({"-client", "h", "--rows", "5"}), "--rows applies to access and throughput, not to --client");
+  EXPECT_EQ(error_of({"--api-node", "50"}),
+            "--api-node names a node of your --config file; without --config the data node is started here with a "
+            "generated config");
+  EXPECT_EQ(error_of({"--config", "c.ini", "--transporter", "shm"}),
+            "--transporter: with --config, the link section between the API node and the data node ([tcp], [shm], "
+            "...) chooses the transporter");
+  EXPECT_EQ(error_of({"--rows", "10"}),
+            "--rows: 10 is fewer than --batch 20 (the index range reads --batch rows in one scan)");
+  EXPECT_EQ(error_of({"access", "-server"}),
+            "--server and --client run ping between machines; 'access' runs against a data node (use --config with "
+            "the node's host)");
+  EXPECT_EQ(error_of({"access", "--cpus", "1"}),
+            "--cpus: give two CPUs, one for this process and one for its peer (e.g. --cpus 0,1)");
 }
 
 TEST(LatencyBenchOptions, PingWithEveryOption) {
@@ -92,10 +224,14 @@ TEST(LatencyBenchOptions, HelpWinsAndListsEveryOption) {
   ASSERT_TRUE(o);
   EXPECT_EQ(o->command, Command::kHelp);
   const std::string help = help_text(kBuiltIn);
-  for (const char* option : {"--transporter", "--config", "--link-param", "--size",      "--iterations",
-                             "--warmup",      "--poll",   "--cpus",       "--stream",    "--batch",
-                             "--compare",     "--json",   "--port",       "--peer-host", "--timeout",
-                             "--verbose",     "--help",   "-server",      "-client",     "built in: tcp, shm"})
+  for (const char* option : {"--transporter",  "--config",    "--link-param", "--size",      "--iterations",
+                             "--warmup",       "--poll",      "--cpus",       "--stream",    "--batch",
+                             "--compare",      "--json",      "--port",       "--peer-host", "--timeout",
+                             "--verbose",      "--help",      "-server",      "-client",     "built in: tcp, shm",
+                             "--rows",         "--row-bytes", "--api-node",   "--data-node", "--start-node",
+                             "--plot",         "--duration",  "--definers",   "--executors", "--in-flight",
+                             "--mix",          "--rate",      "access",       "throughput",  "ping-all",
+                             "FJORD_DATANODE", "--no-compare"})
     EXPECT_NE(help.find(option), std::string::npos) << option;
 }
 
@@ -136,8 +272,8 @@ TEST(LatencyBenchOptions, UnknownOptionsMissingValuesAndStrayWords) {
   EXPECT_EQ(error_of({"--size"}), "option --size needs a value");
   EXPECT_EQ(error_of({"-client"}), "option --client needs a value");
   EXPECT_EQ(error_of({"--json=yes"}), "option --json takes no value");
-  EXPECT_EQ(error_of({"pong"}), "unexpected argument 'pong' (commands: ping, all)");
-  EXPECT_EQ(error_of({"ping", "all"}), "unexpected argument 'all' (commands: ping, all)");
+  EXPECT_EQ(error_of({"pong"}), "unexpected argument 'pong' (commands: access, throughput, ping, ping-all)");
+  EXPECT_EQ(error_of({"ping", "all"}), "unexpected argument 'all' (commands: access, throughput, ping, ping-all)");
 }
 
 TEST(LatencyBenchOptions, CombinationsThatCannotMeanAnything) {

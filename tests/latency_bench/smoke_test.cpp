@@ -17,49 +17,13 @@
 #include "fjord/base/clock.h"
 #include "json_value.h"
 #include "process.h"
+#include "program_run.h"
 
 namespace fjord::bench {
 namespace {
 
 using test::JsonReader;
 using test::JsonValue;
-
-struct ProgramRun {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-std::string program() {
-  const char* path = std::getenv("FJORD_LATENCY_BENCH");
-  return path ? path : "";
-}
-
-ProgramRun run(const std::string& args) {
-  const std::string base = ::testing::TempDir() + "latency_bench_smoke_" + std::to_string(::getpid());
-  const std::string command = "'" + program() + "' " + args + " > '" + base + ".out' 2> '" + base + ".err'";
-  const int status = std::system(command.c_str());
-  ProgramRun r;
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = slurp(base + ".out");
-  r.err = slurp(base + ".err");
-  ::unlink((base + ".out").c_str());
-  ::unlink((base + ".err").c_str());
-  return r;
-}
-
-JsonValue json_of(const ProgramRun& r) {
-  auto json = JsonReader::parse(r.out);
-  EXPECT_TRUE(json) << "not one JSON object:\n" << r.out << "\nstderr:\n" << r.err;
-  return json ? *json : JsonValue{};
-}
 
 bool built_in(const std::string& type) {
   for (const std::string& name : built_in_transporters())
@@ -156,8 +120,8 @@ TEST_F(LatencyBenchProgram, CompareListsEveryFloorAndPeerOfTheMode) {
   EXPECT_TRUE(j["targets"][0]["evaluated"].boolean);
 }
 
-TEST_F(LatencyBenchProgram, NoArgumentsOneReportOverEveryTransporter) {
-  const ProgramRun r = run("--iterations 200 --warmup 10 --json");
+TEST_F(LatencyBenchProgram, PingAllOneReportOverEveryTransporter) {
+  const ProgramRun r = run("ping-all --iterations 200 --warmup 10 --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const JsonValue j = json_of(r);
   EXPECT_EQ(j["mode"].text, "all");

@@ -15,6 +15,7 @@ ROUNDS=${4:-5}
 # services run with it unlimited, so the tests do too.
 ulimit -l unlimited
 export FJORD_CONTRACT_PEER="$BUILD/tests/contract_peer"
+export FJORD_RDMA_PEER="$BUILD/tests/rdma/rdma_peer"
 
 stamp() { echo "[guest $(cut -d' ' -f1 /proc/uptime)s] $*"; }
 

@@ -8,18 +8,27 @@
 // where RXE_IP names the device's address (rxe0, or siw0 via SIW_IP).
 #include "fjord/rdma/rdma.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <infiniband/verbs.h>
 #include <poll.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <map>
 #include <new>
+#include <sstream>
 #include <thread>
+#include <vector>
 
+#include "echo.h"
 #include "fjord/base/clock.h"
 #include "link_harness.h"
 
@@ -423,6 +432,193 @@ TEST_F(RdmaLink, SteadyStateAllocatesNothing) {
   EXPECT_TRUE(ok) << "frames out of order or a wake-up missing";
   EXPECT_TRUE(p.client->is_up() && p.server->is_up());
   EXPECT_GE(rdma::link_info(*p.client)->wakeups, 50u);
+}
+
+// A server slower to answer than the client's hello repeat (300 ms): on
+// iWARP the client sends its hello again (at most twice), and each repeat
+// lands in one of the server's data receives, which the server's data path
+// counts as taken by a wake-up and reposts. The client must count them too,
+// or the server, once it reposts (QueueDepth=16: after 8 wake-ups), reports
+// more receives than the client ever used, and the client takes the link
+// down with a protocol error. On rxe0 nothing is repeated: the client waits.
+TEST_F(RdmaLink, RepeatedHellosAreCountedAsUsedReceives) {
+  rdma::delay_handshake_replies(kSecond);
+  LinkPair p = pair("QueueDepth=16\n");
+  rdma::delay_handshake_replies(0);
+  ASSERT_TRUE(p.server && p.client);
+  const auto info = rdma::link_info(*p.client);
+  ASSERT_TRUE(info) << info.status().to_string();
+  if (info->iwarp) {
+    EXPECT_GE(info->hello_repeats, 1u) << "no reply for a second, so the hello was sent again";
+    EXPECT_LE(info->hello_repeats, 2u);
+  } else {
+    EXPECT_EQ(info->hello_repeats, 0u);
+  }
+  // Both ends sleep for every frame: each one is a wake-up that uses a
+  // receive of the other end, reposted in batches of 8.
+  constexpr uint64_t kFrames = 40;
+  std::string echo_error;
+  std::thread echo([&] {
+    for (uint64_t seq = 0; seq < kFrames && echo_error.empty(); ++seq) {
+      echo_error = receive_frame(*p.server, seq, true, 30 * kSecond);
+      if (echo_error.empty()) echo_error = send_frame(*p.server, seq, 30 * kSecond);
+    }
+  });
+  std::string error;
+  for (uint64_t seq = 0; seq < kFrames && error.empty(); ++seq) {
+    error = send_frame(*p.client, seq, 30 * kSecond);
+    if (error.empty()) error = receive_frame(*p.client, seq, true, 30 * kSecond);
+  }
+  if (!error.empty()) p.client->close("the test failed");  // ends the echo thread's wait
+  echo.join();
+  EXPECT_EQ(error, "");
+  EXPECT_EQ(echo_error, "");
+  // At least one batch of the server's receives was used up and reposted.
+  const uint64_t wakeups = rdma::link_info(*p.client)->wakeups;
+  EXPECT_GE(wakeups, 8u);
+  std::printf("%s: %u hello repeats, then %lu wake-ups of the server\n", info->where.c_str(), info->hello_repeats,
+              static_cast<unsigned long>(wakeups));
+}
+
+// ---- connections from another process -------------------------------------------
+
+// A child process (posix_spawn: verbs state must not be forked) with its
+// stdout and stderr in a file, reaped exactly once, killed if left running.
+class ChildProcess {
+ public:
+  ChildProcess(const std::vector<std::string>& argv, const std::string& log_path) : log_path_(log_path) {
+    std::vector<char*> args;
+    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
+    spawn_error_ = ::posix_spawn(&pid_, args[0], &actions, nullptr, args.data(), environ);
+    posix_spawn_file_actions_destroy(&actions);
+    if (spawn_error_ != 0) pid_ = -1;
+  }
+  ChildProcess(const ChildProcess&) = delete;
+  ChildProcess& operator=(const ChildProcess&) = delete;
+  ~ChildProcess() {
+    if (running()) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, &status_, 0);
+    }
+    ::unlink(log_path_.c_str());
+  }
+
+  std::string spawn_error() const { return spawn_error_ == 0 ? "" : std::strerror(spawn_error_); }
+  bool running() {
+    if (pid_ <= 0 || reaped_) return false;
+    reaped_ = ::waitpid(pid_, &status_, WNOHANG) == pid_;
+    return !reaped_;
+  }
+  // Waits up to timeout_ns; then "exit 0", "exit 3", "killed by signal 9",
+  // or "still running" (it is killed when this object goes).
+  std::string wait(uint64_t timeout_ns) {
+    const uint64_t deadline = monotonic_ns() + timeout_ns;
+    while (running() && monotonic_ns() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    if (!reaped_) return "still running";
+    if (WIFEXITED(status_)) return "exit " + std::to_string(WEXITSTATUS(status_));
+    return "killed by signal " + std::to_string(WTERMSIG(status_));
+  }
+  std::string output() const {
+    std::ifstream in(log_path_);
+    std::stringstream text;
+    text << in.rdbuf();
+    return text.str();
+  }
+
+ private:
+  std::string log_path_;
+  pid_t pid_ = -1;
+  int spawn_error_ = 0;
+  bool reaped_ = false;
+  int status_ = 0;
+};
+
+// Accepts the way an event loop or a polling tool does: accept() with a
+// short deadline, kTimeout meaning "no connection attempt waiting yet".
+// slice_ns 0: wait for the listener's fd, then accept with a deadline that
+// has already passed.
+Result<std::unique_ptr<transport::Transporter>> accept_in_slices(transport::Listener& listener, uint64_t slice_ns,
+                                                                 ChildProcess& peer) {
+  const uint64_t give_up = monotonic_ns() + 60 * kSecond;
+  for (;;) {
+    if (slice_ns == 0) {
+      pollfd fd{listener.fd(), POLLIN, 0};
+      (void)::poll(&fd, 1, 100);
+    }
+    auto accepted = listener.accept(monotonic_ns() + slice_ns);
+    if (accepted || accepted.status().code() != StatusCode::kTimeout) return accepted;
+    if (!peer.running()) return Status(StatusCode::kUnavailable, "the peer process ended before a connection came up");
+    if (monotonic_ns() > give_up) return Status(StatusCode::kTimeout, "no connection within 60 s");
+  }
+}
+
+// Connections from another process, many in a row, each used at once: what
+// latency_bench does (a listener here, a peer process connecting as node 2)
+// and what a restarting peer node does. The listener is polled with short
+// accept() deadlines (none, 10 ms, 100 ms): a set-up that has begun must
+// finish however short the deadline that found it. Each link carries 40
+// frames each way, one at a time, both ends busy-polling or both sleeping
+// on the completion channel (QueueDepth=16, so the receives that wake-ups
+// consume run out and are reposted several times per link).
+TEST_F(RdmaLink, ConnectionsFromAnotherProcessComeUpEveryTime) {
+  const char* peer = ::getenv("FJORD_RDMA_PEER");
+  ASSERT_NE(peer, nullptr) << "FJORD_RDMA_PEER must name the rdma_peer program (meson and guest_checks.sh set it)";
+  const std::string text = rdma_medium().section(1, 2, "QueueDepth=16\n");
+  auto table = load_links(text);
+  ASSERT_TRUE(table) << table.status().to_string();
+  const std::string base = ::testing::TempDir() + "rdma_peer_" + std::to_string(::getpid());
+  const std::string config_path = base + ".ini";
+  {
+    std::ofstream out(config_path);
+    out << text;
+  }
+  auto listener = rdma_factory().listen(1, *table);
+  ASSERT_TRUE(listener) << listener.status().to_string();
+  const std::string port = std::to_string(client_view(*table->find(1, 2), **listener).port);
+
+  constexpr int kConnections = 30;
+  constexpr uint64_t kFrames = 40;
+  constexpr uint64_t kSlicesMs[] = {0, 10, 100};
+  int good = 0;
+  std::string failures;
+  for (int i = 0; i < kConnections; ++i) {
+    const bool sleep = i % 2 == 1;
+    const uint64_t slice_ms = kSlicesMs[(i / 2) % 3];  // every slice with both modes
+    ChildProcess child({peer, "--config", config_path, "--port", port, "--mode", sleep ? "sleep" : "busy", "--frames",
+                        std::to_string(kFrames)},
+                       base + "_" + std::to_string(i) + ".log");
+    std::string error = child.spawn_error();
+    Result<std::unique_ptr<transport::Transporter>> link(Status(StatusCode::kInternal, "not accepted"));
+    if (error.empty()) {
+      link = accept_in_slices(**listener, slice_ms * 1'000'000, child);
+      if (!link) error = "accept: " + link.status().to_string();
+    }
+    for (uint64_t seq = 0; error.empty() && seq < kFrames; ++seq) {
+      error = send_frame(**link, seq, 30 * kSecond);
+      if (error.empty()) error = receive_frame(**link, seq, sleep, 30 * kSecond);
+    }
+    if (link) {
+      (*link)->close("the test is done with it");  // the peer's signal to exit
+      link = Status(StatusCode::kInternal, "closed");
+    }
+    const std::string exit = child.wait(30 * kSecond);
+    if (error.empty() && exit == "exit 0") {
+      ++good;
+      continue;
+    }
+    failures += "connection " + std::to_string(i) + (sleep ? " (sleep" : " (busy") + ", accept slices of " +
+                std::to_string(slice_ms) + " ms): " + (error.empty() ? "" : error + "; ") + "peer " + exit + ": " +
+                child.output() + "\n";
+  }
+  ::unlink(config_path.c_str());
+  EXPECT_EQ(good, kConnections) << failures;
+  std::printf("%d of %d connections from another process came up and carried %lu frames each way\n", good, kConnections,
+              static_cast<unsigned long>(kFrames));
 }
 
 // Destructive: makes an RDMA device disappear by deleting the network

@@ -6,50 +6,21 @@
 #include <cerrno>
 #include <cstring>
 
+#include "fjord/base/byte_io.h"
 #include "fjord/base/clock.h"
 #include "fjord/base/log.h"
 
 namespace fjord::transport {
 namespace {
 
-class Writer {
- public:
-  void u8(uint8_t v) { out_.push_back(std::byte{v}); }
-  void u16(uint16_t v) { raw(&v, 2); }
-  void u32(uint32_t v) { raw(&v, 4); }
-  void raw(const void* p, std::size_t n) {
-    const auto* b = static_cast<const std::byte*>(p);
-    out_.insert(out_.end(), b, b + n);
-  }
-  std::vector<std::byte> finish() {
-    const auto total = static_cast<uint16_t>(out_.size());
-    std::memcpy(out_.data() + 6, &total, 2);
-    return std::move(out_);
-  }
+using Writer = ByteWriter;
+using Reader = ByteReader;
 
- private:
-  std::vector<std::byte> out_;
-};
-
-// Bounds-checked reader: every read fails (and stays failed) past the end.
-class Reader {
- public:
-  explicit Reader(std::span<const std::byte> in) : in_(in) {}
-  bool u8(uint8_t& v) { return raw(&v, 1); }
-  bool u16(uint16_t& v) { return raw(&v, 2); }
-  bool u32(uint32_t& v) { return raw(&v, 4); }
-  bool raw(void* p, std::size_t n) {
-    if (n > in_.size() - pos_) return false;
-    if (n) std::memcpy(p, in_.data() + pos_, n);
-    pos_ += n;
-    return true;
-  }
-  bool at_end() const { return pos_ == in_.size(); }
-
- private:
-  std::span<const std::byte> in_;
-  std::size_t pos_ = 0;
-};
+// Handshake messages carry their total length at offset 6.
+std::vector<std::byte> finish(Writer& w) {
+  w.patch_u16(6, static_cast<uint16_t>(w.size()));
+  return w.take();
+}
 
 Status malformed(const std::string& what) { return Status(StatusCode::kProtocolError, "malformed handshake: " + what); }
 
@@ -82,6 +53,10 @@ int poll_ms_until(DeadlineNs deadline) {
 
 }  // namespace
 
+DeadlineNs setup_deadline(DeadlineNs accept_deadline) {
+  return std::max<DeadlineNs>(accept_deadline, monotonic_ns() + kSetupBudgetNs);
+}
+
 std::vector<std::byte> encode_request(const HandshakeRequest& request) {
   FJORD_ASSERT(request.type.size() <= kMaxTypeNameBytes && request.extra.size() <= kMaxHandshakeExtraBytes);
   Writer w;
@@ -94,7 +69,7 @@ std::vector<std::byte> encode_request(const HandshakeRequest& request) {
   w.raw(request.type.data(), request.type.size());
   w.u16(static_cast<uint16_t>(request.extra.size()));
   w.raw(request.extra.data(), request.extra.size());
-  return w.finish();
+  return finish(w);
 }
 
 std::vector<std::byte> encode_reply(const HandshakeReply& reply) {
@@ -110,7 +85,7 @@ std::vector<std::byte> encode_reply(const HandshakeReply& reply) {
   w.raw(reply.reason.data(), reason_bytes);
   w.u16(static_cast<uint16_t>(reply.extra.size()));
   w.raw(reply.extra.data(), reply.extra.size());
-  return w.finish();
+  return finish(w);
 }
 
 Result<HandshakeRequest> decode_request(std::span<const std::byte> bytes) {

@@ -4,6 +4,7 @@ namespace fjord::transport {
 
 Status TransporterFactory::validate(const LinkConfig&) const { return Status::ok(); }
 Status TransporterFactory::probe() const { return Status::ok(); }
+std::string TransporterFactory::local_host() const { return "127.0.0.1"; }
 
 TransporterRegistry& TransporterRegistry::global() {
   static TransporterRegistry registry;

@@ -24,8 +24,7 @@ Transporter::Transporter(LinkConfig config, NodeId self) : config_(std::move(con
 
 Transporter::~Transporter() = default;
 
-SendPressure Transporter::send_pressure() const {
-  const std::size_t used = send_buffer_used();
+void Transporter::compute_thresholds() const {
   const std::size_t capacity = send_buffer_capacity();
   // The configured limits are fractions of SendBufferMemory; a medium whose
   // own memory differs (an SHM ring of ShmSize) is judged proportionally.
@@ -34,8 +33,18 @@ SendPressure Transporter::send_pressure() const {
                ? limit
                : static_cast<uint64_t>(static_cast<long double>(limit) * capacity / config_.send_buffer_bytes);
   };
-  if (used >= scale(config_.overload_bytes)) return SendPressure::kOverload;
-  if (used >= scale(config_.slowdown_bytes)) return SendPressure::kSlowdown;
+  slowdown_threshold_.store(scale(config_.slowdown_bytes), std::memory_order_relaxed);
+  overload_threshold_.store(scale(config_.overload_bytes), std::memory_order_relaxed);
+  // Release pairs with the acquire in send_pressure(): a thread that sees the
+  // flag sees both thresholds.
+  thresholds_ready_.store(true, std::memory_order_release);
+}
+
+SendPressure Transporter::send_pressure() const {
+  if (!thresholds_ready_.load(std::memory_order_acquire)) compute_thresholds();
+  const std::size_t used = send_buffer_used();
+  if (used >= overload_threshold_.load(std::memory_order_relaxed)) return SendPressure::kOverload;
+  if (used >= slowdown_threshold_.load(std::memory_order_relaxed)) return SendPressure::kSlowdown;
   return SendPressure::kNormal;
 }
 

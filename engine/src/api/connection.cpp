@@ -317,9 +317,17 @@ void Connection::fail_everything(const Status& why) {
 
 // ---- transactions, scans, schema ------------------------------------------------------------
 
+const engine::KeyCodec& Connection::primary_key_codec(const TableDef& table) {
+  for (const HintCodec& h : hint_codecs_)
+    if (h.table_id == table.table_id && h.version == table.version) return *h.codec;
+  hint_codecs_.push_back(
+      {table.table_id, table.version, std::make_unique<engine::KeyCodec>(engine::KeyCodec::for_primary_key(table))});
+  return *hint_codecs_.back().codec;
+}
+
 uint16_t Connection::tc_for(const TableDef* table, const Row* key) {
   if (table && key) {
-    const engine::KeyCodec codec = engine::KeyCodec::for_primary_key(*table);
+    const engine::KeyCodec& codec = primary_key_codec(*table);
     std::byte buffer[engine::kMaxKeyBytes];
     if (auto n = encode_key_section(codec, key->entries(), buffer))
       return static_cast<uint16_t>(engine::partition_of(engine::hash_key(buffer, *n), table->partitions) %
@@ -364,7 +372,12 @@ Result<Scan*> Connection::scan(const ScanSpec& spec) {
   scan.messages_expected_ = scan.messages_received_ = 0;
   scan.rows_returned_ = 0;
   scan.status_ = Status::ok();
-  std::vector<std::byte> bounds, filter;
+  // Reused across scans (their capacity stays): a scan allocates nothing
+  // once the first ones have grown them.
+  std::vector<std::byte>& bounds = scan_bounds_;
+  std::vector<std::byte>& filter = scan_filter_;
+  bounds.clear();
+  filter.clear();
   if (spec.index && (spec.has_lower || spec.has_upper)) {
     Bounds b;
     b.has_lower = spec.has_lower;

@@ -10,6 +10,7 @@
 // length then bytes.
 #include <cstring>
 
+#include "fjord/base/byte_io.h"
 #include "fjord/engine/protocol.h"
 
 namespace fjord::engine::protocol {
@@ -19,51 +20,9 @@ constexpr uint32_t kMagic = 0x4254'4A46;  // "FJTB"
 constexpr uint16_t kVersion = 1;
 constexpr std::size_t kMaxNameBytes = 128;
 
-class Writer {
- public:
-  void u8(uint8_t v) { out.push_back(std::byte{v}); }
-  void u16(uint16_t v) { raw(&v, 2); }
-  void u32(uint32_t v) { raw(&v, 4); }
-  void str(const std::string& s) {
-    u16(static_cast<uint16_t>(s.size()));
-    raw(s.data(), s.size());
-  }
-  void raw(const void* p, std::size_t n) {
-    const auto* b = static_cast<const std::byte*>(p);
-    out.insert(out.end(), b, b + n);
-  }
-  std::vector<std::byte> out;
-};
-
-class Reader {
- public:
-  explicit Reader(std::span<const std::byte> in) : in_(in) {}
-  bool u8(uint8_t& v) { return raw(&v, 1); }
-  bool u16(uint16_t& v) { return raw(&v, 2); }
-  bool u32(uint32_t& v) { return raw(&v, 4); }
-  bool str(std::string& s) {
-    uint16_t n;
-    if (!u16(n) || n > kMaxNameBytes || n > in_.size() - pos_) return false;
-    s.assign(reinterpret_cast<const char*>(in_.data() + pos_), n);
-    pos_ += n;
-    return true;
-  }
-  bool raw(void* p, std::size_t n) {
-    if (n > in_.size() - pos_) return false;
-    std::memcpy(p, in_.data() + pos_, n);
-    pos_ += n;
-    return true;
-  }
-  bool at_end() const { return pos_ == in_.size(); }
-
- private:
-  std::span<const std::byte> in_;
-  std::size_t pos_ = 0;
-};
-
 Status malformed(const std::string& what) { return Status(StatusCode::kProtocolError, "table definition: " + what); }
 
-bool read_positions(Reader& r, std::vector<uint16_t>& out, std::size_t max) {
+bool read_positions(ByteReader& r, std::vector<uint16_t>& out, std::size_t max) {
   uint16_t n;
   if (!r.u16(n) || n > max) return false;
   out.resize(n);
@@ -75,17 +34,17 @@ bool read_positions(Reader& r, std::vector<uint16_t>& out, std::size_t max) {
 }  // namespace
 
 std::vector<std::byte> encode_table(const TableDef& t) {
-  Writer w;
+  ByteWriter w;
   w.u32(kMagic);
   w.u16(kVersion);
   w.u16(0);
   w.u32(t.table_id);
   w.u32(t.version);
   w.u32(t.partitions);
-  w.str(t.name);
+  w.str16(t.name);
   w.u16(static_cast<uint16_t>(t.columns.size()));
   for (const ColumnDef& c : t.columns) {
-    w.str(c.name);
+    w.str16(c.name);
     w.u8(static_cast<uint8_t>(c.type));
     w.u8(c.nullable ? 1 : 0);
     w.u32(c.length);
@@ -94,31 +53,32 @@ std::vector<std::byte> encode_table(const TableDef& t) {
   for (uint16_t p : t.primary_key) w.u16(p);
   w.u16(static_cast<uint16_t>(t.indexes.size()));
   for (const IndexDef& i : t.indexes) {
-    w.str(i.name);
+    w.str16(i.name);
     w.u8(static_cast<uint8_t>(i.kind));
     w.u8(0);
     w.u32(i.index_id);
     w.u16(static_cast<uint16_t>(i.columns.size()));
     for (uint16_t p : i.columns) w.u16(p);
   }
-  return std::move(w.out);
+  return w.take();
 }
 
 Result<TableDef> decode_table(std::span<const std::byte> bytes) {
-  Reader r(bytes);
+  ByteReader r(bytes);
   uint32_t magic = 0;
   uint16_t version = 0, zero = 0, count = 0;
   if (!r.u32(magic) || magic != kMagic) return malformed("bad magic");
   if (!r.u16(version) || version != kVersion) return malformed("unsupported version " + std::to_string(version));
   if (!r.u16(zero) || zero != 0) return malformed("reserved bits set");
   TableDef t;
-  if (!r.u32(t.table_id) || !r.u32(t.version) || !r.u32(t.partitions) || !r.str(t.name))
+  if (!r.u32(t.table_id) || !r.u32(t.version) || !r.u32(t.partitions) || !r.str16(t.name, kMaxNameBytes))
     return malformed("truncated header");
   if (!r.u16(count) || count > kMaxColumns) return malformed("column count");
   t.columns.resize(count);
   for (ColumnDef& c : t.columns) {
     uint8_t type = 0, nullable = 0;
-    if (!r.str(c.name) || !r.u8(type) || !r.u8(nullable) || !r.u32(c.length)) return malformed("truncated column");
+    if (!r.str16(c.name, kMaxNameBytes) || !r.u8(type) || !r.u8(nullable) || !r.u32(c.length))
+      return malformed("truncated column");
     if (type < static_cast<uint8_t>(ColumnType::kInt32) || type > static_cast<uint8_t>(ColumnType::kVarChar))
       return malformed("column type " + std::to_string(type));
     if (nullable > 1) return malformed("nullable flag " + std::to_string(nullable));
@@ -130,7 +90,8 @@ Result<TableDef> decode_table(std::span<const std::byte> bytes) {
   t.indexes.resize(count);
   for (IndexDef& i : t.indexes) {
     uint8_t kind = 0, pad = 0;
-    if (!r.str(i.name) || !r.u8(kind) || !r.u8(pad) || !r.u32(i.index_id)) return malformed("truncated index");
+    if (!r.str16(i.name, kMaxNameBytes) || !r.u8(kind) || !r.u8(pad) || !r.u32(i.index_id))
+      return malformed("truncated index");
     if ((kind != static_cast<uint8_t>(IndexKind::kUnique) && kind != static_cast<uint8_t>(IndexKind::kOrdered)) || pad)
       return malformed("index kind " + std::to_string(kind));
     i.kind = static_cast<IndexKind>(kind);

@@ -17,6 +17,7 @@
 #include "fjord/base/log.h"
 #include "fjord/tcp/tcp.h"
 #include "fjord/transport/handshake.h"
+#include "fjord/transport/ip_address.h"
 #include "tcp_transporter.h"
 
 namespace fjord::tcp {
@@ -38,72 +39,7 @@ const ParamSpec kTcpParams[] = {
 };
 
 std::string sockaddr_text(const sockaddr_storage& addr) {
-  char host[INET6_ADDRSTRLEN] = "?";
-  uint16_t port = 0;
-  if (addr.ss_family == AF_INET) {
-    const auto* a = reinterpret_cast<const sockaddr_in*>(&addr);
-    ::inet_ntop(AF_INET, &a->sin_addr, host, sizeof host);
-    port = ntohs(a->sin_port);
-  } else if (addr.ss_family == AF_INET6) {
-    const auto* a = reinterpret_cast<const sockaddr_in6*>(&addr);
-    ::inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof host);
-    port = ntohs(a->sin6_port);
-  }
-  return std::string(host) + ":" + std::to_string(port);
-}
-
-// The addresses `host` resolves to (numeric form), for the peer check.
-Result<std::vector<sockaddr_storage>> resolve(const std::string& host, uint16_t port, bool passive) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = passive ? AI_PASSIVE : 0;
-  addrinfo* list = nullptr;
-  const std::string service = std::to_string(port);
-  const int rc = ::getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(), &hints, &list);
-  if (rc != 0) return Status(StatusCode::kNotFound, "cannot resolve host '" + host + "': " + ::gai_strerror(rc));
-  std::vector<sockaddr_storage> out;
-  for (addrinfo* a = list; a; a = a->ai_next) {
-    sockaddr_storage s{};
-    std::memcpy(&s, a->ai_addr, a->ai_addrlen);
-    out.push_back(s);
-  }
-  ::freeaddrinfo(list);
-  // Prefer IPv4 first: "localhost" should mean 127.0.0.1 before ::1.
-  std::stable_partition(out.begin(), out.end(), [](const sockaddr_storage& s) { return s.ss_family == AF_INET; });
-  return out;
-}
-
-bool same_ip(const sockaddr_storage& a, const sockaddr_storage& b) {
-  auto v4 = [](const sockaddr_storage& s, in_addr& out) {
-    if (s.ss_family == AF_INET) {
-      out = reinterpret_cast<const sockaddr_in*>(&s)->sin_addr;
-      return true;
-    }
-    const auto* six = reinterpret_cast<const sockaddr_in6*>(&s);
-    if (s.ss_family == AF_INET6 && IN6_IS_ADDR_V4MAPPED(&six->sin6_addr)) {
-      std::memcpy(&out, six->sin6_addr.s6_addr + 12, 4);
-      return true;
-    }
-    return false;
-  };
-  in_addr x{}, y{};
-  if (v4(a, x) && v4(b, y)) return x.s_addr == y.s_addr;
-  if (a.ss_family == AF_INET6 && b.ss_family == AF_INET6)
-    return std::memcmp(&reinterpret_cast<const sockaddr_in6*>(&a)->sin6_addr,
-                       &reinterpret_cast<const sockaddr_in6*>(&b)->sin6_addr, sizeof(in6_addr)) == 0;
-  return false;
-}
-
-// Is the peer the host the config names for its node?
-Status check_peer_address(const LinkConfig& link, NodeId peer, const sockaddr_storage& from) {
-  const std::string& host = link.host_of(peer);
-  auto allowed = resolve(host, 0, false);
-  if (!allowed) return Status(StatusCode::kRejected, allowed.status().message());
-  for (const sockaddr_storage& a : *allowed)
-    if (same_ip(a, from)) return Status::ok();
-  return Status(StatusCode::kRejected, "node " + std::to_string(peer) + " connected from " + sockaddr_text(from) +
-                                           " but " + link.describe() + " says its host is '" + host + "'");
+  return transport::sockaddr_text(reinterpret_cast<const sockaddr*>(&addr));
 }
 
 Status set_socket_options(int fd, const LinkConfig& link) {
@@ -153,10 +89,12 @@ class TcpListener final : public Listener {
       ::poll(&p, 1, static_cast<int>(std::min<uint64_t>((deadline - now) / 1'000'000 + 1, 1000)));
     }
     const std::string peer = sockaddr_text(from);
+    deadline = transport::setup_deadline(deadline);  // the peer is here: do not abandon it half-way
     auto accepted = transport::server_handshake(conn.get(), self_, kName, links_, deadline, peer);
     if (!accepted) return accepted.status();
     const LinkConfig& link = *accepted->link;
-    if (Status s = check_peer_address(link, link.peer_of(self_), from); !s)
+    if (Status s = transport::check_peer_address(link, link.peer_of(self_), reinterpret_cast<const sockaddr*>(&from));
+        !s)
       return transport::send_reject(conn.get(), self_, kName, peer, s.message(), deadline);
     if (Status s = set_socket_options(conn.get(), link); !s) return s;
     if (Status s = transport::send_accept(conn.get(), {}, deadline); !s) return s;
@@ -182,20 +120,10 @@ class TcpFactory final : public transport::TransporterFactory {
   std::span<const ParamSpec> parameters() const override { return kTcpParams; }
 
   Result<std::unique_ptr<Listener>> listen(NodeId self, const LinkTable& links) override {
-    const LinkConfig* first = nullptr;
-    for (const LinkConfig* link : links.links_of(self)) {
-      if (link->type != kName || link->server_node != self) continue;
-      if (!first)
-        first = link;
-      else if (link->port != first->port || link->host_of(self) != first->host_of(self))
-        return Status(StatusCode::kInvalidArgument,
-                      "node " + std::to_string(self) + " must listen on one address for all its tcp links, but " +
-                          first->describe() + " says " + first->host_of(self) + ":" + std::to_string(first->port) +
-                          " and " + link->describe() + " says " + link->host_of(self) + ":" +
-                          std::to_string(link->port));
-    }
-    if (!first) return Status(StatusCode::kNotFound, "node " + std::to_string(self) + " serves no tcp link");
-    auto addresses = resolve(first->host_of(self), first->port, true);
+    auto link = transport::listen_link(self, links, kName);
+    if (!link) return link.status();
+    const LinkConfig* first = *link;
+    auto addresses = transport::resolve_host(first->host_of(self), first->port, true);
     if (!addresses) return addresses.status();
     Status last = Status(StatusCode::kNotFound, "no address");
     for (const sockaddr_storage& addr : *addresses) {
@@ -231,7 +159,7 @@ class TcpFactory final : public transport::TransporterFactory {
                     "node " + std::to_string(self) + " is the server of " + link.describe());
     if (link.port == 0)
       return Status(StatusCode::kInvalidArgument, link.describe() + " has no PortNumber to connect to");
-    auto addresses = resolve(link.host_of(server), link.port, false);
+    auto addresses = transport::resolve_host(link.host_of(server), link.port);
     if (!addresses) return addresses.status();
     Status last = Status(StatusCode::kNotFound, "no address");
     for (const sockaddr_storage& addr : *addresses) {

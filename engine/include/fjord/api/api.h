@@ -289,6 +289,9 @@ class Connection {
   void fail_everything(const Status& why);
   Result<std::vector<std::byte>> schema_call(uint16_t number, std::span<const std::byte> payload, uint16_t expected);
   uint16_t tc_for(const TableDef* table, const Row* key);
+  // The primary-key codec of a table for hinted transactions, built once per
+  // table version (building one allocates).
+  const engine::KeyCodec& primary_key_codec(const TableDef& table);
 
   ConnectOptions options_;
   NodeId self_ = kNoNode;
@@ -304,6 +307,8 @@ class Connection {
   std::vector<uint16_t> generations_;
   std::vector<uint32_t> free_transactions_;
   std::vector<std::unique_ptr<Scan>> scans_;
+  std::vector<std::byte> scan_bounds_;  // scan(): the request's bounds and filter, reused
+  std::vector<std::byte> scan_filter_;
   int in_flight_ = 0;
   int completed_ = 0;
   // Schema replies.
@@ -313,6 +318,12 @@ class Connection {
   ErrorCode schema_error_ = ErrorCode::kNone;
   std::vector<std::byte> schema_payload_;
   std::vector<std::unique_ptr<TableDef>> tables_;
+  struct HintCodec {
+    uint32_t table_id;
+    uint32_t version;
+    std::unique_ptr<engine::KeyCodec> codec;
+  };
+  std::vector<HintCodec> hint_codecs_;
   bool registered_ = false;
   uint32_t default_partitions_ = 0;
 };

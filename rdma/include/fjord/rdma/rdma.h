@@ -5,12 +5,14 @@
 //
 // Programs call register_rdma_transporter() once at start-up; everything else
 // goes through the registry and the Transporter contract. The rest of this
-// header is for tests and tools: per-link verbs counters, and a fault
-// injector that puts a link's queue pair into the error state (the seam
-// where faults enter; production code never calls it).
+// header is for tests and tools: per-link verbs counters, a fault injector
+// that puts a link's queue pair into the error state, and a delay that makes
+// listeners slow to answer (the seams where faults enter; production code
+// never calls them).
 //
 // Threads: register_rdma_transporter() at start-up; link_info() from any
-// thread (relaxed counters); inject_qp_error() from any thread. Not hot path.
+// thread (relaxed counters); inject_qp_error() and delay_handshake_replies()
+// from any thread. Not hot path.
 #pragma once
 
 #include <cstdint>
@@ -40,6 +42,7 @@ struct LinkInfo {
   uint64_t credit_writes = 0;     // credit updates written to the peer
   uint64_t send_queue_full = 0;   // flushes that found no send-queue slot or no receive credit
   uint64_t wakeups = 0;           // records that also raised a completion to wake a sleeping peer
+  uint32_t hello_repeats = 0;     // client, iWARP: hellos sent again at set-up (each took a peer receive)
 };
 
 // The link's info, or kInvalidArgument if `t` is not an RDMA transporter.
@@ -48,5 +51,10 @@ Result<LinkInfo> link_info(const transport::Transporter& t);
 // Test seam: moves the link's queue pair to IBV_QPS_ERR, as a device or
 // transport fault would. The link then goes down on its next poll.
 Status inject_qp_error(transport::Transporter& t);
+
+// Test seam: every rdma listener of this process waits `delay_ns` between a
+// client's hello and its handshake reply, as a loaded server would (0, the
+// default: no wait). On iWARP the client repeats its hello meanwhile.
+void delay_handshake_replies(uint64_t delay_ns);
 
 }  // namespace fjord::rdma

@@ -71,6 +71,13 @@ Result<std::size_t> handshake_message_bytes(std::span<const std::byte> prefix, u
 Result<const LinkConfig*> check_request(const HandshakeRequest& request, NodeId self, std::string_view my_type,
                                         const LinkTable& links);
 
+// A listener's accept() deadline bounds only the wait for a connection
+// attempt. Once one is taken, its set-up (handshake, resources) runs until
+// this later deadline, so a short accept() slice never abandons a peer
+// half-way (which it would see as a reset or a failed send).
+inline constexpr uint64_t kSetupBudgetNs = 10'000'000'000ULL;
+DeadlineNs setup_deadline(DeadlineNs accept_deadline);
+
 // Blocking-with-deadline helpers over a connected stream socket (TCP or Unix),
 // used by transporters that shake hands on a stream. The socket may be
 // blocking or not. kTimeout at the deadline, kLinkDown when the peer closes.

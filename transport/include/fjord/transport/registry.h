@@ -38,11 +38,14 @@ class Listener {
   // The TCP-style port actually bound (useful with PortNumber=0), else 0.
   virtual uint16_t port() const { return 0; }
 
-  // Takes one waiting attempt and runs the handshake, bounded by deadline.
-  // Returns the connected transporter, or a Status: kTimeout if nothing was
-  // waiting, kRejected with the reason when the peer's node id, type or
-  // address does not match the configuration (the peer is told the reason
-  // and the rejection is logged), or another error for a failed set-up.
+  // Takes one waiting attempt and runs the handshake. `deadline` bounds the
+  // wait for an attempt; once one is taken its set-up runs to
+  // setup_deadline() (handshake.h), so a short slice never abandons a peer
+  // half-way. Returns the connected transporter, or a Status: kTimeout only
+  // if nothing was waiting, kRejected with the reason when the peer's node
+  // id, type or address does not match the configuration (the peer is told
+  // the reason and the rejection is logged), or another error for a failed
+  // set-up.
   virtual Result<std::unique_ptr<Transporter>> accept(DeadlineNs deadline) = 0;
 };
 
@@ -59,6 +62,10 @@ class TransporterFactory {
   // Whether this transporter can run on this machine now, and if not why
   // ("no RDMA device: ibv_get_device_list: Function not implemented").
   virtual Status probe() const;
+  // An address of this machine that this medium can use for a link between
+  // two processes here: loopback by default; RDMA needs an address on an
+  // RDMA device. For tools and tests that start both ends themselves.
+  virtual std::string local_host() const;
 
   // Starts accepting the links of this type on which `self` is the server.
   // `links` is the whole table, so a peer that asks for the wrong type gets

@@ -122,7 +122,9 @@ class Transporter {
   virtual FlushStatus flush() = 0;
 
   // Committed bytes not yet consumed by the peer (or the kernel), and the
-  // total send memory. send_pressure() compares the first with the limits.
+  // total send memory, fixed for the transporter's life (send_pressure()
+  // scales the limits to it once). send_pressure() compares the first with
+  // the limits.
   virtual std::size_t send_buffer_used() const = 0;
   virtual std::size_t send_buffer_capacity() const = 0;
   SendPressure send_pressure() const;

@@ -1,0 +1,273 @@
+// `latency_bench` / `latency_bench access`: the access-method table of NDB's
+// testReadPerf over every transporter available (or --transporter, or the
+// link of --config), beside the seed's figures, with --compare's redis and
+// bare-TCP rows, the memory the table took, and the targets.
+#include <cstdio>
+
+#include "access_report.h"
+#include "access_run.h"
+#include "access_table.h"
+#include "cluster_target.h"
+#include "commands.h"
+#include "fjord/base/clock.h"
+#include "floors.h"
+#include "redis_peer.h"
+
+namespace fjord::bench {
+namespace {
+
+constexpr uint64_t kNsPerSecond = 1'000'000'000ULL;
+constexpr std::size_t kBareTcpWireBytes = 128;  // about a pk read request or its answer on our wire
+constexpr uint64_t kRedisMaxKeys = 1'000'000;   // more keys only make redis's load longer
+
+AccessPlan access_plan(const Options& o) {
+  AccessPlan p;
+  p.iterations = effective_iterations(o);
+  p.warmup = effective_warmup(o);
+  p.full_scans = std::clamp<uint64_t>(p.iterations / 2000, 3, 50);
+  p.batch = o.batch;
+  return p;
+}
+
+std::string title(const Options& o, const ClusterTarget& t) {
+  std::string names;
+  for (const TargetEndpoint& e : t.endpoints) names += (names.empty() ? "" : ", ") + e.transporter;
+  return std::string("latency_bench access: NDB testReadPerf's access methods over ") + names +
+         (o.config_path.empty() ? "" : " (" + t.endpoints.front().link + " of " + o.config_path + ")") +
+         ", microseconds per row, seed 004's figures beside them";
+}
+
+AccessConditions conditions(const Options& o, const RunContext& ctx, const ClusterTarget& t, const AccessPlan& p) {
+  AccessConditions c;
+  c.title = title(o, t);
+  c.rows = o.rows;
+  c.row_bytes = o.row_bytes;
+  c.batch = o.batch;
+  c.iterations = p.iterations;
+  c.warmup = p.warmup;
+  c.full_scans = p.full_scans;
+  c.poll = poll_mode_name(o.poll);
+  c.cpus = ctx.cpus;
+  c.node = t.description;
+  c.config = t.config_label;
+  auto layout = node_layout(t.control_socket);
+  c.node_layout = layout ? *layout : "node layout not available: " + layout.status().message();
+  return c;
+}
+
+// Every method over one connection; a failed method is a cell that says why.
+void measure_transporter(api::Connection& conn, const AccessTable& table, const std::string& transporter,
+                         const AccessPlan& plan, AccessReport& report, Progress& progress) {
+  for (AccessMethod method : kAccessMethods) {
+    progress.begin(transporter + ": " + access_method_label(method), plan.iterations);
+    MethodResult m = measure_access_method(conn, table, method, plan, progress);
+    AccessCell cell;
+    cell.transporter = transporter;
+    cell.method = method;
+    cell.rows_per_sample = m.rows_per_sample;
+    cell.samples = m.samples;
+    cell.rows = m.rows;
+    cell.per_row_ns = LatencySummary::from(m.per_row_ns);
+    cell.usage = m.usage;
+    if (!m.status) {
+      cell.outcome = Outcome::kFailed;
+      cell.reason = m.status.message();
+    }
+    report.cells.push_back(cell);
+  }
+}
+
+ComparisonRow bare_tcp_row(const Options& o, const RunContext& ctx, const AccessPlan& plan, Progress& progress) {
+  const FloorParams params{plan.iterations, plan.warmup, kBareTcpWireBytes, ctx.cpus[1], o.timeout_s * kNsPerSecond};
+  const Row floor = bare_tcp_floor(params, o.poll, progress);
+  ComparisonRow row;
+  row.key = o.poll == PollMode::kBusy ? "floor.bare_tcp_busy" : "floor.bare_tcp_blocking";
+  row.label = std::string(o.poll == PollMode::kBusy ? "floor: bare TCP ping-pong, busy-poll, "
+                                                    : "floor: bare TCP ping-pong, blocking, ") +
+              std::to_string(kBareTcpWireBytes) + " B each way";
+  row.beside = "serial_pk";
+  row.unit = "rtt";
+  row.outcome = floor.outcome;
+  row.reason = floor.reason;
+  row.samples = floor.iterations;
+  if (floor.rtt) row.per_row_ns = *floor.rtt;
+  return row;
+}
+
+// Loads the table over the first endpoint and measures the DataMemory it took.
+Result<AccessTable> create_and_load(api::Connection& conn, const Options& o, const ClusterTarget& t,
+                                    AccessReport& report, Progress& progress) {
+  const AccessTableSpec spec{kAccessTableName, o.rows, o.row_bytes};
+  report.memory.rows = o.rows;
+  report.memory.row_bytes = o.row_bytes;
+  auto before = node_pages_in_use(t.control_socket);
+  auto table = create_access_table(conn, spec);
+  if (!table) return table.status();
+  auto load = load_access_table(conn, *table, progress);
+  if (!load) return load.status();
+  report.load = {load->rows, load->elapsed_ns, load->rows_per_transaction, t.endpoints.front().transporter};
+  auto after = node_pages_in_use(t.control_socket);
+  if (before && after) {
+    report.memory.measured = true;
+    report.memory.pages_before = *before;
+    report.memory.pages_after = *after;
+  } else {
+    report.memory.reason = (before ? after.status() : before.status()).message();
+  }
+  return table;
+}
+
+// One transporter's column. The first endpoint measures over the loader's
+// connection, the others connect as their own API node; each connection is
+// closed before the next transporter is measured, so the node's loop serves
+// only the link being measured. The last one drops the table.
+TransporterColumn measure_endpoint(const Options& o, const RunContext& ctx, const ClusterTarget& target, std::size_t i,
+                                   std::unique_ptr<api::Connection> conn, const AccessTable& loaded,
+                                   const AccessPlan& plan, AccessReport& report, Progress& progress) {
+  const TargetEndpoint& e = target.endpoints[i];
+  TransporterColumn column{e.transporter, Outcome::kMeasured, "", e.api_nodes.front(), e.link};
+  Result<AccessTable> table = loaded;
+  if (!conn) {
+    auto connected = connect_api(target, e.api_nodes.front(), o);
+    if (connected) {
+      conn = std::move(connected).value();
+      table = describe_access_table(*conn, loaded.spec);
+    } else {
+      table = connected.status();
+    }
+  }
+  if (!table) {
+    column.outcome = Outcome::kFailed;
+    column.reason = table.status().message();
+    return column;
+  }
+  measure_transporter(*conn, *table, e.transporter, plan, report, progress);
+  if (i + 1 == target.endpoints.size()) (void)conn->drop_table(kAccessTableName);
+  conn.reset();
+  if (o.compare && e.transporter == "tcp") report.compare.push_back(bare_tcp_row(o, ctx, plan, progress));
+  return column;
+}
+
+// The comparison a target needs, if this run measured it.
+const ComparisonRow* comparison(const AccessReport& r, const std::string& key) {
+  for (const ComparisonRow& c : r.compare)
+    if (c.key == key && c.outcome == Outcome::kMeasured) return &c;
+  return nullptr;
+}
+
+double us(uint64_t ns) { return static_cast<double>(ns) / 1000.0; }
+
+void add_targets(const Options& o, AccessReport& r) {
+  const std::string shm_pk = "serial pk read over shm: median <= 2 us";
+  if (const AccessCell* c = r.cell("shm", AccessMethod::kSerialPk); c && c->outcome == Outcome::kMeasured)
+    r.targets.push_back(evaluated_target(shm_pk, us(c->per_row_ns.p50_ns), 2.0, "us", "", false));
+  else
+    r.targets.push_back(unevaluated_target(shm_pk, "shm was not measured in this run"));
+  const std::string tcp_pk = "serial pk read over tcp: median <= bare busy-poll TCP RTT + 3 us";
+  const AccessCell* tcp = r.cell("tcp", AccessMethod::kSerialPk);
+  const ComparisonRow* bare = comparison(r, "floor.bare_tcp_busy");
+  if (tcp && tcp->outcome == Outcome::kMeasured && bare)
+    r.targets.push_back(evaluated_target(tcp_pk, us(tcp->per_row_ns.p50_ns), us(bare->per_row_ns.p50_ns) + 3.0, "us",
+                                         "bare TCP p50 " + format_us(bare->per_row_ns.p50_ns) + " us + 3 us", false));
+  else
+    r.targets.push_back(unevaluated_target(
+        tcp_pk, !tcp ? "tcp was not measured in this run" : "needs the bare TCP floor: --compare with --poll busy"));
+  const std::string batched = "batched pk read, 20 rows per execute, over shm: <= 0.2 us per row (median)";
+  const AccessCell* b = r.cell("shm", AccessMethod::kBatchedPk);
+  if (o.batch != 20)
+    r.targets.push_back(unevaluated_target(batched, "this run used --batch " + std::to_string(o.batch)));
+  else if (b && b->outcome == Outcome::kMeasured)
+    r.targets.push_back(evaluated_target(batched, us(b->per_row_ns.p50_ns), 0.2, "us/row", "", false));
+  else
+    r.targets.push_back(unevaluated_target(batched, "shm was not measured in this run"));
+  const std::string memory = "memory: 1,000,000 rows of 100 bytes <= 2x their payload";
+  if (!r.memory.measured)
+    r.targets.push_back(unevaluated_target(memory, r.memory.reason));
+  else if (r.memory.rows != 1'000'000 || r.memory.row_bytes != 100)
+    r.targets.push_back(unevaluated_target(memory, "this run loaded " + std::to_string(r.memory.rows) + " rows of " +
+                                                       std::to_string(r.memory.row_bytes) +
+                                                       " bytes; run access --rows 1000000 --row-bytes 100"));
+  else
+    r.targets.push_back(evaluated_target(memory, r.memory.ratio(), 2.0, "x payload",
+                                         "DataMemory pages in use after loading minus before, 32 KB each; the table "
+                                         "has a unique and an ordered index",
+                                         false));
+}
+
+void add_notes(AccessReport& r) {
+  r.notes = {
+      "us per row = a sample's time / the rows it returned; p50 / p99 over samples. A sample is one",
+      "execute(Commit) (serial: 1 read, batched: K reads of random rows) or one whole scan (open, read every",
+      "row, close). Indexed eq-bound: ordered-index scan with lower = upper bound, one row (the seed's set-up",
+      "cost of a range scan). Index range: ordered-index scan over K consecutive keys. Full scan: every row.",
+      "Every returned row is checked (id, unique key, ordered key; key reads also the filler).",
+      "Seed (MySQL Cluster manual, 2004): 2 data nodes on 2 dual-CPU AMD MP1900+ machines, batches of 20;",
+      "ours: one data node, this machine. The ratio, not the year, is the point.",
+  };
+}
+
+int finish(const Options& o, AccessReport& report, ClusterTarget& target) {
+  bool failed = false;
+  for (const AccessCell& c : report.cells) failed = failed || c.outcome != Outcome::kMeasured;
+  if (Status s = target.node ? target.node->stop() : Status::ok(); !s) {
+    report.notes.push_back("the data node did not stop cleanly: " + s.message());
+    failed = true;
+  }
+  report.machine.load_end = load_average();
+  const std::string text = o.json ? format_access_json(report) : format_access_table(report);
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  std::fflush(stdout);
+  if (!o.plot_path.empty()) {
+    if (Status s = write_access_plot(report, o.plot_path); !s)
+      std::fprintf(stderr, "latency_bench: --plot %s: %s\n", o.plot_path.c_str(), s.message().c_str());
+    else if (!o.json)
+      std::printf("plot: %s\n", o.plot_path.c_str());
+  }
+  return failed ? 1 : 0;
+}
+
+}  // namespace
+
+int run_access_command(const Options& o) {
+  auto ctx = prepare_run(o);
+  if (!ctx) return usage_error(ctx.status().message());
+  auto target = prepare_cluster(o, *ctx, 1, o.rows, o.row_bytes);
+  if (!target)
+    return target.status().code() == StatusCode::kInvalidArgument ? usage_error(target.status().message())
+                                                                  : run_error(target.status().message());
+  Progress progress(true);
+  const AccessPlan plan = access_plan(o);
+  AccessReport report;
+  report.machine = ctx->machine;
+  report.conditions = conditions(o, *ctx, *target, plan);
+  auto loader = connect_api(*target, target->endpoints.front().api_nodes.front(), o);
+  if (!loader) return run_error(loader.status().message());
+  auto table = create_and_load(**loader, o, *target, report, progress);
+  if (!table) return run_error(table.status().message());
+  const int node_pid = target->node ? target->node->pid() : -1;
+  const ProcessSchedule node_before = read_process_schedule(node_pid);
+  const uint64_t measure_start = monotonic_ns();
+  std::unique_ptr<api::Connection> first = std::move(loader).value();
+  for (std::size_t i = 0; i < target->endpoints.size(); ++i)
+    report.transporters.push_back(
+        measure_endpoint(o, *ctx, *target, i, i == 0 ? std::move(first) : nullptr, *table, plan, report, progress));
+  report.transporters.insert(report.transporters.end(), target->skipped.begin(), target->skipped.end());
+  report.conditions.node_schedule =
+      schedule_share(node_before, read_process_schedule(node_pid), monotonic_ns() - measure_start);
+  if (o.compare) {
+    const RedisPlan redis{std::min(o.rows, kRedisMaxKeys),
+                          o.row_bytes,
+                          o.batch,
+                          plan.iterations,
+                          plan.warmup,
+                          ctx->cpus[1],
+                          o.poll == PollMode::kBusy,
+                          o.timeout_s * 3 * kNsPerSecond};
+    for (ComparisonRow& row : measure_redis(redis, progress)) report.compare.push_back(std::move(row));
+  }
+  add_targets(o, report);
+  add_notes(report);
+  return finish(o, report, *target);
+}
+
+}  // namespace fjord::bench

@@ -1,0 +1,239 @@
+// The real latency_bench against a real data node, with small tables: the
+// access table over tcp and shm, throughput for a fraction of a second
+// (closed and open loop), the no-argument default with a small row count,
+// your --config with a [shm] or [tcp] section and --start-node, and --plot.
+// Checks counts, the JSON schema, exit codes and that nothing is left
+// behind; never a time. FJORD_LATENCY_BENCH names the program and
+// FJORD_DATANODE the data node (tests/latency_bench/meson.build sets both).
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "builtin_transporters.h"
+#include "commands.h"
+#include "json_value.h"
+#include "process.h"
+#include "program_run.h"
+
+namespace fjord::bench {
+namespace {
+
+using test::JsonValue;
+
+bool runnable(const std::string& type) {
+  const transport::TransporterFactory* f = tools::builtin_registry().find(type);
+  return f && f->probe().is_ok();
+}
+
+class DatabaseProgram : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_FALSE(program().empty()) << "FJORD_LATENCY_BENCH must name the latency_bench program (meson sets it)";
+    const char* node = std::getenv("FJORD_DATANODE");
+    ASSERT_TRUE(node && ::access(node, X_OK) == 0) << "FJORD_DATANODE must name fjord-datanode (meson sets it)";
+  }
+};
+
+// The generated config's directory, named in the node description.
+std::string temp_dir_of(const JsonValue& j) {
+  const std::string& node = j["conditions"]["node"].text;
+  const std::size_t at = node.find("config and log in ");
+  if (at == std::string::npos) return "";
+  const std::size_t start = at + std::string("config and log in ").size();
+  return node.substr(start, node.find(',', start) - start);
+}
+
+// Every method measured, with the counts a small table must give.
+void expect_access_results(const JsonValue& j, const std::string& transporter, uint64_t rows, uint64_t iterations) {
+  int methods = 0;
+  for (const JsonValue& r : j["results"].items) {
+    if (r["transporter"].text != transporter) continue;
+    ++methods;
+    const std::string access = r["access"].text;
+    ASSERT_EQ(r["status"].text, "measured")
+        << transporter << " " << access << ": " << (r.has("reason") ? r["reason"].text : "");
+    const double per_sample = r["rows_per_sample"].number;
+    if (access == "full_scan") {
+      EXPECT_EQ(per_sample, static_cast<double>(rows));
+      EXPECT_EQ(r["samples"].number, 3);
+    } else {
+      EXPECT_EQ(r["samples"].number, static_cast<double>(iterations)) << access;
+      const bool batched = access == "batched_pk" || access == "batched_uk" || access == "index_range";
+      EXPECT_EQ(per_sample, batched ? 20.0 : 1.0) << access;
+      EXPECT_EQ(r["batch"].number, per_sample);
+    }
+    EXPECT_EQ(r["rows"].number, r["samples"].number * per_sample) << access;
+    EXPECT_GT(r["us_per_row"]["p50"].number, 0) << access;
+    EXPECT_LE(r["us_per_row"]["p50"].number, r["us_per_row"]["p99"].number) << access;
+    EXPECT_EQ(r["us_per_row"]["count"].number, r["samples"].number) << access;
+    EXPECT_TRUE(r["seed_us_per_row"].has("tcp") || access == "full_scan") << access;
+  }
+  EXPECT_EQ(methods, 7) << transporter;
+}
+
+TEST_F(DatabaseProgram, AccessOverTcpAndShm) {
+  for (const std::string type : {"tcp", "shm"}) {
+    if (!runnable(type)) {
+      std::printf("skipping %s: it cannot run here\n", type.c_str());
+      continue;
+    }
+    const ProgramRun r =
+        run("access --transporter " + type + " --rows 300 --iterations 40 --warmup 4 --no-compare --json");
+    ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+    const JsonValue j = json_of(r);
+    EXPECT_EQ(j["mode"].text, "access");
+    EXPECT_EQ(j["conditions"]["rows"].number, 300);
+    EXPECT_EQ(j["conditions"]["batch"].number, 20);
+    EXPECT_NE(j["conditions"]["node_layout"].text.find("LDM(0)"), std::string::npos) << "the node said its layout";
+    ASSERT_EQ(j["transporters"].items.size(), 1u);
+    EXPECT_EQ(j["transporters"][0]["transporter"].text, type);
+    expect_access_results(j, type, 300, 40);
+    EXPECT_TRUE(j["memory"]["measured"].boolean) << j["memory"]["reason"].text;
+    EXPECT_GT(j["memory"]["pages_after"].number, j["memory"]["pages_before"].number);
+    EXPECT_EQ(j["load"]["rows"].number, 300);
+    const std::string dir = temp_dir_of(j);
+    ASSERT_FALSE(dir.empty()) << j["conditions"]["node"].text;
+    EXPECT_FALSE(std::filesystem::exists(dir)) << dir << " was left behind";
+  }
+}
+
+TEST_F(DatabaseProgram, NoArgumentDefaultWithASmallTable) {
+  const ProgramRun r = run("--rows 200 --iterations 30 --warmup 3 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  const JsonValue j = json_of(r);
+  EXPECT_EQ(j["mode"].text, "access");
+  std::vector<std::string> measured;
+  for (const JsonValue& t : j["transporters"].items) {
+    if (t["status"].text == "measured")
+      measured.push_back(t["transporter"].text);
+    else
+      EXPECT_FALSE(t["reason"].text.empty()) << t["transporter"].text << " skipped without a reason";
+  }
+  for (const std::string type : {"tcp", "shm"})
+    if (runnable(type)) {
+      EXPECT_NE(std::find(measured.begin(), measured.end(), type), measured.end()) << type;
+      expect_access_results(j, type, 200, 30);
+    }
+  // Compared by default: redis (or why not) and the bare TCP floor.
+  std::vector<std::string> compared;
+  for (const JsonValue& c : j["compare"].items) {
+    compared.push_back(c["name"].text);
+    const std::string& status = c["status"].text;
+    EXPECT_TRUE(status == "measured" || status == "not installed") << c["name"].text << ": " << status;
+  }
+  for (const char* name :
+       {"floor.bare_tcp_busy", "redis.get.tcp", "redis.mget.tcp", "redis.get.unix", "redis.mget.unix"})
+    EXPECT_NE(std::find(compared.begin(), compared.end(), name), compared.end()) << name;
+  EXPECT_EQ(j["targets"].items.size(), 4u);
+  EXPECT_FALSE(std::filesystem::exists(temp_dir_of(j)));
+}
+
+TEST_F(DatabaseProgram, TableByDefaultWithTheSeedBeside) {
+  const ProgramRun r = run("access --transporter tcp --rows 100 --iterations 20 --warmup 2 --no-compare");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* text : {"Serial pk access", "Batched pk access (20 rows)", "Index range (20 rows)", "seed TCP",
+                           "seed SCI", "data node: fjord-datanode started here", "memory: DataMemory pages in use"})
+    EXPECT_NE(r.out.find(text), std::string::npos) << text << "\n" << r.out;
+  EXPECT_TRUE(r.err.empty()) << "no progress line when stderr is not a terminal: " << r.err;
+}
+
+TEST_F(DatabaseProgram, ThroughputClosedAndOpenLoop) {
+  const std::string type = runnable("shm") ? "shm" : "tcp";
+  ProgramRun r = run("throughput --transporter " + type + " --rows 500 --duration 0.3 --mix 80/20 --no-compare --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  JsonValue j = json_of(r);
+  EXPECT_EQ(j["mode"].text, "throughput");
+  EXPECT_EQ(j["status"].text, "measured");
+  EXPECT_GT(j["operations"].number, 0);
+  EXPECT_EQ(j["operations"].number, j["reads"].number + j["updates"].number);
+  EXPECT_EQ(j["operations"].number, j["transactions"].number) << "one operation per transaction by default";
+  EXPECT_EQ(j["failures"].number, 0);
+  EXPECT_EQ(j["latency_us"]["count"].number, j["operations"].number);
+  EXPECT_FALSE(j["conditions"]["open_loop"].boolean);
+  EXPECT_EQ(j["conditions"]["ldm_threads"].number, 1);
+  ASSERT_EQ(j["executors"].items.size(), 1u);
+
+  r = run("throughput --transporter " + type +
+          " --rows 500 --duration 0.3 --rate 2k --executors 2 --definers 2 --batch 2 --no-compare --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  j = json_of(r);
+  EXPECT_TRUE(j["conditions"]["open_loop"].boolean);
+  EXPECT_EQ(j["executors"].items.size(), 2u);
+  EXPECT_GT(j["operations"].number, 0);
+  // Scheduled before the window closed: 2000/s over 0.03 s of warm-up and 0.3 s.
+  EXPECT_LE(j["operations"].number, 660);
+  EXPECT_LE(j["transactions"].number, j["operations"].number);
+  EXPECT_EQ(j["latency_basis"].text.find("from its scheduled send time"), 0u);
+}
+
+// Your config: one section decides the medium; --start-node runs the node.
+std::string user_config(const std::string& dir, const std::string& link_section, uint16_t port) {
+  const std::string unique = std::to_string(::getpid());
+  std::string text =
+      "[ndbd default]\nDataMemory=64M\n[ndbd]\nNodeId=1\nHostName=127.0.0.1\nServerPort=" + std::to_string(port) +
+      "\nDataDir=" + dir + "\nSingleThreaded=1\nControlSocket=@latency-bench-smoke-" + unique + "\n[api]\nNodeId=50\n";
+  text += "[" + link_section + "]\nNodeId1=1\nNodeId2=50\n";
+  if (link_section == "shm") text += "ShmKey=" + unique + "7\n";
+  return text;
+}
+
+TEST_F(DatabaseProgram, YourConfigChoosesTheTransporterBySection) {
+  const std::string dir = ::testing::TempDir() + "latency_bench_config_" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  for (const std::string section : {"shm", "tcp"}) {
+    if (!runnable(section)) continue;
+    auto port = free_tcp_port();
+    ASSERT_TRUE(port);
+    const std::string path = dir + "/cluster.ini";
+    std::ofstream(path) << user_config(dir, section, *port);
+    const ProgramRun r = run("--config '" + path +
+                             "' --api-node 50 --start-node --rows 100 --iterations 20 "
+                             "--warmup 2 --no-compare --json");
+    ASSERT_EQ(r.exit_code, 0) << section << ": " << r.err << r.out;
+    const JsonValue j = json_of(r);
+    ASSERT_EQ(j["transporters"].items.size(), 1u);
+    EXPECT_EQ(j["transporters"][0]["transporter"].text, section);
+    EXPECT_EQ(j["transporters"][0]["link"].text, "[" + section + "] link 1-50");
+    EXPECT_EQ(j["conditions"]["config"].text, path);
+    expect_access_results(j, section, 100, 20);
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST_F(DatabaseProgram, PlotWritesAChart) {
+  if (find_in_path("gnuplot").empty()) GTEST_SKIP() << "gnuplot is not installed (Debian package gnuplot-nox)";
+  for (const char* extension : {".png", ".svg"}) {
+    const std::string path = ::testing::TempDir() + "latency_bench_plot_" + std::to_string(::getpid()) + extension;
+    const ProgramRun r =
+        run("access --transporter tcp --rows 100 --iterations 20 --warmup 2 --no-compare --plot '" + path + "'");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find("plot: " + path), std::string::npos) << r.out;
+    struct stat st {};
+    ASSERT_EQ(::stat(path.c_str(), &st), 0) << path << " was not written; stderr: " << r.err;
+    EXPECT_GT(st.st_size, 0);
+    ::unlink(path.c_str());
+  }
+}
+
+TEST_F(DatabaseProgram, BadOptionsExit2NamingTheOption) {
+  ProgramRun r = run("throughput --mix 1/2");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err,
+            "latency_bench: --mix: '1/2' is not READ/UPDATE percentages adding up to 100 (examples: 100/0, 90/10, "
+            "50/50)\nTry 'latency_bench --help' for the options.\n");
+  r = run("--rate 5k");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--rate applies to throughput, not to access"), std::string::npos) << r.err;
+  r = run("--config /nonexistent/cluster.ini --api-node 50");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("/nonexistent/cluster.ini"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace fjord::bench

@@ -1,0 +1,40 @@
+// IP-address helpers for transporters that address peers by IP (TCP, RDMA
+// through rdma_cm, later DPDK/UDP): resolving a link's host names, checking
+// that a connecting peer comes from the host its node is configured on, and
+// the "one listening address per node and medium" rule. Slow path (set-up);
+// any thread; no shared state.
+#pragma once
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "fjord/base/status.h"
+#include "fjord/transport/link_config.h"
+
+namespace fjord::transport {
+
+// "10.0.0.1:11860", "[::1]" forms are not used: "::1:11860".
+std::string sockaddr_text(const sockaddr* address);
+
+// The addresses `host` resolves to, IPv4 first ("localhost" means 127.0.0.1
+// before ::1). passive: for bind(), where an empty host means any address.
+Result<std::vector<sockaddr_storage>> resolve_host(const std::string& host, uint16_t port, bool passive = false);
+
+// Same IP (ports ignored), IPv4-mapped IPv6 equal to plain IPv4.
+bool same_ip(const sockaddr* a, const sockaddr* b);
+
+// kRejected, naming the address and the configured host, unless `from` is
+// one of the addresses of the host the link names for node `peer`.
+Status check_peer_address(const LinkConfig& link, NodeId peer, const sockaddr* from);
+
+// The one link whose address node `self` listens on for `type`: every link
+// of that type served by `self` must name the same host and port (one
+// listening socket per node and medium). kNotFound if it serves none;
+// kInvalidArgument naming both links if they disagree.
+Result<const LinkConfig*> listen_link(NodeId self, const LinkTable& links, std::string_view type);
+
+}  // namespace fjord::transport
