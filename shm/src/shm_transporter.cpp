@@ -196,8 +196,7 @@ void ShmTransporter::take_batch() {
   if (scan.whole_bytes != batch.size()) {
     poison(Status(StatusCode::kProtocolError,
                   "malformed frame from node " + std::to_string(remote_node()) + " at stream offset " +
-                      std::to_string(rx_.read_index() + scan.whole_bytes) + ": " +
-                      frame::frame_error_name(scan.error) +
+                      std::to_string(rx_.read_index() + scan.whole_bytes) + ": " + frame::frame_error_name(scan.error) +
                       (scan.error == frame::FrameError::kIncomplete ? " (its batch ends inside it)" : "")));
     return;
   }
@@ -215,8 +214,8 @@ void ShmTransporter::poison(Status reason) {
 void ShmTransporter::poll_ring() {
   if (rx_poisoned_) return;
   if (!rx_.refresh()) {
-    poison(Status(StatusCode::kProtocolError, "node " + std::to_string(remote_node()) +
-                                                  " wrote a malformed batch envelope into its shared ring"));
+    poison(Status(StatusCode::kProtocolError,
+                  "node " + std::to_string(remote_node()) + " wrote a malformed batch envelope into its shared ring"));
     return;
   }
   if (rx_.readable().empty()) {
