@@ -144,7 +144,13 @@ void BM_IdleSchedulerLoop(benchmark::State& state) {
                           100'000'000}};  // spins 100 s: never sleeps here
   o.watchdog_ms = 0;
   auto rt = Runtime::create(o);
-  (void)(*rt)->start();
+  // A thread with no block never runs: give it one that is never signalled.
+  (void)(*rt)->add_block(std::make_unique<FnBlock>(kA, [](FnBlock&, const Signal&, BlockContext&) {}), ThreadType::kLdm,
+                         0);
+  if (Status st = (*rt)->start(); !st) {
+    state.SkipWithError(st.to_string().c_str());
+    return;
+  }
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   double rate = 0;
   for (auto _ : state) {
