@@ -146,9 +146,13 @@ void WorkerThread::start_blocks() {
 
 void WorkerThread::run() {
   start_blocks();
-  uint64_t last = monotonic_ns();
+  // The clock is read once per loop, after sending (a clock read costs as
+  // much as polling every input once, and none sits between finding input
+  // and acting on it): that reading ends this loop's busy time and starts
+  // the next loop, or the idle phase, which returns when it stopped.
+  uint64_t now = monotonic_ns();
   while (!shared_.stopping.load(std::memory_order_acquire)) {
-    loop_now_ns_ = monotonic_ns();
+    loop_now_ns_ = now;
     step_started_ns_.store(loop_now_ns_, std::memory_order_relaxed);
     bool work = adopt_pending_links();
     if (!spill_.empty()) work |= drain_spill();
@@ -159,14 +163,9 @@ void WorkerThread::run() {
     wake_destinations();
     step_started_ns_.store(0, std::memory_order_relaxed);
     counters_.loops.store(counters_.loops.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-    const uint64_t now = monotonic_ns();
-    counters_.busy_ns.store(counters_.busy_ns.load(std::memory_order_relaxed) + (now - last),
-                            std::memory_order_relaxed);
-    last = now;
-    if (!work) {
-      idle();  // 5. spin, then sleep
-      last = monotonic_ns();
-    }
+    const uint64_t end = monotonic_ns();
+    counters_.busy_ns.store(counters_.busy_ns.load(std::memory_order_relaxed) + (end - now), std::memory_order_relaxed);
+    now = work ? end : idle(end);  // 5. spin, then sleep
   }
 }
 
@@ -195,11 +194,12 @@ bool WorkerThread::adopt_pending_links() {
   return true;
 }
 
-void WorkerThread::idle() {
+uint64_t WorkerThread::idle(uint64_t start) {
   const uint64_t spin_ns = uint64_t{plan_.spintime_us} * 1000;
-  const uint64_t start = monotonic_ns();
   if (spin_ns > 0) {
-    // Read the clock only every 16 polls: it costs as much as a poll.
+    // Read the clock only every 16 polls: it costs as much as a poll. On
+    // finding input, return that reading (at most 16 polls old) rather than
+    // read the clock again on the way to the work.
     uint64_t now = start;
     uint64_t polls = 0;
     bool found = false;
@@ -216,19 +216,17 @@ void WorkerThread::idle() {
     }
     counters_.idle_polls.store(counters_.idle_polls.load(std::memory_order_relaxed) + (polls & 4095) + 1,
                                std::memory_order_relaxed);
-    if (found) {
-      counters_.spin_ns.store(counters_.spin_ns.load(std::memory_order_relaxed) + (monotonic_ns() - start),
-                              std::memory_order_relaxed);
-      return;
-    }
+    counters_.spin_ns.store(counters_.spin_ns.load(std::memory_order_relaxed) + (now - start),
+                            std::memory_order_relaxed);
+    if (found) return now;
+    start = now;
   }
-  const uint64_t slept_from = monotonic_ns();
-  counters_.spin_ns.store(counters_.spin_ns.load(std::memory_order_relaxed) + (slept_from - start),
-                          std::memory_order_relaxed);
   const uint64_t next_timer = timers_.next_deadline();
-  sleep_until(next_timer == UINT64_MAX ? slept_from + kMaxSleepNs : std::min(next_timer, slept_from + kMaxSleepNs));
-  counters_.sleep_ns.store(counters_.sleep_ns.load(std::memory_order_relaxed) + (monotonic_ns() - slept_from),
+  sleep_until(next_timer == UINT64_MAX ? start + kMaxSleepNs : std::min(next_timer, start + kMaxSleepNs));
+  const uint64_t end = monotonic_ns();
+  counters_.sleep_ns.store(counters_.sleep_ns.load(std::memory_order_relaxed) + (end - start),
                            std::memory_order_relaxed);
+  return end;
 }
 
 bool WorkerThread::has_pending_input(uint64_t now_ns) {
