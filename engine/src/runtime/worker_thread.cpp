@@ -393,6 +393,11 @@ bool WorkerThread::execute_batch() {
     execute_queue(in_queues_[q], budget, &executed);
   }
   rr_next_queue_ = (rr_next_queue_ + 1) % queues;
+  // What this batch sent to this thread itself (TC -> LDM -> TC in one
+  // thread) runs in the same batch while the budget lasts, so the replies it
+  // leads to leave in one send instead of one per loop.
+  while (executed < budget && may_execute() && execute_queue(in_queues_[index_], budget, &executed)) {
+  }
   if (executed > 0) {
     counters_.signals.store(counters_.signals.load(std::memory_order_relaxed) + executed, std::memory_order_relaxed);
     counters_.active_loops.store(counters_.active_loops.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
