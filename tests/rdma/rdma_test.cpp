@@ -455,17 +455,24 @@ TEST_F(RdmaLink, RepeatedHellosAreCountedAsUsedReceives) {
     EXPECT_EQ(info->hello_repeats, 0u);
   }
   // Both ends sleep for every frame: each one is a wake-up that uses a
-  // receive of the other end, reposted in batches of 8.
+  // receive of the other end, reposted in batches of 8. Each side busy-waits
+  // before it sends, so the other has gone to sleep (and said so) by then,
+  // however fast the medium answers.
   constexpr uint64_t kFrames = 40;
+  const auto let_the_peer_sleep = [] {
+    for (const uint64_t until = monotonic_ns() + 2'000'000; monotonic_ns() < until;) cpu_relax();
+  };
   std::string echo_error;
   std::thread echo([&] {
     for (uint64_t seq = 0; seq < kFrames && echo_error.empty(); ++seq) {
       echo_error = receive_frame(*p.server, seq, true, 30 * kSecond);
+      let_the_peer_sleep();
       if (echo_error.empty()) echo_error = send_frame(*p.server, seq, 30 * kSecond);
     }
   });
   std::string error;
   for (uint64_t seq = 0; seq < kFrames && error.empty(); ++seq) {
+    if (seq != 0) let_the_peer_sleep();
     error = send_frame(*p.client, seq, 30 * kSecond);
     if (error.empty()) error = receive_frame(*p.client, seq, true, 30 * kSecond);
   }

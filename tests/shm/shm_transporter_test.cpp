@@ -340,9 +340,16 @@ TEST(ShmTransporterTest, ServerOfAnotherUidIsRefusedByTheClient) {
 }
 
 // Both sides sleep on the futex for every message (no spinning), in two
-// processes: a lost wake-up would hang a round until the 10 s timeout.
+// processes: a lost wake-up would hang a round until the 10 s timeout. Each
+// side busy-waits a little before it answers, so the other has gone to sleep
+// by then however fast the ring is (a busy wait: no context switch of its
+// own to count).
 TEST(ShmTransporterTest, FutexPingPongAcrossProcessesWithBothSidesSleeping) {
   constexpr uint64_t kRounds = 3000;
+  constexpr uint64_t kAnswerDelayNs = 50'000;
+  const auto busy_wait = [] {
+    for (const uint64_t until = monotonic_ns() + kAnswerDelayNs; monotonic_ns() < until;) cpu_relax();
+  };
   const transport::LinkTable table = shm_table("ShmSpintime=0\n");
   const LinkConfig link = *table.find(1, 2);
   pid_t child = -1;
@@ -353,6 +360,7 @@ TEST(ShmTransporterTest, FutexPingPongAcrossProcessesWithBothSidesSleeping) {
     for (uint64_t i = 0; i < kRounds; ++i) {
       if (t->wait_for_receive(10 * kSecond, 0) != WaitResult::kReady) return 31;
       if (!receive_sequenced(*t, &next, 1, kSecond).empty()) return 32;
+      busy_wait();
       if (!send_sequenced(*t, i, 32)) return 33;
     }
     return 0;
@@ -361,6 +369,7 @@ TEST(ShmTransporterTest, FutexPingPongAcrossProcessesWithBothSidesSleeping) {
   const uint64_t switches_before = voluntary_context_switches();
   uint64_t next = 0;
   for (uint64_t i = 0; i < kRounds; ++i) {
+    if (i != 0) busy_wait();
     ASSERT_TRUE(send_sequenced(*a.link, i, 32))
         << "round " << i << ": " << a.link->down_reason().to_string() << ", child status " << wait_child(child);
     ASSERT_EQ(a.link->wait_for_receive(10 * kSecond, 0), WaitResult::kReady)
