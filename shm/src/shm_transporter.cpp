@@ -170,7 +170,7 @@ ReceiveBatch ShmTransporter::receive() {
     else if (!drained_)
       drain_after_down();
   }
-  return {rx_.readable().first(scanned_bytes_), scanned_frames_};
+  return {rx_.readable().first(scanned_bytes_), scanned_frames_, scanned_bytes_ != 0};
 }
 
 void ShmTransporter::release(std::size_t bytes) {

@@ -475,6 +475,28 @@ TEST(ShmTransporterTest, BusyPollingNoticesAKilledPeerWithinBoundedPolls) {
   EXPECT_LE(polls, shm::kLifeLineEmptyPolls + 1);
 }
 
+// Each flush is one batch in the ring; receive() hands out one batch at a
+// time and says that asking again costs only a memory poll, so a caller with
+// budget left takes the next one in the same poll (the runtime does).
+TEST(ShmTransporterTest, EachFlushIsOneBatchAndReceiveSaysAskAgain) {
+  LinkPair p = make_pair(shm_medium()).value();
+  ASSERT_TRUE(send_sequenced(*p.client, 0, 32));
+  ASSERT_TRUE(send_sequenced(*p.client, 1, 32));
+  for (uint64_t seq = 0; seq < 2; ++seq) {
+    const transport::ReceiveBatch batch = p.server->receive();
+    ASSERT_EQ(batch.frames, 1u) << "batch " << seq;
+    EXPECT_TRUE(batch.ask_again) << "batch " << seq;
+    frame::FrameCursor cursor(batch.bytes);
+    frame::SignalView view;
+    ASSERT_TRUE(cursor.next(view));
+    EXPECT_EQ(check_sequenced(view, seq), "");
+    p.server->release(batch.bytes.size());
+  }
+  const transport::ReceiveBatch none = p.server->receive();
+  EXPECT_EQ(none.frames, 0u);
+  EXPECT_FALSE(none.ask_again);
+}
+
 TEST(ShmTransporterTest, PressureLevelsFollowTheRingBothWays) {
   LinkPair p = make_pair(shm_medium(), "ShmSize=256K\n").value();
   Transporter& c = *p.client;

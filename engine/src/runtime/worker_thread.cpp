@@ -297,46 +297,55 @@ bool WorkerThread::poll_links() {
 
 bool WorkerThread::poll_one_link(NodeId node) {
   transport::Transporter& t = *shared_.links[node].transporter;
-  const transport::ReceiveBatch batch = t.receive();
-  if (batch.bytes.empty()) return false;
   const uint32_t congestion = shared_.options.congestion_percent;
-  std::size_t consumed = 0;
   uint32_t frames = 0;
-  frame::FrameCursor cursor(batch.bytes);
-  frame::SignalView view;
-  while (frames < kMaxFramesPerLinkPoll) {
-    const std::size_t at = batch.bytes.size() - cursor.remaining_bytes();
-    if (!cursor.next(view)) break;
-    const std::size_t frame_len = batch.bytes.size() - cursor.remaining_bytes() - at;
-    const int dest = shared_.thread_of(view.header.receiver);
-    if (dest < 0) {
-      t.close("node " + std::to_string(node) + " sent signal " + std::to_string(view.header.signal_number) +
-              " to block " + std::to_string(view.header.receiver.block) + " instance " +
-              std::to_string(view.header.receiver.instance) + ", which does not exist on node " +
-              std::to_string(shared_.options.self));
-      t.release(batch.bytes.size());  // nothing from this peer is trusted any more
-      return true;
+  bool received = false;
+  // An SHM ring hands out one peer flush per receive(): take further ones
+  // while the frame budget lasts (ask_again), not one per loop.
+  for (;;) {
+    const transport::ReceiveBatch batch = t.receive();
+    if (batch.bytes.empty()) return received;
+    std::size_t consumed = 0;
+    frame::FrameCursor cursor(batch.bytes);
+    frame::SignalView view;
+    while (frames < kMaxFramesPerLinkPoll) {
+      const std::size_t at = batch.bytes.size() - cursor.remaining_bytes();
+      if (!cursor.next(view)) break;
+      const std::size_t frame_len = batch.bytes.size() - cursor.remaining_bytes() - at;
+      const int dest = shared_.thread_of(view.header.receiver);
+      if (dest < 0) {
+        t.close("node " + std::to_string(node) + " sent signal " + std::to_string(view.header.signal_number) +
+                " to block " + std::to_string(view.header.receiver.block) + " instance " +
+                std::to_string(view.header.receiver.instance) + ", which does not exist on node " +
+                std::to_string(shared_.options.self));
+        t.release(batch.bytes.size());  // nothing from this peer is trusted any more
+        return true;
+      }
+      JobBuffer& q = shared_.threads[static_cast<std::size_t>(dest)]->in_queue(index_);
+      // Leave room for the node's own traffic: stop reading above the congestion level.
+      if ((q.capacity() - q.free_bytes()) * 100 >= q.capacity() * congestion ||
+          q.free_bytes() < entry_bytes(frame_len)) {
+        counters_.congestion_stops.store(counters_.congestion_stops.load(std::memory_order_relaxed) + 1,
+                                         std::memory_order_relaxed);
+        break;
+      }
+      std::span<std::byte> space = q.reserve(entry_bytes(frame_len));
+      write_envelope(space.data(), node);
+      std::memcpy(space.data() + sizeof(Envelope), batch.bytes.data() + at, frame_len);
+      q.commit(entry_bytes(frame_len));
+      if (!wake_marks_[static_cast<std::size_t>(dest)]) {
+        wake_marks_[static_cast<std::size_t>(dest)] = 1;
+        wake_list_.push_back(static_cast<uint32_t>(dest));
+      }
+      consumed = at + frame_len;
+      ++frames;
     }
-    JobBuffer& q = shared_.threads[static_cast<std::size_t>(dest)]->in_queue(index_);
-    // Leave room for the node's own traffic: stop reading above the congestion level.
-    if ((q.capacity() - q.free_bytes()) * 100 >= q.capacity() * congestion || q.free_bytes() < entry_bytes(frame_len)) {
-      counters_.congestion_stops.store(counters_.congestion_stops.load(std::memory_order_relaxed) + 1,
-                                       std::memory_order_relaxed);
-      break;
+    if (consumed > 0) {
+      t.release(consumed);
+      received = true;
     }
-    std::span<std::byte> space = q.reserve(entry_bytes(frame_len));
-    write_envelope(space.data(), node);
-    std::memcpy(space.data() + sizeof(Envelope), batch.bytes.data() + at, frame_len);
-    q.commit(entry_bytes(frame_len));
-    if (!wake_marks_[static_cast<std::size_t>(dest)]) {
-      wake_marks_[static_cast<std::size_t>(dest)] = 1;
-      wake_list_.push_back(static_cast<uint32_t>(dest));
-    }
-    consumed = at + frame_len;
-    ++frames;
+    if (consumed < batch.bytes.size() || !batch.ask_again || frames >= kMaxFramesPerLinkPoll) return received;
   }
-  if (consumed > 0) t.release(consumed);
-  return consumed > 0;
 }
 
 void WorkerThread::link_went_down(NodeId node) {

@@ -72,6 +72,11 @@ enum class WaitResult : uint8_t { kReady, kTimeout, kDown };
 struct ReceiveBatch {
   std::span<const std::byte> bytes;  // whole, validated frames; empty if none
   uint32_t frames = 0;
+  // After releasing all of `bytes`, receive() may hand out more that has
+  // already arrived, at no more cost than a memory poll (no system call): a
+  // medium that hands out one peer flush at a time (an SHM ring's batches)
+  // says so, and a caller with budget left asks again.
+  bool ask_again = false;
 };
 
 // A consistent-enough copy of a link's counters (each counter is exact; the
