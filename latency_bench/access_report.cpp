@@ -11,16 +11,6 @@ namespace {
 constexpr int kMethodWidth = 32;
 constexpr int kCellWidth = 21;
 
-__attribute__((format(printf, 1, 2))) std::string printf_string(const char* format, ...) {
-  char text[1024];
-  va_list args;
-  va_start(args, format);
-  const int n = std::vsnprintf(text, sizeof text, format, args);
-  va_end(args);
-  if (n <= 0) return std::string();
-  return std::string(text, std::min(static_cast<std::size_t>(n), sizeof text - 1));
-}
-
 std::string method_row_label(AccessMethod method, uint64_t rows_per_sample) {
   std::string label = access_method_label(method);
   if (method != AccessMethod::kSerialPk && method != AccessMethod::kSerialUk)

@@ -145,6 +145,9 @@ std::string format_target_line(const RunTarget& target);
 std::string node_schedule_line(const ScheduleShare& schedule);
 void write_schedule_json(JsonWriter& w, const ScheduleShare& schedule);
 void write_run_target_json(JsonWriter& w, const RunTarget& target);
+// "targets": [...], "notes": [...] (the last two keys of both reports).
+void write_targets_and_notes_json(JsonWriter& w, const std::vector<RunTarget>& targets,
+                                  const std::vector<std::string>& notes);
 // {"p50","p99","p999","max","min","mean"} in microseconds, from nanoseconds.
 void write_latency_us_json(JsonWriter& w, const LatencySummary& ns);
 

@@ -202,6 +202,18 @@ void write_run_target_json(JsonWriter& w, const RunTarget& t) {
   w.end_object();
 }
 
+void write_targets_and_notes_json(JsonWriter& w, const std::vector<RunTarget>& targets,
+                                  const std::vector<std::string>& notes) {
+  w.key("targets");
+  w.begin_array();
+  for (const RunTarget& t : targets) write_run_target_json(w, t);
+  w.end_array();
+  w.key("notes");
+  w.begin_array();
+  for (const std::string& note : notes) w.value(note);
+  w.end_array();
+}
+
 std::string format_access_json(const AccessReport& r) {
   JsonWriter w;
   w.begin_object();
@@ -222,14 +234,7 @@ std::string format_access_json(const AccessReport& r) {
   write_memory(w, r.memory);
   w.key("load");
   write_load(w, r.load);
-  w.key("targets");
-  w.begin_array();
-  for (const RunTarget& t : r.targets) write_run_target_json(w, t);
-  w.end_array();
-  w.key("notes");
-  w.begin_array();
-  for (const std::string& note : r.notes) w.value(note);
-  w.end_array();
+  write_targets_and_notes_json(w, r.targets, r.notes);
   w.end_object();
   return w.text() + "\n";
 }

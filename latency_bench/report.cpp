@@ -10,16 +10,6 @@ namespace {
 
 constexpr int kLabelWidth = 50;
 
-__attribute__((format(printf, 1, 2))) std::string printf_string(const char* format, ...) {
-  char text[512];
-  va_list args;
-  va_start(args, format);
-  const int n = std::vsnprintf(text, sizeof text, format, args);
-  va_end(args);
-  if (n <= 0) return std::string();
-  return std::string(text, std::min(static_cast<std::size_t>(n), sizeof text - 1));
-}
-
 std::string fit(const std::string& text, int width) {
   if (static_cast<int>(text.size()) <= width) return text;
   return text.substr(0, static_cast<std::size_t>(width - 1)) + "~";
@@ -173,6 +163,19 @@ std::string format_table(const Report& report) {
     out += "\nnotes:\n";
     for (const std::string& note : report.notes) out += "  " + note + "\n";
   }
+  return out;
+}
+
+std::string printf_string(const char* format, ...) {
+  va_list args;
+  va_start(args, format);
+  va_list measure;
+  va_copy(measure, args);
+  const int n = std::vsnprintf(nullptr, 0, format, measure);
+  va_end(measure);
+  std::string out(n > 0 ? static_cast<std::size_t>(n) : 0, '\0');
+  if (n > 0) std::vsnprintf(out.data(), out.size() + 1, format, args);
+  va_end(args);
   return out;
 }
 

@@ -16,6 +16,9 @@
 
 namespace fjord::bench {
 
+// printf into a std::string of whatever length it takes (report formatting).
+__attribute__((format(printf, 1, 2))) std::string printf_string(const char* format, ...);
+
 enum class Outcome : uint8_t {
   kMeasured,
   kNotInstalled,   // a peer tool is not on PATH

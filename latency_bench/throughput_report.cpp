@@ -9,16 +9,6 @@
 namespace fjord::bench {
 namespace {
 
-__attribute__((format(printf, 1, 2))) std::string printf_string(const char* format, ...) {
-  char text[1024];
-  va_list args;
-  va_start(args, format);
-  const int n = std::vsnprintf(text, sizeof text, format, args);
-  va_end(args);
-  if (n <= 0) return std::string();
-  return std::string(text, std::min(static_cast<std::size_t>(n), sizeof text - 1));
-}
-
 std::string plan_text(const ThroughputConditions& c) {
   const ThroughputPlan& p = c.plan;
   std::string out = std::to_string(p.definers) + (p.definers == 1 ? " definer, " : " definers, ") +
@@ -240,14 +230,7 @@ std::string format_throughput_json(const ThroughputReport& r) {
   write_executors(w, r.executors);
   w.key("redis");
   write_redis(w, r);
-  w.key("targets");
-  w.begin_array();
-  for (const RunTarget& t : r.targets) write_run_target_json(w, t);
-  w.end_array();
-  w.key("notes");
-  w.begin_array();
-  for (const std::string& note : r.notes) w.value(note);
-  w.end_array();
+  write_targets_and_notes_json(w, r.targets, r.notes);
   w.end_object();
   return w.text() + "\n";
 }
