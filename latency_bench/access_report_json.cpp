@@ -8,44 +8,34 @@ namespace {
 
 double us(uint64_t ns) { return static_cast<double>(ns) / 1000.0; }
 
-void field(JsonWriter& w, const char* name, const std::string& text) {
-  w.key(name);
-  w.value(text);
-}
-
-void field(JsonWriter& w, const char* name, uint64_t number) {
-  w.key(name);
-  w.value(number);
-}
-
 void write_usage(JsonWriter& w, const CpuUsage& u) {
   w.key("on_cpu");
   w.begin_object();
   w.key("share");
   w.value(u.on_cpu_share());
-  field(w, "involuntary_switches", u.involuntary_switches);
-  field(w, "wall_ns", u.wall_ns);
-  field(w, "cpu_ns", u.cpu_ns);
+  w.field("involuntary_switches", u.involuntary_switches);
+  w.field("wall_ns", u.wall_ns);
+  w.field("cpu_ns", u.cpu_ns);
   w.end_object();
 }
 
 void write_conditions(JsonWriter& w, const AccessConditions& c) {
   w.begin_object();
-  field(w, "title", c.title);
-  field(w, "rows", c.rows);
-  field(w, "row_bytes", uint64_t{c.row_bytes});
-  field(w, "batch", uint64_t{c.batch});
-  field(w, "iterations", c.iterations);
-  field(w, "warmup", c.warmup);
-  field(w, "full_scans", c.full_scans);
-  field(w, "poll", c.poll);
+  w.field("title", c.title);
+  w.field("rows", c.rows);
+  w.field("row_bytes", uint64_t{c.row_bytes});
+  w.field("batch", uint64_t{c.batch});
+  w.field("iterations", c.iterations);
+  w.field("warmup", c.warmup);
+  w.field("full_scans", c.full_scans);
+  w.field("poll", c.poll);
   w.key("cpus");
   w.begin_array();
   for (int cpu : c.cpus) w.value(cpu);
   w.end_array();
-  field(w, "node", c.node);
-  field(w, "node_layout", c.node_layout);
-  field(w, "config", c.config);
+  w.field("node", c.node);
+  w.field("node_layout", c.node_layout);
+  w.field("config", c.config);
   w.key("node_schedule");
   write_schedule_json(w, c.node_schedule);
   w.end_object();
@@ -53,15 +43,15 @@ void write_conditions(JsonWriter& w, const AccessConditions& c) {
 
 void write_cell(JsonWriter& w, const AccessCell& c) {
   w.begin_object();
-  field(w, "transporter", c.transporter);
-  field(w, "access", access_method_key(c.method));
-  field(w, "label", access_method_label(c.method));
-  field(w, "batch", c.rows_per_sample);
-  field(w, "rows_per_sample", c.rows_per_sample);
-  field(w, "status", outcome_name(c.outcome));
-  if (!c.reason.empty()) field(w, "reason", c.reason);
-  field(w, "samples", c.samples);
-  field(w, "rows", c.rows);
+  w.field("transporter", c.transporter);
+  w.field("access", access_method_key(c.method));
+  w.field("label", access_method_label(c.method));
+  w.field("batch", c.rows_per_sample);
+  w.field("rows_per_sample", c.rows_per_sample);
+  w.field("status", outcome_name(c.outcome));
+  if (!c.reason.empty()) w.field("reason", c.reason);
+  w.field("samples", c.samples);
+  w.field("rows", c.rows);
   if (c.outcome == Outcome::kMeasured) {
     w.key("us_per_row");
     write_latency_us_json(w, c.per_row_ns);
@@ -86,11 +76,11 @@ void write_transporters(JsonWriter& w, const std::vector<TransporterColumn>& col
   w.begin_array();
   for (const TransporterColumn& t : columns) {
     w.begin_object();
-    field(w, "transporter", t.name);
-    field(w, "status", outcome_name(t.outcome));
-    if (!t.reason.empty()) field(w, "reason", t.reason);
-    if (t.api_node != kNoNode) field(w, "api_node", uint64_t{t.api_node});
-    if (!t.link.empty()) field(w, "link", t.link);
+    w.field("transporter", t.name);
+    w.field("status", outcome_name(t.outcome));
+    if (!t.reason.empty()) w.field("reason", t.reason);
+    if (t.api_node != kNoNode) w.field("api_node", uint64_t{t.api_node});
+    if (!t.link.empty()) w.field("link", t.link);
     w.end_object();
   }
   w.end_array();
@@ -100,14 +90,14 @@ void write_comparisons(JsonWriter& w, const std::vector<ComparisonRow>& rows) {
   w.begin_array();
   for (const ComparisonRow& c : rows) {
     w.begin_object();
-    field(w, "name", c.key);
-    field(w, "label", c.label);
-    field(w, "beside", c.beside);
-    field(w, "unit", c.unit);
-    field(w, "batch", c.rows_per_sample);
-    field(w, "status", outcome_name(c.outcome));
-    if (!c.reason.empty()) field(w, "reason", c.reason);
-    field(w, "samples", c.samples);
+    w.field("name", c.key);
+    w.field("label", c.label);
+    w.field("beside", c.beside);
+    w.field("unit", c.unit);
+    w.field("batch", c.rows_per_sample);
+    w.field("status", outcome_name(c.outcome));
+    if (!c.reason.empty()) w.field("reason", c.reason);
+    w.field("samples", c.samples);
     if (c.outcome == Outcome::kMeasured) {
       w.key(c.unit == "rtt" ? "rtt_us" : "us_per_row");
       write_latency_us_json(w, c.per_row_ns);
@@ -122,15 +112,15 @@ void write_memory(JsonWriter& w, const MemoryFigure& m) {
   w.key("measured");
   w.value(m.measured);
   if (!m.measured) {
-    field(w, "reason", m.reason);
+    w.field("reason", m.reason);
   } else {
-    field(w, "rows", m.rows);
-    field(w, "row_bytes", uint64_t{m.row_bytes});
-    field(w, "pages_before", m.pages_before);
-    field(w, "pages_after", m.pages_after);
-    field(w, "page_bytes", m.page_bytes);
-    field(w, "bytes_used", m.bytes_used());
-    field(w, "payload_bytes", m.payload_bytes());
+    w.field("rows", m.rows);
+    w.field("row_bytes", uint64_t{m.row_bytes});
+    w.field("pages_before", m.pages_before);
+    w.field("pages_after", m.pages_after);
+    w.field("page_bytes", m.page_bytes);
+    w.field("bytes_used", m.bytes_used());
+    w.field("payload_bytes", m.payload_bytes());
     w.key("ratio");
     w.value(m.ratio());
   }
@@ -139,10 +129,10 @@ void write_memory(JsonWriter& w, const MemoryFigure& m) {
 
 void write_load(JsonWriter& w, const LoadFigure& l) {
   w.begin_object();
-  field(w, "rows", l.rows);
-  field(w, "elapsed_ns", l.elapsed_ns);
-  field(w, "rows_per_transaction", uint64_t{l.rows_per_transaction});
-  field(w, "transporter", l.transporter);
+  w.field("rows", l.rows);
+  w.field("elapsed_ns", l.elapsed_ns);
+  w.field("rows_per_transaction", uint64_t{l.rows_per_transaction});
+  w.field("transporter", l.transporter);
   w.end_object();
 }
 
@@ -182,18 +172,18 @@ void write_schedule_json(JsonWriter& w, const ScheduleShare& s) {
 
 void write_run_target_json(JsonWriter& w, const RunTarget& t) {
   w.begin_object();
-  field(w, "target", t.text);
+  w.field("target", t.text);
   w.key("evaluated");
   w.value(t.evaluated);
   if (!t.evaluated) {
-    field(w, "reason", t.reason);
+    w.field("reason", t.reason);
   } else {
     w.key("ours");
     w.value(t.ours);
     w.key("limit");
     w.value(t.limit);
-    field(w, "unit", t.unit);
-    field(w, "basis", t.basis);
+    w.field("unit", t.unit);
+    w.field("basis", t.basis);
     w.key("higher_is_better");
     w.value(t.higher_is_better);
     w.key("met");
@@ -217,7 +207,7 @@ void write_targets_and_notes_json(JsonWriter& w, const std::vector<RunTarget>& t
 std::string format_access_json(const AccessReport& r) {
   JsonWriter w;
   w.begin_object();
-  field(w, "mode", "access");
+  w.field("mode", "access");
   w.key("conditions");
   write_conditions(w, r.conditions);
   w.key("machine");

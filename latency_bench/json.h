@@ -28,6 +28,19 @@ class JsonWriter {
   void value(double number);  // non-finite numbers become null
   void value(bool flag);
   void null();
+  // key(name), then value(v): one member of an object.
+  void field(std::string_view name, std::string_view text) {
+    key(name);
+    value(text);
+  }
+  void field(std::string_view name, uint64_t number) {
+    key(name);
+    value(number);
+  }
+  void field(std::string_view name, double number) {
+    key(name);
+    value(number);
+  }
 
   // The document so far; complete once every object/array is closed.
   const std::string& text() const { return out_; }

@@ -55,18 +55,13 @@ void write_cpus(JsonWriter& w, const std::vector<int>& cpus) {
   w.end_array();
 }
 
-void write_string_field(JsonWriter& w, const char* name, const std::string& text) {
-  w.key(name);
-  w.value(text);
-}
-
 // The fields of one row, inside an object the caller opened.
 void write_row_fields(JsonWriter& w, const Row& row) {
-  write_string_field(w, "name", row.key);
-  write_string_field(w, "kind", kind_name(row.kind));
-  write_string_field(w, "label", row.label);
-  if (row.kind == RowKind::kFjord) write_string_field(w, "transporter", row.transporter);
-  write_string_field(w, "metric", row.metric == Metric::kRoundTrip ? "rtt" : "stream");
+  w.field("name", row.key);
+  w.field("kind", kind_name(row.kind));
+  w.field("label", row.label);
+  if (row.kind == RowKind::kFjord) w.field("transporter", row.transporter);
+  w.field("metric", row.metric == Metric::kRoundTrip ? "rtt" : "stream");
   w.key("size");
   w.value(row.size_bytes);
   w.key("wire_bytes");
@@ -80,9 +75,9 @@ void write_row_fields(JsonWriter& w, const Row& row) {
     w.null();
   else
     w.value(row.poll);
-  write_string_field(w, "status", outcome_name(row.outcome));
-  if (!row.reason.empty()) write_string_field(w, "reason", row.reason);
-  if (!row.note.empty()) write_string_field(w, "note", row.note);
+  w.field("status", outcome_name(row.outcome));
+  if (!row.reason.empty()) w.field("reason", row.reason);
+  if (!row.note.empty()) w.field("note", row.note);
   if (row.rtt) {
     w.key("rtt_ns");
     write_rtt(w, *row.rtt);
@@ -112,10 +107,10 @@ void write_machine_json(JsonWriter& w, const MachineFacts& m) {
   w.begin_object();
   w.key("online_cpus");
   w.value(m.online_cpus);
-  write_string_field(w, "allowed_cpus", m.allowed_cpus);
-  write_string_field(w, "cpu_model", m.cpu_model);
-  write_string_field(w, "kernel", m.kernel);
-  write_string_field(w, "clocksource", m.clocksource);
+  w.field("allowed_cpus", m.allowed_cpus);
+  w.field("cpu_model", m.cpu_model);
+  w.field("kernel", m.kernel);
+  w.field("clocksource", m.clocksource);
   w.key("clock_read_ns");
   w.value(m.clock_read_ns);
   w.key("load_before");
@@ -124,7 +119,7 @@ void write_machine_json(JsonWriter& w, const MachineFacts& m) {
   w.value(m.load_end);
   w.key("under_load");
   w.value(measured_under_load(m));
-  write_string_field(w, "started_utc", m.started_utc);
+  w.field("started_utc", m.started_utc);
   w.end_object();
 }
 
@@ -132,11 +127,11 @@ namespace {
 
 void write_target(JsonWriter& w, const TargetCheck& t) {
   w.begin_object();
-  write_string_field(w, "target", t.text);
+  w.field("target", t.text);
   w.key("evaluated");
   w.value(t.evaluated);
   if (!t.evaluated) {
-    write_string_field(w, "reason", t.reason);
+    w.field("reason", t.reason);
   } else {
     w.key("ours");
     w.value(t.ours);
@@ -168,7 +163,7 @@ void write_rows(JsonWriter& w, const Report& report, bool fjord_rows) {
 std::string format_json(const Report& report) {
   JsonWriter w;
   w.begin_object();
-  write_string_field(w, "mode", report.conditions.command);
+  w.field("mode", report.conditions.command);
   const Row* single = nullptr;
   if (report.conditions.command != "all")
     for (const Row& row : report.rows)
@@ -180,7 +175,7 @@ std::string format_json(const Report& report) {
     w.key("batch");
     w.value(static_cast<uint64_t>(report.conditions.batch));
   }
-  write_string_field(w, "where", report.conditions.where);
+  w.field("where", report.conditions.where);
   w.key("machine");
   write_machine_json(w, report.machine);
   if (!single) {

@@ -24,48 +24,33 @@ std::string plan_text(const ThroughputConditions& c) {
   return out;
 }
 
-void field(JsonWriter& w, const char* name, const std::string& text) {
-  w.key(name);
-  w.value(text);
-}
-
-void field(JsonWriter& w, const char* name, uint64_t number) {
-  w.key(name);
-  w.value(number);
-}
-
-void field(JsonWriter& w, const char* name, double number) {
-  w.key(name);
-  w.value(number);
-}
-
 void write_conditions(JsonWriter& w, const ThroughputConditions& c) {
   const ThroughputPlan& p = c.plan;
   w.begin_object();
-  field(w, "title", c.title);
-  field(w, "transporter", c.transporter);
-  field(w, "link", c.link);
-  field(w, "definers", uint64_t{p.definers});
-  field(w, "executors", uint64_t{p.executors});
-  field(w, "in_flight", uint64_t{p.in_flight});
-  field(w, "batch", uint64_t{p.batch});
-  field(w, "read_percent", uint64_t{p.read_percent});
-  field(w, "rate_per_s", p.rate_per_s);
+  w.field("title", c.title);
+  w.field("transporter", c.transporter);
+  w.field("link", c.link);
+  w.field("definers", uint64_t{p.definers});
+  w.field("executors", uint64_t{p.executors});
+  w.field("in_flight", uint64_t{p.in_flight});
+  w.field("batch", uint64_t{p.batch});
+  w.field("read_percent", uint64_t{p.read_percent});
+  w.field("rate_per_s", p.rate_per_s);
   w.key("open_loop");
   w.value(p.rate_per_s != 0);
-  field(w, "duration_s", static_cast<double>(p.duration_ns) / 1e9);
-  field(w, "warmup_s", static_cast<double>(p.warmup_ns) / 1e9);
-  field(w, "rows", p.rows);
-  field(w, "row_bytes", uint64_t{p.row_bytes});
-  field(w, "poll", c.poll);
+  w.field("duration_s", static_cast<double>(p.duration_ns) / 1e9);
+  w.field("warmup_s", static_cast<double>(p.warmup_ns) / 1e9);
+  w.field("rows", p.rows);
+  w.field("row_bytes", uint64_t{p.row_bytes});
+  w.field("poll", c.poll);
   w.key("cpus");
   w.begin_array();
   for (int cpu : c.cpus) w.value(cpu);
   w.end_array();
-  field(w, "node", c.node);
-  field(w, "node_layout", c.node_layout);
-  field(w, "config", c.config);
-  field(w, "ldm_threads", uint64_t{c.ldm_threads});
+  w.field("node", c.node);
+  w.field("node_layout", c.node_layout);
+  w.field("config", c.config);
+  w.field("ldm_threads", uint64_t{c.ldm_threads});
   w.key("node_schedule");
   write_schedule_json(w, c.node_schedule);
   w.key("executor_short_slices");
@@ -77,12 +62,12 @@ void write_executors(JsonWriter& w, const std::vector<ExecutorRow>& rows) {
   w.begin_array();
   for (const ExecutorRow& e : rows) {
     w.begin_object();
-    field(w, "api_node", uint64_t{e.api_node});
-    field(w, "operations", e.operations);
-    field(w, "rows_per_s", e.operations_per_s);
+    w.field("api_node", uint64_t{e.api_node});
+    w.field("operations", e.operations);
+    w.field("rows_per_s", e.operations_per_s);
     w.key("latency_us");
     write_latency_us_json(w, e.latency_ns);
-    field(w, "on_cpu_share", e.usage.on_cpu_share());
+    w.field("on_cpu_share", e.usage.on_cpu_share());
     w.end_object();
   }
   w.end_array();
@@ -94,10 +79,10 @@ void write_redis(JsonWriter& w, const ThroughputReport& r) {
     return;
   }
   w.begin_object();
-  field(w, "status", outcome_name(r.redis.outcome));
-  if (!r.redis.reason.empty()) field(w, "reason", r.redis.reason);
-  field(w, "command", r.redis.command);
-  field(w, "requests_per_s", r.redis.requests_per_s);
+  w.field("status", outcome_name(r.redis.outcome));
+  if (!r.redis.reason.empty()) w.field("reason", r.redis.reason);
+  w.field("command", r.redis.command);
+  w.field("requests_per_s", r.redis.requests_per_s);
   w.end_object();
 }
 
@@ -196,22 +181,22 @@ std::string format_throughput_table(const ThroughputReport& r) {
 std::string format_throughput_json(const ThroughputReport& r) {
   JsonWriter w;
   w.begin_object();
-  field(w, "mode", "throughput");
+  w.field("mode", "throughput");
   w.key("conditions");
   write_conditions(w, r.conditions);
   w.key("machine");
   write_machine_json(w, r.machine);
-  field(w, "status", outcome_name(r.outcome));
-  if (!r.reason.empty()) field(w, "reason", r.reason);
-  field(w, "window_ns", r.window_ns);
-  field(w, "transactions", r.transactions);
-  field(w, "operations", r.operations);
-  field(w, "reads", r.reads);
-  field(w, "updates", r.updates);
-  field(w, "failures", r.failures);
-  if (!r.first_failure.empty()) field(w, "first_failure", r.first_failure);
-  field(w, "transactions_per_s", r.transactions_per_s);
-  field(w, "rows_per_s", r.operations_per_s);
+  w.field("status", outcome_name(r.outcome));
+  if (!r.reason.empty()) w.field("reason", r.reason);
+  w.field("window_ns", r.window_ns);
+  w.field("transactions", r.transactions);
+  w.field("operations", r.operations);
+  w.field("reads", r.reads);
+  w.field("updates", r.updates);
+  w.field("failures", r.failures);
+  if (!r.first_failure.empty()) w.field("first_failure", r.first_failure);
+  w.field("transactions_per_s", r.transactions_per_s);
+  w.field("rows_per_s", r.operations_per_s);
   w.key("rows_per_node_cpu_s");
   if (r.conditions.node_schedule.known && r.conditions.node_schedule.on_cpu > 0)
     w.value(r.operations_per_s / r.conditions.node_schedule.on_cpu);
@@ -219,8 +204,8 @@ std::string format_throughput_json(const ThroughputReport& r) {
     w.null();
   w.key("latency_us");
   write_latency_us_json(w, r.latency_ns);
-  field(w, "latency_basis", r.latency_basis);
-  field(w, "definer_full_waits", r.definer_full_waits);
+  w.field("latency_basis", r.latency_basis);
+  w.field("definer_full_waits", r.definer_full_waits);
   w.key("definer_late_us");
   if (r.conditions.plan.rate_per_s != 0)
     write_latency_us_json(w, r.definer_late_ns);
