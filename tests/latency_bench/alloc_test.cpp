@@ -16,6 +16,7 @@
 #include "access_run.h"
 #include "access_table.h"
 #include "builtin_transporters.h"
+#include "counting_new.h"
 #include "fjord/base/clock.h"
 #include "link_harness.h"
 #include "node_process.h"
@@ -25,19 +26,8 @@
 #include "throughput.h"
 #include "wire.h"
 
-namespace {
-std::atomic<bool> g_counting{false};
-std::atomic<uint64_t> g_allocations{0};
-}  // namespace
-
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"  // malloc/free are the point here
-void* operator new(std::size_t n) {
-  if (g_counting.load(std::memory_order_relaxed)) g_allocations.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(n ? n : 1)) return p;
-  throw std::bad_alloc();
-}
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+using fjord::test::g_allocations;
+using fjord::test::g_count_allocations;
 
 namespace fjord::bench {
 namespace {
@@ -48,10 +38,10 @@ uint64_t allocations_during(const std::function<void(transport::Transporter&)>& 
   EXPECT_TRUE(pair) << pair.status().to_string();
   if (!pair) return UINT64_MAX;
   g_allocations = 0;
-  g_counting = true;
+  g_count_allocations = true;
   std::thread responder([&] { EXPECT_TRUE(serve_session(*pair->server, PollMode::kBusy)); });
   drive(*pair->client);
-  g_counting = false;
+  g_count_allocations = false;
   EXPECT_TRUE(send_control(*pair->client, kByeSignal, {}, monotonic_ns() + 5'000'000'000ULL));
   responder.join();
   return g_allocations.load();
@@ -155,9 +145,9 @@ uint64_t method_allocations(api::Connection& conn, const AccessTable& table, Acc
   plan.full_scans = samples / 10;
   Progress progress(false);
   g_allocations = 0;
-  g_counting = true;
+  g_count_allocations = true;
   const MethodResult r = measure_access_method(conn, table, method, plan, progress);
-  g_counting = false;
+  g_count_allocations = false;
   EXPECT_TRUE(r.status) << access_method_key(method) << ": " << r.status.to_string();
   return g_allocations.load();
 }
@@ -189,9 +179,9 @@ Counted throughput_allocations(std::vector<std::unique_ptr<api::Connection>>& co
   plan.warmup_ns = 10'000'000;
   Progress progress(false);
   g_allocations = 0;
-  g_counting = true;
+  g_count_allocations = true;
   const ThroughputResult r = run_throughput(connections, tables, plan, progress);
-  g_counting = false;
+  g_count_allocations = false;
   EXPECT_GT(r.operations, 0u);
   return {g_allocations.load(), r.operations};
 }

@@ -11,26 +11,11 @@
 #include <new>
 #include <thread>
 
+#include "counting_new.h"
 #include "ldm_test_tables.h"
 
-namespace {
-std::atomic<bool> g_counting{false};
-std::atomic<uint64_t> g_allocations{0};
-}  // namespace
-
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"  // malloc/free are the point here
-#endif
-void* operator new(std::size_t n) {
-  if (g_counting.load(std::memory_order_relaxed)) g_allocations.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(n ? n : 1)) return p;
-  throw std::bad_alloc();
-}
-void* operator new[](std::size_t n) { return operator new(n); }
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete[](void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+using fjord::test::g_allocations;
+using fjord::test::g_count_allocations;
 
 namespace fjord::engine::ldm_test {
 namespace {
@@ -266,10 +251,10 @@ TEST(LdmAllocTest, SteadyStateKeyOperationsCommitsLockWaitsAndScansAllocateNothi
   ASSERT_FALSE(driver.failed.load());
 
   g_allocations = 0;
-  g_counting = true;
+  g_count_allocations = true;
   go(2000, 0);
   wait_for(2200);
-  g_counting = false;
+  g_count_allocations = false;
   EXPECT_EQ(driver.cycles_done.load(), 2200u);
   EXPECT_FALSE(driver.failed.load());
   EXPECT_EQ(g_allocations.load(), 0u) << "heap allocations in steady state";
@@ -279,9 +264,9 @@ TEST(LdmAllocTest, SteadyStateKeyOperationsCommitsLockWaitsAndScansAllocateNothi
 
 TEST(LdmAllocTest, TheCounterSeesAllocations) {
   g_allocations = 0;
-  g_counting = true;
+  g_count_allocations = true;
   auto* p = new std::vector<int>(100);
-  g_counting = false;
+  g_count_allocations = false;
   delete p;
   EXPECT_GE(g_allocations.load(), 1u);
 }

@@ -7,22 +7,12 @@
 #include <cstdlib>
 #include <new>
 
+#include "counting_new.h"
 #include "link_harness.h"
 #include "test_blocks.h"
 
-namespace {
-std::atomic<bool> g_counting{false};
-std::atomic<uint64_t> g_allocations{0};
-}  // namespace
-
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"  // malloc/free are the point here
-void* operator new(std::size_t n) {
-  if (g_counting.load(std::memory_order_relaxed)) g_allocations.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(n ? n : 1)) return p;
-  throw std::bad_alloc();
-}
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+using fjord::test::g_allocations;
+using fjord::test::g_count_allocations;
 
 namespace fjord::engine {
 namespace {
@@ -80,9 +70,9 @@ uint64_t allocations_during_pings(std::vector<ThreadSpec> plans, ThreadType fron
   };
   for (uint32_t i = 0; i < 5000; ++i) ping(i);  // warm-up: every path has run once
   g_allocations = 0;
-  g_counting = true;
+  g_count_allocations = true;
   for (uint32_t i = 5000; i < 25000; ++i) ping(i);
-  g_counting = false;
+  g_count_allocations = false;
   EXPECT_TRUE(ok);
   (*rt)->stop();
   return g_allocations.load();
@@ -100,9 +90,9 @@ TEST(AllocationTest, SingleThreadedSteadyStateAllocatesNothing) {
 
 TEST(AllocationTest, TheCounterSeesAllocations) {
   g_allocations = 0;
-  g_counting = true;
+  g_count_allocations = true;
   auto* p = new std::vector<int>(100);
-  g_counting = false;
+  g_count_allocations = false;
   delete p;
   EXPECT_GE(g_allocations.load(), 1u);
 }

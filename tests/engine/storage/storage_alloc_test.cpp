@@ -1,5 +1,5 @@
 // The hot path allocates nothing from the heap: this program replaces the
-// global operator new with a counting one, and counts the allocations made
+// global operator new with a counting one (counting_new.h), and counts the allocations made
 // while rows and index entries are inserted, read, scanned and erased,
 // from empty structures (so page growth is included).
 #include <gtest/gtest.h>
@@ -9,35 +9,19 @@
 #include <new>
 #include <vector>
 
+#include "counting_new.h"
 #include "fjord/engine/storage/hash_index.h"
 #include "fjord/engine/storage/ordered_index.h"
 #include "storage_test_util.h"
 
-namespace {
-std::atomic<uint64_t> g_heap_allocations{0};
-}  // namespace
-
-// GCC sees the replaced operator new (malloc) and delete (free) meet inside
-// std::allocator and warns of a mismatch that is not one: both are ours.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-#endif
-
-void* operator new(std::size_t size) {
-  g_heap_allocations.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
-  throw std::bad_alloc();
-}
-void* operator new[](std::size_t size) { return operator new(size); }
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete[](void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+using fjord::test::g_allocations;
+using fjord::test::g_count_allocations;
 
 namespace fjord::engine::storage {
 namespace {
 
 TEST(StorageAllocTest, HotPathMakesNoHeapAllocations) {
+  g_count_allocations = true;  // the whole test: the figures are differences
   auto pool = testing::make_pool(64 << 20);
   testing::TestTable table(*pool, 40, 50);
   HashIndex pk_index(*pool, table.pk_keys);
@@ -54,7 +38,7 @@ TEST(StorageAllocTest, HotPathMakesNoHeapAllocations) {
   std::vector<RowId> rows(kRows, kNoRow), batch(64);
   uint64_t failures = 0, found = 0, scanned = 0;
 
-  const uint64_t before = g_heap_allocations.load();
+  const uint64_t before = g_allocations.load();
   for (uint64_t i = 0; i < kRows; ++i) {
     Result<RowId> row = table.rows.insert(records[i]);
     failures += row.is_ok() ? 0 : 1;
@@ -75,7 +59,7 @@ TEST(StorageAllocTest, HotPathMakesNoHeapAllocations) {
     failures += pk_index.erase(hash_key(pk_keys[i].data(), pk_keys[i].size()), rows[i]).is_ok() ? 0 : 1;
     table.rows.erase(rows[i]);
   }
-  const uint64_t after = g_heap_allocations.load();
+  const uint64_t after = g_allocations.load();
 
   EXPECT_EQ(after - before, 0u) << "heap allocations on the storage hot path";
   EXPECT_EQ(failures, 0u);
@@ -85,7 +69,7 @@ TEST(StorageAllocTest, HotPathMakesNoHeapAllocations) {
   EXPECT_EQ(scanned, kRows + same_name);
   // The counter works: a Status message does allocate.
   const Status s(StatusCode::kInternal, std::string(100, 'x'));
-  EXPECT_GT(g_heap_allocations.load(), after);
+  EXPECT_GT(g_allocations.load(), after);
 }
 
 }  // namespace
