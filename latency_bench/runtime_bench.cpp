@@ -4,6 +4,8 @@
 //   BM_BareCacheLineHandoff   floor: two threads ping-pong one cache line
 //   BM_JobBufferSignalPingPong  a signal between blocks on two runtime threads
 //                             (job buffers, scheduler loop, dispatch), round trip
+//   BM_JobBufferVsBarePaired  the two above back to back, 15 pairs: the median
+//                             ratio (the target's figure on a noisy host)
 //   BM_IdleSchedulerLoop      loops/s of a spinning thread with nothing to do
 //   BM_TrivialSignalsOneThread  signals/s executed by one loaded thread
 //
@@ -14,9 +16,11 @@
 #include <pthread.h>
 #include <sched.h>
 
+#include <algorithm>
 #include <atomic>
 #include <memory>
 #include <thread>
+#include <vector>
 
 #include "fjord/base/clock.h"
 #include "fjord/engine/runtime/runtime.h"
@@ -55,13 +59,17 @@ class FnBlock final : public Block {
   Fn fn_;
 };
 
-void BM_BareCacheLineHandoff(benchmark::State& state) {
+// Round trips of one cache line between CPU 0 (this thread) and CPU 1 (an
+// echo thread that spins without pausing); returns the mean RTT in ns.
+double bare_handoff_rtt_ns(uint64_t rounds) {
   alignas(64) static std::atomic<uint64_t> ping{0};
   alignas(64) static std::atomic<uint64_t> pong{0};
   ping = pong = 0;
   std::atomic<bool> stop{false};
+  std::atomic<bool> ready{false};
   std::thread echo([&] {
     pin_to(1);
+    ready.store(true, std::memory_order_release);
     uint64_t seen = 0;
     while (!stop.load(std::memory_order_relaxed)) {
       const uint64_t v = ping.load(std::memory_order_acquire);
@@ -72,69 +80,132 @@ void BM_BareCacheLineHandoff(benchmark::State& state) {
     }
   });
   pin_to(0);
-  constexpr uint64_t kRounds = 200000;
-  uint64_t i = 0, total_ns = 0, total = 0;
-  for (auto _ : state) {
-    const uint64_t t0 = monotonic_ns();
-    for (uint64_t k = 0; k < kRounds; ++k) {
-      ping.store(++i, std::memory_order_release);
-      while (pong.load(std::memory_order_acquire) != i) cpu_relax();
-    }
-    const uint64_t dt = monotonic_ns() - t0;
-    total_ns += dt;
-    total += kRounds;
-    state.SetIterationTime(static_cast<double>(dt) / 1e9);
+  while (!ready.load(std::memory_order_acquire)) cpu_relax();
+  const uint64_t t0 = monotonic_ns();
+  for (uint64_t i = 1; i <= rounds; ++i) {
+    ping.store(i, std::memory_order_release);
+    while (pong.load(std::memory_order_acquire) != i) cpu_relax();
   }
+  const uint64_t dt = monotonic_ns() - t0;
   stop = true;
   echo.join();
-  state.counters["rtt_ns"] = static_cast<double>(total_ns) / static_cast<double>(total);
+  return static_cast<double>(dt) / static_cast<double>(rounds);
 }
 
-// Block A (thread on CPU 0) sends kPing to B (CPU 1), B answers, A counts a
-// round trip and sends the next, until `target` round trips are done.
+void BM_BareCacheLineHandoff(benchmark::State& state) {
+  constexpr uint64_t kRounds = 200000;
+  double total_ns = 0;
+  int n = 0;
+  for (auto _ : state) {
+    const double rtt = bare_handoff_rtt_ns(kRounds);
+    total_ns += rtt;
+    ++n;
+    state.SetIterationTime(rtt * kRounds / 1e9);
+  }
+  state.counters["rtt_ns"] = total_ns / n;
+}
+
+// Two runtime threads: block A (CPU 0) sends kPing to B (CPU 1), B answers,
+// A counts a round trip and sends the next until `target` are done.
+class PingPongRuntime {
+ public:
+  Status start() {
+    RuntimeOptions o;
+    o.self = 1;
+    ThreadSpec a{ThreadType::kTc, 0, cpu(0), ThreadSpec::Binding::kBind, false, false, 1'000'000};
+    ThreadSpec b{ThreadType::kLdm, 0, cpu(1), ThreadSpec::Binding::kBind, false, false, 1'000'000};
+    o.threads = {a, b};
+    o.watchdog_ms = 0;
+    auto rt = Runtime::create(o);
+    if (!rt) return rt.status();
+    rt_ = std::move(rt).value();
+    auto block_a = std::make_unique<FnBlock>(kA, [](FnBlock& self, const Signal& s, BlockContext& c) {
+      if (s.number() == kSelf)
+        self.started_ns = monotonic_ns();
+      else if (self.count.fetch_add(1, std::memory_order_relaxed) + 1 >= self.target) {
+        self.elapsed_ns.store(monotonic_ns() - self.started_ns, std::memory_order_release);
+        return;
+      }
+      c.send({1, {kB, 0}}, kPing, {});
+    });
+    a_ = block_a.get();
+    if (Status st = rt_->add_block(std::move(block_a), ThreadType::kTc, 0); !st) return st;
+    if (Status st = rt_->add_block(std::make_unique<FnBlock>(kB,
+                                                             [](FnBlock&, const Signal& s, BlockContext& c) {
+                                                               c.send({1, s.sender()}, kPing, {});
+                                                             }),
+                                   ThreadType::kLdm, 0);
+        !st)
+      return st;
+    return rt_->start();
+  }
+  // Runs `rounds` round trips; returns the mean RTT in ns.
+  double run(uint64_t rounds) {
+    a_->count = 0;
+    a_->elapsed_ns = 0;
+    a_->target = rounds;
+    (void)rt_->inject({1, {kA, 0}}, kSelf, {});
+    while (a_->elapsed_ns.load(std::memory_order_acquire) == 0)
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    return static_cast<double>(a_->elapsed_ns) / static_cast<double>(rounds);
+  }
+  void stop() { rt_->stop(); }
+
+ private:
+  std::unique_ptr<Runtime> rt_;
+  FnBlock* a_ = nullptr;
+};
+
 void BM_JobBufferSignalPingPong(benchmark::State& state) {
-  RuntimeOptions o;
-  o.self = 1;
-  ThreadSpec a{ThreadType::kTc, 0, cpu(0), ThreadSpec::Binding::kBind, false, false, 1'000'000};
-  ThreadSpec b{ThreadType::kLdm, 0, cpu(1), ThreadSpec::Binding::kBind, false, false, 1'000'000};
-  o.threads = {a, b};
-  o.watchdog_ms = 0;
-  auto rt = Runtime::create(o);
-  if (!rt) {
-    state.SkipWithError(rt.status().to_string().c_str());
+  PingPongRuntime rt;
+  if (Status st = rt.start(); !st) {
+    state.SkipWithError(st.to_string().c_str());
     return;
   }
-  auto block_a = std::make_unique<FnBlock>(kA, [](FnBlock& self, const Signal& s, BlockContext& c) {
-    if (s.number() == kSelf)
-      self.started_ns = monotonic_ns();
-    else if (self.count.fetch_add(1, std::memory_order_relaxed) + 1 >= self.target) {
-      self.elapsed_ns.store(monotonic_ns() - self.started_ns, std::memory_order_release);
+  constexpr uint64_t kRounds = 200000;
+  double total_ns = 0;
+  int n = 0;
+  for (auto _ : state) {
+    const double rtt = rt.run(kRounds);
+    total_ns += rtt;
+    ++n;
+    state.SetIterationTime(rtt * kRounds / 1e9);
+  }
+  rt.stop();
+  state.counters["rtt_ns"] = total_ns / n;
+}
+
+// The target's ratio, robust to a host whose speed changes from second to
+// second: each iteration measures the bare hand-off and then the job buffer
+// (a fresh runtime, so nothing else spins meanwhile), back to back, and the
+// ratio of each pair is kept. Reports the median pair and its ratio.
+void BM_JobBufferVsBarePaired(benchmark::State& state) {
+  constexpr uint64_t kRounds = 50000;
+  std::vector<double> ratios, bare, jb;
+  for (auto _ : state) {
+    const double b = bare_handoff_rtt_ns(kRounds);
+    PingPongRuntime rt;
+    if (Status st = rt.start(); !st) {
+      state.SkipWithError(st.to_string().c_str());
       return;
     }
-    c.send({1, {kB, 0}}, kPing, {});
-  });
-  FnBlock* pa = block_a.get();
-  (void)(*rt)->add_block(std::move(block_a), ThreadType::kTc, 0);
-  (void)(*rt)->add_block(std::make_unique<FnBlock>(kB,
-                                                   [](FnBlock&, const Signal& s, BlockContext& c) {
-                                                     c.send({1, s.sender()}, kPing, {});
-                                                   }),
-                         ThreadType::kLdm, 0);
-  (void)(*rt)->start();
-  uint64_t total_ns = 0, total = 0;
-  for (auto _ : state) {
-    pa->count = 0;
-    pa->elapsed_ns = 0;
-    pa->target = 200000;
-    (void)(*rt)->inject({1, {kA, 0}}, kSelf, {});
-    while (pa->elapsed_ns.load(std::memory_order_acquire) == 0)
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    total_ns += pa->elapsed_ns;
-    total += pa->target;
-    state.SetIterationTime(static_cast<double>(pa->elapsed_ns) / 1e9);
+    (void)rt.run(kRounds / 10);  // warm up: first touches, thread start
+    const double j = rt.run(kRounds);
+    rt.stop();
+    bare.push_back(b);
+    jb.push_back(j);
+    ratios.push_back(j / b);
+    state.SetIterationTime((b + j) * kRounds / 1e9);
   }
-  (*rt)->stop();
-  state.counters["rtt_ns"] = static_cast<double>(total_ns) / static_cast<double>(total);
+  const auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  state.counters["bare_rtt_ns"] = median(bare);
+  state.counters["jb_rtt_ns"] = median(jb);
+  state.counters["ratio_median"] = median(ratios);
+  state.counters["ratio_min"] = *std::min_element(ratios.begin(), ratios.end());
+  state.counters["ratio_max"] = *std::max_element(ratios.begin(), ratios.end());
 }
 
 void BM_IdleSchedulerLoop(benchmark::State& state) {
@@ -205,6 +276,7 @@ void BM_TrivialSignalsOneThread(benchmark::State& state) {
 
 BENCHMARK(BM_BareCacheLineHandoff)->UseManualTime()->Iterations(5);
 BENCHMARK(BM_JobBufferSignalPingPong)->UseManualTime()->Iterations(5);
+BENCHMARK(BM_JobBufferVsBarePaired)->UseManualTime()->Iterations(15);
 BENCHMARK(BM_IdleSchedulerLoop)->UseManualTime()->Iterations(5);
 BENCHMARK(BM_TrivialSignalsOneThread)->UseManualTime()->Iterations(5);
 

@@ -31,10 +31,9 @@ JobBuffer& JobBuffer::operator=(JobBuffer&& other) noexcept {
   base_ = std::exchange(other.base_, nullptr);
   capacity_ = std::exchange(other.capacity_, 0);
   mask_ = std::exchange(other.mask_, 0);
-  write_.value.store(other.write_.value.load(std::memory_order_relaxed), std::memory_order_relaxed);
-  read_.value.store(other.read_.value.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  write_.store(other.write_.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  read_.store(other.read_.load(std::memory_order_relaxed), std::memory_order_relaxed);
   cached_read_ = other.cached_read_;
-  cached_write_ = other.cached_write_;
   return *this;
 }
 

@@ -197,12 +197,10 @@ Status Runtime::inject(Address to, uint16_t signal_number, std::span<const uint3
   std::lock_guard lock(s.inject_mutex);
   WorkerThread& t = *s.threads[static_cast<std::size_t>(dest)];
   JobBuffer& q = t.in_queue(s.injector_row);
-  std::span<std::byte> space = q.reserve(sizeof(Envelope) + frame_len);
+  std::span<std::byte> space = q.reserve(frame_len);
   if (space.empty()) return Status(StatusCode::kResourceExhausted, "job buffer to " + t.name() + " is full");
-  const Envelope e{s.options.self, 0, 0};
-  std::memcpy(space.data(), &e, sizeof e);
-  frame::pack_frame(space.subspan(sizeof e), {signal_number, to.block, {0, 0}, 0}, data, sections, false);
-  q.commit(sizeof(Envelope) + frame_len);
+  frame::pack_frame(space, {signal_number, to.block, {0, 0}, 0}, data, sections, false);
+  q.commit(frame_len, s.options.self);
   t.waker().wake();
   return Status::ok();
 }

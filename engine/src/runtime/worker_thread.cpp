@@ -21,10 +21,11 @@ constexpr uint32_t kToLinkBit = 0x8000'0000u;
 constexpr uint64_t kMaxSleepNs = 100'000'000;  // wake at least this often to check for stop
 constexpr uint32_t kMaxFramesPerLinkPoll = 512;
 
-std::size_t entry_bytes(std::size_t frame_bytes) { return sizeof(Envelope) + frame_bytes; }
+std::size_t entry_bytes(std::size_t frame_bytes) { return JobBuffer::entry_bytes(frame_bytes); }
 
-void write_envelope(std::byte* at, NodeId sender_node) {
-  const Envelope e{sender_node, 0, 0};
+// Spilled signals keep the job buffer's entry layout (envelope + frame).
+void write_envelope(std::byte* at, std::size_t frame_bytes, NodeId sender_node) {
+  const Envelope e{static_cast<uint32_t>(entry_bytes(frame_bytes)), sender_node, 0};
   std::memcpy(at, &e, sizeof e);
 }
 
@@ -208,8 +209,8 @@ uint64_t WorkerThread::idle(uint64_t start) {
         found = true;
         break;
       }
-      cpu_relax();
-      if ((++polls & 15) == 0) now = monotonic_ns();
+      if ((++polls & 3) == 0) cpu_relax();
+      if ((polls & 63) == 0) now = monotonic_ns();
       if ((polls & 4095) == 0)  // publish now and then: a spin phase may last long
         counters_.idle_polls.store(counters_.idle_polls.load(std::memory_order_relaxed) + 4096,
                                    std::memory_order_relaxed);
@@ -322,17 +323,19 @@ bool WorkerThread::poll_one_link(NodeId node) {
         return true;
       }
       JobBuffer& q = shared_.threads[static_cast<std::size_t>(dest)]->in_queue(index_);
-      // Leave room for the node's own traffic: stop reading above the congestion level.
-      if ((q.capacity() - q.free_bytes()) * 100 >= q.capacity() * congestion ||
-          q.free_bytes() < entry_bytes(frame_len)) {
+      // Leave room for the node's own traffic: stop reading above the
+      // congestion level. The producer's cached view of the free space errs
+      // low: look at the consumer's index only when that view says stop.
+      const auto congested = [&](std::size_t free) { return (q.capacity() - free) * 100 >= q.capacity() * congestion; };
+      std::span<std::byte> space;
+      if (!congested(q.free_bytes_hint()) || !congested(q.free_bytes())) space = q.reserve(frame_len);
+      if (space.empty()) {
         counters_.congestion_stops.store(counters_.congestion_stops.load(std::memory_order_relaxed) + 1,
                                          std::memory_order_relaxed);
         break;
       }
-      std::span<std::byte> space = q.reserve(entry_bytes(frame_len));
-      write_envelope(space.data(), node);
-      std::memcpy(space.data() + sizeof(Envelope), batch.bytes.data() + at, frame_len);
-      q.commit(entry_bytes(frame_len));
+      std::memcpy(space.data(), batch.bytes.data() + at, frame_len);
+      q.commit(frame_len, node);
       if (!wake_marks_[static_cast<std::size_t>(dest)]) {
         wake_marks_[static_cast<std::size_t>(dest)] = 1;
         wake_list_.push_back(static_cast<uint32_t>(dest));
@@ -415,23 +418,18 @@ bool WorkerThread::execute_batch() {
 }
 
 bool WorkerThread::execute_queue(JobBuffer& queue, uint32_t budget, uint32_t* executed) {
-  std::span<const std::byte> bytes = queue.peek();
-  if (bytes.empty()) return false;
   std::size_t done = 0;
   // Stop early when output piles up in the spill: it must stay bounded.
-  while (done < bytes.size() && *executed < budget && may_execute()) {
-    std::span<const std::byte> rest = bytes.subspan(done);
-    const std::size_t frame_len = [&] {
-      uint32_t len;
-      std::memcpy(&len, rest.data() + sizeof(Envelope) + 4, sizeof len);
-      return static_cast<std::size_t>(len);
-    }();
-    dispatch(rest.first(entry_bytes(frame_len)));
-    done += entry_bytes(frame_len);
+  while (*executed < budget && may_execute()) {
+    const std::span<const std::byte> entry = queue.entry_at(done);
+    if (entry.empty()) break;
+    dispatch(entry);
+    done += entry.size();
     ++*executed;
   }
+  if (done == 0) return false;
   queue.consume(done);
-  return done > 0;
+  return true;
 }
 
 void WorkerThread::dispatch(std::span<const std::byte> entry) {
@@ -472,17 +470,18 @@ bool WorkerThread::place_local(uint32_t thread, NodeId sender_node, const frame:
                                std::span<const uint32_t> data, std::span<const std::span<const std::byte>> sections) {
   const std::size_t frame_len = frame_bytes_of(data, sections);
   JobBuffer& q = shared_.threads[thread]->in_queue(index_);
-  std::span<std::byte> space = spill_.empty() ? q.reserve(entry_bytes(frame_len)) : std::span<std::byte>();
-  bool spilled = false;
-  if (space.empty()) {
-    space = spill_.append(thread, entry_bytes(frame_len));
-    spilled = true;
-    counters_.spill_events.store(counters_.spill_events.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  std::span<std::byte> space = spill_.empty() ? q.reserve(frame_len) : std::span<std::byte>();
+  if (!space.empty()) {
+    const std::size_t n = frame::pack_frame(space, header, data, sections, false);
+    FJORD_ASSERT(n == frame_len);
+    q.commit(frame_len, sender_node);
+    return true;
   }
-  write_envelope(space.data(), sender_node);
+  space = spill_.append(thread, entry_bytes(frame_len));
+  counters_.spill_events.store(counters_.spill_events.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  write_envelope(space.data(), frame_len, sender_node);
   const std::size_t n = frame::pack_frame(space.subspan(sizeof(Envelope)), header, data, sections, false);
   FJORD_ASSERT(n == frame_len);
-  if (!spilled) q.commit(entry_bytes(frame_len));
   return true;
 }
 
@@ -520,7 +519,7 @@ bool WorkerThread::place_remote(NodeId node, const frame::SignalHeader& header, 
   }
   // No room on the link now: keep it, in order, until the link drains.
   std::span<std::byte> space = spill_.append(kToLinkBit | node, entry_bytes(frame_len));
-  write_envelope(space.data(), shared_.options.self);
+  write_envelope(space.data(), frame_len, shared_.options.self);
   frame::pack_frame(space.subspan(sizeof(Envelope)), header, data, sections, false);
   counters_.spill_events.store(counters_.spill_events.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   if (!flush_marks_[node]) {
@@ -533,10 +532,13 @@ bool WorkerThread::place_remote(NodeId node, const frame::SignalHeader& header, 
 bool WorkerThread::copy_to_destination(Destination destination, std::span<const std::byte> entry) {
   if (!destination.to_link) {
     JobBuffer& q = shared_.threads[destination.index]->in_queue(index_);
-    std::span<std::byte> space = q.reserve(entry.size());
+    Envelope envelope;
+    std::memcpy(&envelope, entry.data(), sizeof envelope);
+    const std::span<const std::byte> frame_bytes = entry.subspan(sizeof(Envelope));
+    std::span<std::byte> space = q.reserve(frame_bytes.size());
     if (space.empty()) return false;
-    std::memcpy(space.data(), entry.data(), entry.size());
-    q.commit(entry.size());
+    std::memcpy(space.data(), frame_bytes.data(), frame_bytes.size());
+    q.commit(frame_bytes.size(), envelope.sender_node);
     if (!wake_marks_[destination.index] && destination.index != index_) {
       wake_marks_[destination.index] = 1;
       wake_list_.push_back(destination.index);

@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "fjord/base/cache.h"
 #include "fjord/base/clock.h"
 #include "fjord/base/fd.h"
 #include "fjord/engine/runtime/job_buffer.h"
@@ -61,7 +62,9 @@ struct Destination {
 
 struct RuntimeShared;
 
-class WorkerThread {
+// Aligned to whole cache lines, like everything a worker writes in its loop
+// (its LineVectors, its blocks), so no other thread's data shares a line.
+class alignas(kCacheLineBytes) WorkerThread {
  public:
   WorkerThread(RuntimeShared& shared, uint32_t index, ThreadSpec spec);
   ~WorkerThread();
@@ -138,7 +141,7 @@ class WorkerThread {
   ThreadSpec plan_;
   std::thread thread_;
   std::vector<std::unique_ptr<Block>> blocks_;
-  std::vector<std::vector<Block*>> block_table_;  // [block number][instance] on this thread
+  LineVector<LineVector<Block*>> block_table_;  // [block number][instance] on this thread
 
   std::vector<JobBuffer> in_queues_;  // [producer]; [index_] is the local queue
   SpillQueue spill_;
@@ -146,16 +149,16 @@ class WorkerThread {
   Waker waker_;
   UniqueFd epoll_fd_;  // threads that poll links sleep here
 
-  std::vector<NodeId> links_;  // links this thread receives from
+  LineVector<NodeId> links_;  // links this thread receives from
   std::mutex adopt_mutex_;
   std::vector<NodeId> adopt_pending_;  // guarded by adopt_mutex_
   std::atomic<bool> adopt_flag_{false};
 
-  std::vector<uint8_t> wake_marks_;  // [thread]: we queued work for it this loop
-  std::vector<uint32_t> wake_list_;
-  std::vector<uint8_t> flush_marks_;  // [node]: we wrote to its link this loop
-  std::vector<NodeId> flush_list_;
-  std::vector<NodeId> pending_flush_;  // links whose flush returned kPending
+  LineVector<uint8_t> wake_marks_;  // [thread]: we queued work for it this loop
+  LineVector<uint32_t> wake_list_;
+  LineVector<uint8_t> flush_marks_;  // [node]: we wrote to its link this loop
+  LineVector<NodeId> flush_list_;
+  LineVector<NodeId> pending_flush_;  // links whose flush returned kPending
   uint64_t loop_now_ns_ = 0;
   uint32_t rr_next_queue_ = 0;
   BlockContext context_;
@@ -171,15 +174,15 @@ class WorkerThread {
 
 // Everything the threads share. Built by Runtime::create, immutable after
 // start() except where atomics say otherwise.
-struct RuntimeShared {
+struct alignas(kCacheLineBytes) RuntimeShared {
   RuntimeOptions options;
   std::vector<std::unique_ptr<WorkerThread>> threads;
   uint32_t injector_row = 0;  // producer index used by Runtime::inject
   std::mutex inject_mutex;
   // route[block][instance] = thread index, or -1.
-  std::vector<std::vector<int>> route;
-  std::vector<uint32_t> receiver_threads;  // recv threads, or the single thread
-  std::vector<uint32_t> send_threads;      // kSend
+  LineVector<LineVector<int>> route;
+  LineVector<uint32_t> receiver_threads;  // recv threads, or the single thread
+  LineVector<uint32_t> send_threads;      // kSend
   std::atomic<uint32_t> next_receiver{0};
   std::unique_ptr<LinkSlot[]> links;  // [kMaxNodeId + 1]
   std::atomic<bool> stopping{false};

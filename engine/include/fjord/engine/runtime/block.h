@@ -16,6 +16,7 @@
 #include <span>
 #include <string>
 
+#include "fjord/base/cache.h"
 #include "fjord/transport/frame.h"
 #include "fjord/transport/transporter.h"
 #include "fjord/transport/types.h"
@@ -65,7 +66,9 @@ struct Signal {
 
 class BlockContext;
 
-class Block {
+// Aligned to whole cache lines: a block's state is written by its thread
+// only, and must not share a line with another thread's data.
+class alignas(kCacheLineBytes) Block {
  public:
   Block(BlockNumber number, uint16_t instance, std::string name)
       : number_(number), instance_(instance), name_(std::move(name)) {}

@@ -1,28 +1,40 @@
-// JobBuffer: a lock-free single-producer/single-consumer byte queue between
-// two threads of one data node (NDB's job buffer, one per (producer thread,
-// consumer thread) pair, plus each thread's local queue to itself).
+// JobBuffer: a lock-free single-producer/single-consumer queue of entries
+// between two threads of one data node (NDB's job buffer, one per (producer
+// thread, consumer thread) pair, plus each thread's local queue to itself).
 //
-// Entries are 8-byte aligned: an Envelope followed by one frame (see
-// frame.h), so a frame received from a transporter is copied in unchanged.
-// The memory is a MirroredMap allocated at start-up, so a reservation never
-// wraps and nothing is allocated afterwards.
+// An entry is an 8-byte Envelope followed by one frame (see frame.h), so a
+// frame received from a transporter is copied in unchanged. The memory is a
+// MirroredMap allocated at start-up, so an entry never wraps and nothing is
+// allocated afterwards.
 //
-// Threads: push side (reserve/commit) by the producer only; pop side
-// (peek/consume) by the consumer only; fill()/capacity() by anyone.
+// The envelope is the entry's ready mark (as in the SHM ring, docs/shm.md):
+// the consumer polls the envelope at its read position, which is zero until
+// the producer publishes the entry there. Finding work and reading it is
+// then one cache-line transfer, not two dependent ones (a shared write index,
+// then the entry it covers). The invariant that makes a zero mean "not yet":
+// the envelope at the producer's write position is always zero. It starts
+// zero (fresh pages) and every commit zeroes the envelope after its entry
+// before publishing its own.
+//
+// Threads: reserve/commit by the producer only; entry_at/consume/has_data by
+// the consumer only; capacity()/used_bytes() by anyone.
 // Hot path: everything here.
 //
-// Memory orders (indices are monotonically increasing byte counts):
-//   P1  producer: store-release write_ (after writing the entry bytes)
-//   C1  consumer: load-acquire write_  -- pairs with P1: the consumer sees the
-//       entry bytes before it sees the index that covers them.
-//   C2  consumer: store-release read_ (after it stopped reading the bytes)
-//   P2  producer: load-acquire read_   -- pairs with C2: the producer does not
+// Memory orders (positions are monotonically increasing byte counts):
+//   P1  producer: store-release the envelope word, after writing the frame
+//       and zeroing the next envelope (relaxed).
+//   C1  consumer: load-acquire the envelope word -- pairs with P1: a non-zero
+//       mark means the frame bytes, and the zero after them, are visible.
+//   C2  consumer: store-release read_ (after it stopped reading the bytes).
+//   P2  producer: load-acquire read_ -- pairs with C2: the producer does not
 //       overwrite bytes the consumer may still be reading.
-// Each side caches the other's index and reloads it (P2/C1) only when its
-// cached view says full/empty, so the other side's cache line moves only then.
+// The producer caches read_ and reloads it (P2) only when its cached view
+// says full, so the consumer's line moves only then. write_ is the
+// producer's own position, published relaxed for statistics only.
 #pragma once
 
 #include <atomic>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -34,11 +46,11 @@
 
 namespace fjord::engine {
 
-// Precedes every frame in a job buffer.
+// Precedes every frame in a job buffer. Read and written as one 64-bit word.
 struct Envelope {
+  uint32_t entry_bytes = 0;      // envelope + frame; never 0 once published
   NodeId sender_node = kNoNode;  // where the signal came from (self for local signals)
   uint16_t flags = 0;
-  uint32_t reserved = 0;
 };
 static_assert(sizeof(Envelope) == 8);
 
@@ -52,70 +64,79 @@ class JobBuffer {
   JobBuffer(JobBuffer&&) noexcept;
   JobBuffer& operator=(JobBuffer&&) noexcept;
 
+  // Bytes an entry for a frame of frame_bytes takes.
+  static constexpr std::size_t entry_bytes(std::size_t frame_bytes) { return sizeof(Envelope) + frame_bytes; }
+
   // ---- producer ----
-  // A writable span of at least `bytes`, or empty if that much is not free.
-  std::span<std::byte> reserve(std::size_t bytes) noexcept {
-    const uint64_t w = write_.value.load(std::memory_order_relaxed);
-    if (w + bytes - cached_read_ > capacity_) {
-      cached_read_ = read_.value.load(std::memory_order_acquire);  // P2
-      if (w + bytes - cached_read_ > capacity_) return {};
+  // Room for a frame of `frame_bytes` (a multiple of 8): a span of at least
+  // that many bytes where the frame goes, or empty if the entry does not fit.
+  std::span<std::byte> reserve(std::size_t frame_bytes) noexcept {
+    const uint64_t w = write_.load(std::memory_order_relaxed);
+    // The entry and the zeroed envelope after it must fit.
+    const uint64_t need = entry_bytes(frame_bytes) + sizeof(Envelope);
+    if (w + need - cached_read_ > capacity_) {
+      cached_read_ = read_.load(std::memory_order_acquire);  // P2
+      if (w + need - cached_read_ > capacity_) return {};
     }
-    return {base_ + (w & mask_), static_cast<std::size_t>(capacity_ - (w - cached_read_))};
+    return {base_ + (w & mask_) + sizeof(Envelope),
+            static_cast<std::size_t>(capacity_ - (w - cached_read_) - need + frame_bytes)};
   }
-  // Publishes `bytes` written at the start of the last reservation.
-  void commit(std::size_t bytes) noexcept {
-    write_.value.store(write_.value.load(std::memory_order_relaxed) + bytes, std::memory_order_release);  // P1
+  // Publishes the frame of `frame_bytes` written into the last reservation.
+  void commit(std::size_t frame_bytes, NodeId sender_node) noexcept {
+    const uint64_t w = write_.load(std::memory_order_relaxed);
+    const uint64_t next = w + entry_bytes(frame_bytes);
+    word_at(next).store(0, std::memory_order_relaxed);
+    const Envelope e{static_cast<uint32_t>(entry_bytes(frame_bytes)), sender_node, 0};
+    word_at(w).store(std::bit_cast<uint64_t>(e), std::memory_order_release);  // P1
+    write_.store(next, std::memory_order_relaxed);
   }
   // Free bytes as the producer last saw them (may be stale-low, never high).
   std::size_t free_bytes_hint() const noexcept {
-    return static_cast<std::size_t>(capacity_ - (write_.value.load(std::memory_order_relaxed) - cached_read_));
+    return static_cast<std::size_t>(capacity_ - (write_.load(std::memory_order_relaxed) - cached_read_));
   }
   std::size_t free_bytes() noexcept {
-    cached_read_ = read_.value.load(std::memory_order_acquire);  // P2
+    cached_read_ = read_.load(std::memory_order_acquire);  // P2
     return free_bytes_hint();
   }
 
   // ---- consumer ----
-  // Published, unconsumed bytes (whole entries) as far as the consumer has
-  // looked: a prefix of what is published. It re-reads the producer's index
-  // only when that view is empty, so empty means "nothing published".
-  std::span<const std::byte> peek() noexcept {
-    const uint64_t r = read_.value.load(std::memory_order_relaxed);
-    if (r == cached_write_) {
-      cached_write_ = write_.value.load(std::memory_order_acquire);  // C1
-      if (r == cached_write_) return {};
-    }
-    return {base_ + (r & mask_), static_cast<std::size_t>(cached_write_ - r)};
+  // The entry that starts `offset` bytes past the read position (an offset
+  // reached by walking entry sizes from there), or empty if it is not
+  // published yet.
+  std::span<const std::byte> entry_at(std::size_t offset) noexcept {
+    const uint64_t at = read_.load(std::memory_order_relaxed) + offset;
+    const uint64_t word = word_at(at).load(std::memory_order_acquire);  // C1
+    if (word == 0) return {};
+    return {base_ + (at & mask_), std::bit_cast<Envelope>(word).entry_bytes};
   }
-  // True if peek() would return bytes (reloads the producer's index).
+  // True if entry_at(0) would return an entry (a hint: no ordering).
   bool has_data() noexcept {
-    return read_.value.load(std::memory_order_relaxed) != write_.value.load(std::memory_order_acquire);  // C1
+    return word_at(read_.load(std::memory_order_relaxed)).load(std::memory_order_relaxed) != 0;
   }
+  // Gives back the bytes of whole entries the consumer is done with.
   void consume(std::size_t bytes) noexcept {
-    read_.value.store(read_.value.load(std::memory_order_relaxed) + bytes, std::memory_order_release);  // C2
+    read_.store(read_.load(std::memory_order_relaxed) + bytes, std::memory_order_release);  // C2
   }
 
   // ---- anyone ----
   std::size_t capacity() const noexcept { return static_cast<std::size_t>(capacity_); }
   // Bytes in the queue now (racy snapshot, exact when both sides are idle).
   std::size_t used_bytes() const noexcept {
-    return static_cast<std::size_t>(write_.value.load(std::memory_order_relaxed) -
-                                    read_.value.load(std::memory_order_relaxed));
+    return static_cast<std::size_t>(write_.load(std::memory_order_relaxed) - read_.load(std::memory_order_relaxed));
   }
 
  private:
-  struct alignas(kCacheLineBytes) Index {
-    std::atomic<uint64_t> value{0};
-  };
+  std::atomic_ref<uint64_t> word_at(uint64_t position) const noexcept {
+    return std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(base_ + (position & mask_)));
+  }
 
   MirroredMap memory_;
   std::byte* base_ = nullptr;
   uint64_t capacity_ = 0;
   uint64_t mask_ = 0;
-  Index write_;                                         // written by the producer
-  alignas(kCacheLineBytes) uint64_t cached_read_ = 0;   // producer's private copy
-  Index read_;                                          // written by the consumer
-  alignas(kCacheLineBytes) uint64_t cached_write_ = 0;  // consumer's private copy
+  alignas(kCacheLineBytes) std::atomic<uint64_t> write_{0};  // the producer's line
+  uint64_t cached_read_ = 0;
+  alignas(kCacheLineBytes) std::atomic<uint64_t> read_{0};  // the consumer's line
 };
 
 }  // namespace fjord::engine
