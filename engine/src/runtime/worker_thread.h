@@ -124,7 +124,7 @@ class alignas(kCacheLineBytes) WorkerThread {
   bool flush_links();
   void wake_destinations();
   // Spins, then sleeps, from `start_ns` (now) until input arrives; returns
-  // the time it stopped (a reading at most 16 polls old after a spin).
+  // the time it stopped (a reading at most 64 polls old after a spin).
   uint64_t idle(uint64_t start_ns);
   bool has_pending_input(uint64_t now_ns);
   void sleep_until(uint64_t deadline_ns);
