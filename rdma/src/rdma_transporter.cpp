@@ -424,7 +424,7 @@ ReceiveBatch RdmaTransporter::receive() {
     if (credit_pending_.load(std::memory_order_relaxed)) report_credits();
     if (--receive_countdown_ == 0) {
       receive_countdown_ = kSlowCheckEvery;
-      const uint64_t now = monotonic_ns();
+      const uint64_t now = coarse_monotonic_ns();
       if (now >= next_slow_check_ns_) {
         next_slow_check_ns_ = now + kSlowCheckPeriodNs;
         slow_checks();
