@@ -30,6 +30,7 @@ TcBlock::Impl::Impl(const TcOptions& options, TcCounters& c)
       txs(options.max_transactions),
       tx_by_id(options.max_transactions),
       ops(options.max_operations),
+      lookup_columns(options.max_operations),
       scans(options.max_scans),
       key_buffer(kMaxKeyBytes),
       section_a(frame::kMaxFrameBytes),
@@ -211,7 +212,7 @@ void TcBlock::Impl::tc_key_req(const Signal& s, BlockContext& c) {
   if (req.columns.size() / 2 > kMaxColumns) return start_abort(tx_ref, ErrorCode::kBadRequest, req.op_index, c);
   op.base_table = req.table_id;
   op.column_count = static_cast<uint16_t>(req.columns.size() / 2);
-  std::memcpy(op.columns.data(), req.columns.data(), req.columns.size());
+  std::memcpy(lookup_columns[record_index(op_ref)].data(), req.columns.data(), req.columns.size());
   // Re-address the key values to the hidden table's positions.
   std::size_t at = 0;
   ValueCursor cursor(req.key);
@@ -259,7 +260,7 @@ void TcBlock::Impl::unique_lookup_done(uint32_t op_ref, const LqhKeyConf& conf, 
   lqh.api_conn = txs[op.tx].api_conn;
   lqh.op_index = op.op_index;
   lqh.key = std::span(section_a).first(at);
-  lqh.columns = std::as_bytes(std::span(op.columns.data(), op.column_count));
+  lqh.columns = std::as_bytes(std::span(lookup_columns[record_index(op_ref)].data(), op.column_count));
   ErrorCode error = ErrorCode::kNone;
   if (!route_key(*base, lqh.key, lqh.partition, error)) return start_abort(op.tx, error, op.op_index, c);
   const uint32_t read_ref = new_op(op.tx, OpKind::kUser);

@@ -58,11 +58,14 @@ struct Op {
   uint32_t op_index = 0;
   uint32_t table = 0;
   uint64_t sent_ns = 0;
-  // kUniqueLookup: what the base read will ask for.
+  // kUniqueLookup: what the base read will ask for (the column list itself is
+  // in TcBlock::Impl::lookup_columns, so allocating an Op clears no 256 bytes).
   uint32_t base_table = 0;
   uint16_t column_count = 0;
-  std::array<uint16_t, kMaxColumns> columns{};
 };
+
+// The column list of a unique-key lookup's base read, by the Op's record index.
+using LookupColumns = std::array<uint16_t, kMaxColumns>;
 
 struct ScanPartition {
   bool finished = false;
@@ -94,6 +97,7 @@ struct TcBlock::Impl {
   RecordPool<Tx> txs;
   IdMap tx_by_id;
   RecordPool<Op> ops;
+  std::vector<LookupColumns> lookup_columns;  // by record_index(op ref); valid for kUniqueLookup ops
   RecordPool<Scan> scans;
   std::vector<std::byte> key_buffer;            // kMaxKeyBytes
   std::vector<std::byte> section_a, section_b;  // scratch sections
