@@ -1,6 +1,7 @@
 // Values and the order-preserving key encoding (see key_codec.h for the format).
 #include "fjord/engine/key_codec.h"
 
+#include <array>
 #include <bit>
 #include <cstring>
 #include <string>
@@ -217,6 +218,36 @@ uint32_t KeyCodec::encode_record(const RowLayout& layout, std::span<const std::b
   uint32_t n = 0;
   for (const Column& column : columns_) n += encode_value(column.def, layout.get(record, column.position), &out[n]);
   return n;
+}
+
+bool KeyCodec::record_matches(const RowLayout& layout, std::span<const std::byte> record,
+                              std::span<const std::byte> key) const {
+  std::size_t at = 0;
+  for (const Column& column : columns_) {
+    const ValueRef value = layout.get(record, column.position);
+    if (column.def.nullable) {
+      if (at == key.size() || key[at++] != (value.is_null ? kNullMarker : kValueMarker)) return false;
+      if (value.is_null) continue;
+    }
+    if (is_variable_length(column.def.type)) {
+      // Each value byte, 0x00 escaped, then the terminator pair.
+      for (const std::byte b : value.bytes) {
+        if (at == key.size() || key[at++] != b) return false;
+        if (b == kEscape && (at == key.size() || key[at++] != kEscapedZero)) return false;
+      }
+      if (key.size() - at < 2 || key[at] != kEscape || key[at + 1] != kTerminator) return false;
+      at += 2;
+      continue;
+    }
+    std::array<std::byte, 8> integer{};
+    std::span<const std::byte> expected = value.bytes;
+    if (integer_width(column.def.type) != 0) {
+      expected = std::span(integer).first(encode_integer(column.def.type, value.bytes, integer.data()));
+    }
+    if (key.size() - at < expected.size() || std::memcmp(&key[at], expected.data(), expected.size()) != 0) return false;
+    at += expected.size();
+  }
+  return at == key.size();
 }
 
 Status KeyCodec::decode_error(uint32_t column, const char* what) const {

@@ -20,18 +20,12 @@ HashIndex::Bucket* HashIndex::bucket(uint32_t index) const {
   return reinterpret_cast<Bucket*>(segments_.address(index / kBucketsPerSegment)) + index % kBucketsPerSegment;
 }
 
-bool HashIndex::key_equals(RowId row, std::span<const std::byte> key) const {
-  std::array<std::byte, kMaxKeyBytes> stored;
-  const uint32_t length = keys_.encoded_key(row, stored);
-  return length == key.size() && std::memcmp(stored.data(), key.data(), length) == 0;
-}
-
 RowId HashIndex::find(uint64_t hash, std::span<const std::byte> key) const {
   if (segments_.end() == 0) return kNoRow;
   const auto hash32 = static_cast<uint32_t>(hash);
   for (const Bucket* b = bucket(address(hash32));;) {
     for (uint32_t i = 0; i < b->count; ++i) {
-      if (b->entries[i].hash == hash32 && key_equals(b->entries[i].row, key)) return b->entries[i].row;
+      if (b->entries[i].hash == hash32 && keys_.key_equals(b->entries[i].row, key)) return b->entries[i].row;
     }
     if (b->next == kNoBlock) return kNoRow;
     b = block(b->next);

@@ -120,6 +120,47 @@ TEST(HashIndexTest, EqualHashesChainAndStillFindByKey) {
   EXPECT_EQ(missing.message(), "row " + std::to_string(rows[0]) + " is not in the hash index");
 }
 
+// A KeySource that only encodes (KeySource's default key_equals: encode the
+// row's key, compare bytes), as a source without an in-place compare works.
+class EncodingOnlyKeySource final : public KeySource {
+ public:
+  explicit EncodingOnlyKeySource(const KeySource& inner) : inner_(inner) {}
+  uint32_t encoded_key(RowId row, std::span<std::byte> out) const override { return inner_.encoded_key(row, out); }
+
+ private:
+  const KeySource& inner_;
+};
+
+TEST(HashIndexTest, InPlaceAndEncodingKeyComparesAgreeUnderCollisions) {
+  // Every key in 4 hash values: chains of overflow blocks where most hash
+  // matches are other keys. Both compares must find exactly the same rows.
+  auto pool = make_pool(16 << 20);
+  TestTable table(*pool, 8, 4);
+  const EncodingOnlyKeySource encoding(table.pk_keys);
+  HashIndex in_place(*pool, table.pk_keys);
+  HashIndex encoded(*pool, encoding);
+  std::vector<RowId> rows;
+  for (uint64_t id = 0; id < 400; ++id) {
+    rows.push_back(table.rows.insert(table.record(id, "k")).value());
+    ASSERT_TRUE(in_place.insert(id % 4, table.pk_key(id), rows.back()).is_ok());
+    ASSERT_TRUE(encoded.insert(id % 4, table.pk_key(id), rows.back()).is_ok());
+  }
+  ASSERT_EQ(in_place.insert(5 % 4, table.pk_key(5), rows[7]).code(), StatusCode::kAlreadyExists);
+  for (uint64_t id = 0; id < 400; id += 3) {
+    ASSERT_TRUE(in_place.erase(id % 4, rows[id]).is_ok());
+    ASSERT_TRUE(encoded.erase(id % 4, rows[id]).is_ok());
+  }
+  for (uint64_t id = 0; id < 420; ++id) {
+    const RowId expected = id >= 400 || id % 3 == 0 ? kNoRow : rows[id];
+    for (uint64_t hash = 0; hash < 4; ++hash) {
+      const RowId want = hash == id % 4 ? expected : kNoRow;
+      ASSERT_EQ(in_place.find(hash, table.pk_key(id)), want) << "id " << id << " hash " << hash;
+      ASSERT_EQ(encoded.find(hash, table.pk_key(id)), want) << "id " << id << " hash " << hash;
+    }
+  }
+  EXPECT_TRUE(in_place.check_invariants().is_ok()) << in_place.check_invariants().message();
+}
+
 TEST(HashIndexTest, VarcharKeysWithSharedPrefixes) {
   auto pool = make_pool(16 << 20);
   TableDef def;

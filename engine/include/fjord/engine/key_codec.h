@@ -16,7 +16,7 @@
 // prefix of the index columns compare correctly with memcmp.
 //
 // Thread: any (a KeyCodec is immutable once built). Hot path: encode,
-// encode_record and decode allocate nothing unless they return an error
+// encode_record, record_matches and decode allocate nothing unless they return an error
 // (a Status message allocates).
 #pragma once
 
@@ -114,6 +114,11 @@ class KeyCodec {
   // Encodes the key columns of a record of `layout` (the record's values were
   // checked when they were set). `out` holds at least max_encoded_bytes().
   uint32_t encode_record(const RowLayout& layout, std::span<const std::byte> record, std::span<std::byte> out) const;
+
+  // True when `key` is exactly the encoding encode_record() would write for
+  // `record`, found by comparing column by column in place: no buffer, and
+  // it stops at the first byte that differs (a hash index's key compare).
+  bool record_matches(const RowLayout& layout, std::span<const std::byte> record, std::span<const std::byte> key) const;
 
   // Decodes a key or key prefix into `values` (at least column_count()).
   // Integers come back little-endian; all bytes are written to `scratch`,

@@ -92,6 +92,7 @@ class PkKeySource final : public storage::KeySource {
  public:
   explicit PkKeySource(const Partition& partition) : partition_(partition) {}
   uint32_t encoded_key(RowId row, std::span<std::byte> out) const override;
+  bool key_equals(RowId row, std::span<const std::byte> key) const override;
 
  private:
   const Partition& partition_;

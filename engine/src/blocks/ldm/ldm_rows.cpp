@@ -25,6 +25,10 @@ uint32_t PkKeySource::encoded_key(RowId row, std::span<std::byte> out) const {
   return partition_.table.pk.encode_record(partition_.table.layout, partition_.record(row), out);
 }
 
+bool PkKeySource::key_equals(RowId row, std::span<const std::byte> key) const {
+  return partition_.table.pk.record_matches(partition_.table.layout, partition_.record(row), key);
+}
+
 uint32_t OrderedKeySource::encoded_key(RowId value, std::span<std::byte> out) const {
   const RowId anchor = untagged(value);
   const uint32_t tag = tag_of(value);

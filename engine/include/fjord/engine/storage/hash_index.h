@@ -6,7 +6,8 @@
 // one bucket (no pauses). Buckets are one cache line: 7 entries of
 // (low 32 bits of the hash, RowId), plus a link to 64-byte overflow blocks.
 // Keys are not stored: a lookup compares the stored hash bits first, then the
-// row's key through the KeySource (see key_source.h), so an entry costs
+// row's key through the KeySource (key_equals, in place in the row; see
+// key_source.h), so an entry costs
 // 8 bytes however long the key is. About 13-15 bytes per row in all at the
 // load factor used.
 //
@@ -79,7 +80,6 @@ class HashIndex {
   uint32_t address(uint32_t hash) const;
   Bucket* bucket(uint32_t index) const;
   Bucket* block(BlockId id) const { return reinterpret_cast<Bucket*>(overflow_.address(id)); }
-  bool key_equals(RowId row, std::span<const std::byte> key) const;
   void maybe_split();
   Status split_one();
   void move_entries(Bucket* from, uint32_t from_index, Bucket* to, uint32_t new_bit);

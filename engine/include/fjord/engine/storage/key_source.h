@@ -3,8 +3,9 @@
 // The hash index stores only (hash, RowId) per row and the ordered index
 // stores at most a fixed prefix of each key, as NDB's DBACC and DBTUX compare
 // keys by reading the row (DBACC through the tuple's key, DBTUX through its
-// attributes). When a hash matches, or two prefixes tie, they ask the
-// KeySource for the row's key. RowKeySource is the usual one: it encodes the
+// attributes). When a hash matches, the hash index asks the KeySource whether
+// the row has the key (key_equals); when two prefixes tie, the ordered index
+// asks it for the row's key (encoded_key). RowKeySource is the usual one: it encodes the
 // key columns straight from the RowStore record.
 //
 // Contract with the LDM block: for every RowId in an index, encoded_key()
@@ -15,8 +16,10 @@
 // Thread: the LDM thread that owns the partition. Hot path.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <span>
 
 #include "fjord/engine/key_codec.h"
@@ -30,6 +33,14 @@ class KeySource {
   virtual ~KeySource() = default;
   // Writes the encoded key of `row` to `out` (kMaxKeyBytes long); returns its length.
   virtual uint32_t encoded_key(RowId row, std::span<std::byte> out) const = 0;
+  // True when the encoded key of `row` is `key`. This default encodes the
+  // row's key and compares the bytes; a source that can compare in place
+  // (KeyCodec::record_matches) overrides it.
+  virtual bool key_equals(RowId row, std::span<const std::byte> key) const {
+    std::array<std::byte, kMaxKeyBytes> stored;
+    const uint32_t length = encoded_key(row, stored);
+    return length == key.size() && std::memcmp(stored.data(), key.data(), length) == 0;
+  }
 };
 
 // Encodes `codec`'s columns from the rows of `rows` laid out by `layout`.
@@ -40,6 +51,9 @@ class RowKeySource final : public KeySource {
       : rows_(rows), layout_(layout), codec_(codec) {}
   uint32_t encoded_key(RowId row, std::span<std::byte> out) const override {
     return codec_.encode_record(layout_, rows_.get(row), out);
+  }
+  bool key_equals(RowId row, std::span<const std::byte> key) const override {
+    return codec_.record_matches(layout_, rows_.get(row), key);
   }
 
  private:
