@@ -21,11 +21,9 @@ constexpr uint32_t kToLinkBit = 0x8000'0000u;
 constexpr uint64_t kMaxSleepNs = 100'000'000;  // wake at least this often to check for stop
 constexpr uint32_t kMaxFramesPerLinkPoll = 512;
 
-std::size_t entry_bytes(std::size_t frame_bytes) { return JobBuffer::entry_bytes(frame_bytes); }
-
 // Spilled signals keep the job buffer's entry layout (envelope + frame).
 void write_envelope(std::byte* at, std::size_t frame_bytes, NodeId sender_node) {
-  const Envelope e{static_cast<uint32_t>(entry_bytes(frame_bytes)), sender_node, 0};
+  const Envelope e{static_cast<uint32_t>(JobBuffer::entry_bytes(frame_bytes)), sender_node, 0};
   std::memcpy(at, &e, sizeof e);
 }
 
@@ -483,7 +481,7 @@ bool WorkerThread::place_local(uint32_t thread, NodeId sender_node, const frame:
     q.commit(frame_len, sender_node);
     return true;
   }
-  space = spill_.append(thread, entry_bytes(frame_len));
+  space = spill_.append(thread, JobBuffer::entry_bytes(frame_len));
   counters_.spill_events.store(counters_.spill_events.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   write_envelope(space.data(), frame_len, sender_node);
   const std::size_t n = frame::pack_frame(space.subspan(sizeof(Envelope)), header, data, sections, false);
@@ -524,7 +522,7 @@ bool WorkerThread::place_remote(NodeId node, const frame::SignalHeader& header, 
     slot.send_lock.unlock();
   }
   // No room on the link now: keep it, in order, until the link drains.
-  std::span<std::byte> space = spill_.append(kToLinkBit | node, entry_bytes(frame_len));
+  std::span<std::byte> space = spill_.append(kToLinkBit | node, JobBuffer::entry_bytes(frame_len));
   write_envelope(space.data(), frame_len, shared_.options.self);
   frame::pack_frame(space.subspan(sizeof(Envelope)), header, data, sections, false);
   counters_.spill_events.store(counters_.spill_events.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
