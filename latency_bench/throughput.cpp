@@ -11,6 +11,7 @@
 
 #include "fjord/base/cache.h"
 #include "fjord/base/clock.h"
+#include "machine.h"
 
 namespace fjord::bench {
 namespace {
@@ -54,12 +55,9 @@ struct Shared {
   }
 };
 
+// cpu < 0: leave the thread where the scheduler puts it.
 void pin(int cpu) {
-  if (cpu < 0) return;
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(cpu, &set);
-  (void)::sched_setaffinity(0, sizeof set, &set);
+  if (cpu >= 0) (void)pin_this_thread(cpu);
 }
 
 struct DefinerResult {
