@@ -15,8 +15,6 @@
 // figures are RTT (label "rtt_ns"). Run:  build/latency_bench/runtime_bench
 // Never used as a test: benchmarks do not fail on time.
 #include <benchmark/benchmark.h>
-#include <pthread.h>
-#include <sched.h>
 
 #include <algorithm>
 #include <atomic>
@@ -28,6 +26,7 @@
 #include "fjord/base/clock.h"
 #include "fjord/engine/runtime/job_buffer.h"
 #include "fjord/engine/runtime/runtime.h"
+#include "machine.h"
 
 namespace fjord::engine {
 namespace {
@@ -37,13 +36,8 @@ constexpr uint16_t kSelf = kPing + 1;
 constexpr BlockNumber kA = block_numbers::kFirstTest;
 constexpr BlockNumber kB = block_numbers::kFirstTest + 1;
 
-void pin_to(int cpu) {
-  if (static_cast<int>(std::thread::hardware_concurrency()) <= cpu) return;
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(cpu, &set);
-  pthread_setaffinity_np(pthread_self(), sizeof set, &set);
-}
+// Pins the calling thread; on a machine without that CPU it stays unpinned.
+void pin_to(int cpu) { (void)bench::pin_this_thread(cpu); }
 
 std::vector<int> cpu(int c) {
   return static_cast<int>(std::thread::hardware_concurrency()) > c ? std::vector<int>{c} : std::vector<int>{};
@@ -112,10 +106,11 @@ void BM_BareCacheLineHandoff(benchmark::State& state) {
 // The queue alone, without the scheduler: two threads ping-pong 32-byte
 // entries (a 24-byte frame, as a signal without data) through a pair of job
 // buffers, each side polling its input with entry_at(). Returns mean RTT ns.
-double raw_job_buffer_rtt_ns(uint64_t rounds) {
+Result<double> raw_job_buffer_rtt_ns(uint64_t rounds) {
   auto to_b = JobBuffer::create(64 << 10);
+  if (!to_b) return to_b.status();
   auto to_a = JobBuffer::create(64 << 10);
-  if (!to_b || !to_a) return 0;
+  if (!to_a) return to_a.status();
   constexpr std::size_t kFrame = 24;
   const auto send = [](JobBuffer& q, uint64_t v) {
     std::span<std::byte> space;
@@ -139,14 +134,16 @@ double raw_job_buffer_rtt_ns(uint64_t rounds) {
   });
   pin_to(0);
   send(*to_b, 0);  // the first round trip warms both threads up
-  (void)receive(*to_a);
+  uint64_t wrong = receive(*to_a) != 0 ? 1 : 0;
   const uint64_t t0 = monotonic_ns();
   for (uint64_t i = 1; i <= rounds; ++i) {
     send(*to_b, i);
-    if (receive(*to_a) != i) return 0;
+    if (receive(*to_a) != i) ++wrong;
   }
   const uint64_t dt = monotonic_ns() - t0;
   echo.join();
+  if (wrong > 0)
+    return Status(StatusCode::kInternal, "job buffer echo returned " + std::to_string(wrong) + " wrong values");
   return static_cast<double>(dt) / static_cast<double>(rounds);
 }
 
@@ -185,11 +182,11 @@ class PingPongRuntime {
     return rt_->start();
   }
   // Runs `rounds` round trips; returns the mean RTT in ns.
-  double run(uint64_t rounds) {
+  Result<double> run(uint64_t rounds) {
     a_->count = 0;
     a_->elapsed_ns = 0;
     a_->target = rounds;
-    (void)rt_->inject({1, {kA, 0}}, kSelf, {});
+    if (Status st = rt_->inject({1, {kA, 0}}, kSelf, {}); !st) return st;
     // The caller may share CPU 0 with thread A: wake rarely.
     while (a_->elapsed_ns.load(std::memory_order_acquire) == 0)
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
@@ -212,7 +209,12 @@ void BM_JobBufferSignalPingPong(benchmark::State& state) {
   double total_ns = 0;
   int n = 0;
   for (auto _ : state) {
-    const double rtt = rt.run(kRounds);
+    const Result<double> measured = rt.run(kRounds);
+    if (!measured) {
+      state.SkipWithError(measured.status().to_string().c_str());
+      break;
+    }
+    const double rtt = measured.value();
     total_ns += rtt;
     ++n;
     state.SetIterationTime(rtt * kRounds / 1e9);
@@ -235,14 +237,19 @@ void BM_JobBufferVsBarePaired(benchmark::State& state) {
       state.SkipWithError(st.to_string().c_str());
       return;
     }
-    (void)rt.run(kRounds / 10);  // warm up: first touches, thread start
-    const double j = rt.run(kRounds);
+    Result<double> j = rt.run(kRounds / 10);  // warm up: first touches, thread start
+    if (j) j = rt.run(kRounds);
     rt.stop();
-    raw.push_back(raw_job_buffer_rtt_ns(kRounds));
+    const Result<double> queue_only = raw_job_buffer_rtt_ns(kRounds);
+    if (!j || !queue_only) {
+      state.SkipWithError((!j ? j.status() : queue_only.status()).to_string().c_str());
+      return;
+    }
+    raw.push_back(queue_only.value());
     bare.push_back(b);
-    jb.push_back(j);
-    ratios.push_back(j / b);
-    state.SetIterationTime((b + j) * kRounds / 1e9);
+    jb.push_back(*j);
+    ratios.push_back(*j / b);
+    state.SetIterationTime((b + *j) * kRounds / 1e9);
   }
   const auto median = [](std::vector<double> v) {
     std::sort(v.begin(), v.end());
@@ -263,10 +270,15 @@ void BM_IdleSchedulerLoop(benchmark::State& state) {
                           100'000'000}};  // spins 100 s: never sleeps here
   o.watchdog_ms = 0;
   auto rt = Runtime::create(o);
+  if (!rt) {
+    state.SkipWithError(rt.status().to_string().c_str());
+    return;
+  }
   // A thread with no block never runs: give it one that is never signalled.
-  (void)(*rt)->add_block(std::make_unique<FnBlock>(kA, [](FnBlock&, const Signal&, BlockContext&) {}), ThreadType::kLdm,
-                         0);
-  if (Status st = (*rt)->start(); !st) {
+  Status st = (*rt)->add_block(std::make_unique<FnBlock>(kA, [](FnBlock&, const Signal&, BlockContext&) {}),
+                               ThreadType::kLdm, 0);
+  if (st) st = (*rt)->start();
+  if (!st) {
     state.SkipWithError(st.to_string().c_str());
     return;
   }
@@ -293,6 +305,10 @@ void BM_TrivialSignalsOneThread(benchmark::State& state) {
   o.threads = {ThreadSpec{ThreadType::kLdm, 0, cpu(1), ThreadSpec::Binding::kBind, false, false, 0}};
   o.watchdog_ms = 0;
   auto rt = Runtime::create(o);
+  if (!rt) {
+    state.SkipWithError(rt.status().to_string().c_str());
+    return;
+  }
   auto block = std::make_unique<FnBlock>(kA, [](FnBlock& self, const Signal& s, BlockContext& c) {
     if (s.number() == kSelf) self.started_ns = monotonic_ns();
     if (self.count.fetch_add(1, std::memory_order_relaxed) + 1 >= self.target) {
@@ -305,14 +321,21 @@ void BM_TrivialSignalsOneThread(benchmark::State& state) {
       for (int i = 0; i < 63; ++i) c.send({1, {kA, 0}}, kPing, {});
   });
   FnBlock* p = block.get();
-  (void)(*rt)->add_block(std::move(block), ThreadType::kLdm, 0);
-  (void)(*rt)->start();
+  Status st = (*rt)->add_block(std::move(block), ThreadType::kLdm, 0);
+  if (st) st = (*rt)->start();
+  if (!st) {
+    state.SkipWithError(st.to_string().c_str());
+    return;
+  }
   double rate = 0;
   for (auto _ : state) {
     p->count = 0;
     p->elapsed_ns = 0;
     p->target = 20'000'000;
-    (void)(*rt)->inject({1, {kA, 0}}, kSelf, {});
+    if (st = (*rt)->inject({1, {kA, 0}}, kSelf, {}); !st) {
+      state.SkipWithError(st.to_string().c_str());
+      break;
+    }
     while (p->elapsed_ns.load(std::memory_order_acquire) == 0)
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     rate = static_cast<double>(p->target) / (static_cast<double>(p->elapsed_ns) / 1e9);
