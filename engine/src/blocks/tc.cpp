@@ -110,13 +110,15 @@ uint32_t TcBlock::Impl::new_op(uint32_t tx_ref, OpKind kind) {
   return ref;
 }
 
-bool TcBlock::Impl::route_key(const TcTable& t, std::span<const std::byte> key, uint32_t& partition, ErrorCode& error) {
+bool TcBlock::Impl::route_key(const TcTable& t, std::span<const std::byte> key, LqhKeyReq& lqh, ErrorCode& error) {
   auto encoded = encode_key_section(t.pk, key, key_buffer);
   if (!encoded) {
     error = ErrorCode::kBadRequest;
     return false;
   }
-  partition = partition_of(hash_key(key_buffer.data(), *encoded), t.def.partitions);
+  const uint64_t hash = hash_key(key_buffer.data(), *encoded);
+  lqh.partition = partition_of(hash, t.def.partitions);
+  lqh.key_hash = static_cast<uint32_t>(hash);
   return true;
 }
 
@@ -200,7 +202,7 @@ void TcBlock::Impl::tc_key_req(const Signal& s, BlockContext& c) {
     lqh.key = req.key;
     lqh.values = req.values;
     lqh.columns = req.columns;
-    if (!route_key(*t, req.key, lqh.partition, error)) return start_abort(tx_ref, error, req.op_index, c);
+    if (!route_key(*t, req.key, lqh, error)) return start_abort(tx_ref, error, req.op_index, c);
     return send_lqh(op_ref, lqh, c);
   }
   // Read by unique key: first the hidden table (unique key -> primary key).
@@ -231,7 +233,7 @@ void TcBlock::Impl::tc_key_req(const Signal& s, BlockContext& c) {
   lqh.op = OpType::kRead;
   lqh.result_to = ResultTo::kTc;
   lqh.key = std::span(section_a).first(at);
-  if (!route_key(*hidden, lqh.key, lqh.partition, error)) return start_abort(tx_ref, error, req.op_index, c);
+  if (!route_key(*hidden, lqh.key, lqh, error)) return start_abort(tx_ref, error, req.op_index, c);
   send_lqh(op_ref, lqh, c);
 }
 
@@ -262,7 +264,7 @@ void TcBlock::Impl::unique_lookup_done(uint32_t op_ref, const LqhKeyConf& conf, 
   lqh.key = std::span(section_a).first(at);
   lqh.columns = std::as_bytes(std::span(lookup_columns[record_index(op_ref)].data(), op.column_count));
   ErrorCode error = ErrorCode::kNone;
-  if (!route_key(*base, lqh.key, lqh.partition, error)) return start_abort(op.tx, error, op.op_index, c);
+  if (!route_key(*base, lqh.key, lqh, error)) return start_abort(op.tx, error, op.op_index, c);
   const uint32_t read_ref = new_op(op.tx, OpKind::kUser);
   if (read_ref == kNoRecord) return start_abort(op.tx, ErrorCode::kTooManyOperations, op.op_index, c);
   ops[read_ref].op_index = op.op_index;
@@ -324,7 +326,7 @@ void TcBlock::Impl::maintain_unique(uint32_t tx_ref, const Op& op, const LqhKeyC
       lqh.key = key;
       lqh.values = values;
       ErrorCode error = ErrorCode::kNone;
-      if (!route_key(*hidden, key, lqh.partition, error)) return start_abort(tx_ref, error, op.op_index, c);
+      if (!route_key(*hidden, key, lqh, error)) return start_abort(tx_ref, error, op.op_index, c);
       send_lqh(ref, lqh, c);
     };
     if (had) issue(OpType::kDelete, std::span(section_a).first(before_key), {});

@@ -126,7 +126,9 @@ struct TcBlock::Impl {
  private:
   uint32_t new_op(uint32_t tx_ref, OpKind kind);
   void send_lqh(uint32_t op_ref, const protocol::LqhKeyReq& req, BlockContext& c);
-  bool route_key(const TcTable& t, std::span<const std::byte> key, uint32_t& partition, protocol::ErrorCode& error);
+  // Sets lqh.partition and lqh.key_hash for `key` (unencoded key values).
+  bool route_key(const TcTable& t, std::span<const std::byte> key, protocol::LqhKeyReq& lqh,
+                 protocol::ErrorCode& error);
   void refuse(const Signal& s, const protocol::TcKeyReq& req, protocol::ErrorCode error, BlockContext& c);
   void unique_lookup_done(uint32_t op_ref, const protocol::LqhKeyConf& conf, BlockContext& c);
   void maintain_unique(uint32_t tx_ref, const Op& op, const protocol::LqhKeyConf& conf, BlockContext& c);

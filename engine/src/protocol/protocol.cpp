@@ -280,12 +280,13 @@ SignalOut encode(const LqhKeyReq& m) {
       .w(m.api_node)
       .w(m.api_conn)
       .w(m.op_index)
+      .w(m.key_hash)
       .sections({m.key, m.values, m.columns})
       .done();
 }
 
 Result<LqhKeyReq> decode_lqh_key_req(const Signal& s) {
-  if (Status st = shape(s, gsn::kLqhKeyReq, 11, 3); !st) return st;
+  if (Status st = shape(s, gsn::kLqhKeyReq, 12, 3); !st) return st;
   LqhKeyReq m;
   m.tc_op = s.word(0);
   m.tx = TxId::from(s.word(1), s.word(2));
@@ -300,6 +301,7 @@ Result<LqhKeyReq> decode_lqh_key_req(const Signal& s) {
   m.api_node = static_cast<NodeId>(s.word(8));
   m.api_conn = s.word(9);
   m.op_index = s.word(10);
+  m.key_hash = s.word(11);
   m.key = section_or_empty(s, 0);
   m.values = section_or_empty(s, 1);
   m.columns = section_or_empty(s, 2);

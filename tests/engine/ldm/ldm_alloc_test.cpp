@@ -133,7 +133,9 @@ class Driver {
     m.values = std::span(values_).first(at);
     const ValueRef ref = ValueRef::of(id);
     const auto n = pk_.encode({&ref, 1}, encoded_);
-    m.partition = partition_of(hash_key(encoded_.data(), n.value()), table_.partitions);
+    const uint64_t hash = hash_key(encoded_.data(), n.value());
+    m.partition = partition_of(hash, table_.partitions);
+    m.key_hash = static_cast<uint32_t>(hash);
     awaited_ = 1;
     send(c, encode(m));
   }

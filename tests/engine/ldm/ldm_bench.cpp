@@ -109,7 +109,9 @@ class Driver {
     m.values = std::span(values_).first(at);
     const ValueRef ref = ValueRef::of(id);
     const auto n = pk_.encode({&ref, 1}, encoded_);
-    m.partition = partition_of(hash_key(encoded_.data(), n.value()), t_.partitions);
+    const uint64_t hash = hash_key(encoded_.data(), n.value());
+    m.partition = partition_of(hash, t_.partitions);
+    m.key_hash = static_cast<uint32_t>(hash);
     send(c, encode(m));
   }
 

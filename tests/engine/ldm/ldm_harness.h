@@ -353,13 +353,17 @@ class Client {
     ResultTo result_to = ResultTo::kApi;
     std::optional<uint32_t> partition;      // default: the key's partition
     std::optional<uint32_t> table_version;  // default: the table's
+    std::optional<uint32_t> key_hash;       // default: the key's (as TC computes it)
   };
 
   // The key's partition (0 for a malformed key: the LDM must refuse it anyway).
-  uint32_t partition_of_key(const Values& key) const {
+  uint32_t partition_of_key(const Values& key) const { return partition_of(full_hash_of_key(key), table_.partitions); }
+  // LqhKeyReq's key_hash for `key` (0 for a malformed key).
+  uint32_t key_hash_of(const Values& key) const { return static_cast<uint32_t>(full_hash_of_key(key)); }
+  uint64_t full_hash_of_key(const Values& key) const {
     std::vector<std::byte> encoded(kMaxKeyBytes);
     auto n = encode_key_section(pk_, key.bytes(), encoded);
-    return n ? partition_of(hash_key(encoded.data(), n.value()), table_.partitions) : 0;
+    return n ? hash_key(encoded.data(), n.value()) : 0;
   }
   uint16_t ldm_of(uint32_t partition) const { return static_cast<uint16_t>(partition % h_.ldm_count()); }
 
@@ -374,6 +378,7 @@ class Client {
     m.lock = r.lock;
     m.result_to = r.result_to;
     m.partition = r.partition.value_or(partition_of_key(r.key));
+    m.key_hash = r.key_hash.value_or(key_hash_of(r.key));
     m.api_node = kSelf;
     m.api_conn = m.tc_op;
     m.op_index = m.tc_op;

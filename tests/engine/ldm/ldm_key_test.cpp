@@ -124,6 +124,14 @@ TEST(LdmKeyTest, MalformedRequestsAreRefusedAsBadRequests) {
   EXPECT_EQ(db.client.run(wrong).error, bad);
   wrong.partition = db.table.partitions;  // no such partition
   EXPECT_EQ(db.client.run(wrong).error, bad);
+  // The right partition with a key hash that is not the key's, for a read
+  // and for a write.
+  wrong.partition.reset();
+  wrong.key_hash = db.client.key_hash_of(item_key(1)) ^ 1;
+  EXPECT_EQ(db.client.run(wrong).error, bad);
+  Client::Request wrong_write{OpType::kUpdate, LockMode::kExclusive, db.fresh_tx(), item_key(1), Values().i32(kQty, 7)};
+  wrong_write.key_hash = db.client.key_hash_of(item_key(1)) + 1;
+  EXPECT_EQ(db.client.run(wrong_write).error, bad);
   // Nothing of it changed the row.
   EXPECT_EQ(db.committed(1), kApple);
 }
@@ -151,6 +159,7 @@ TEST(LdmKeyTest, APartitionOfAnotherInstanceIsRefused) {
   m.table_id = db.table.table_id;
   m.table_version = db.table.version;
   m.partition = db.client.partition_of_key(item_key(id));
+  m.key_hash = db.client.key_hash_of(item_key(id));  // right: the partition alone is wrong
   m.api_node = kSelf;
   const Values key = item_key(id);
   m.key = key.bytes();

@@ -132,12 +132,14 @@ TEST(ProtocolTest, LdmMessagesRoundTrip) {
   q.result_to = ResultTo::kTc;
   q.partition = 6;
   q.api_node = 9;
+  q.key_hash = 0xdeadbeef;
   q.key = key;
   auto back = decode_lqh_key_req(w.carry(encode(q)));
   ASSERT_TRUE(back) << back.status().to_string();
   EXPECT_EQ(back->tc_op, 17u);
   EXPECT_EQ(back->result_to, ResultTo::kTc);
   EXPECT_EQ(back->partition, 6u);
+  EXPECT_EQ(back->key_hash, 0xdeadbeefu);
   LqhKeyConf c;
   c.tc_op = 17;
   c.tx = TxId{42};

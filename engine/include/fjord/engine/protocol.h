@@ -216,6 +216,10 @@ struct LqhKeyReq {     // TC -> LDM
   NodeId api_node = kNoNode;  // where KeyData goes (result_to kApi)
   uint32_t api_conn = 0;
   uint32_t op_index = 0;
+  // Low 32 bits of hash_key() of the encoded key, as TC routed it (NDB's
+  // LQHKEYREQ carries the hash too): the LDM can prefetch the key's bucket
+  // before it runs the request, and refuses a request whose hash is wrong.
+  uint32_t key_hash = 0;
   std::span<const std::byte> key;      // section 0
   std::span<const std::byte> values;   // section 1
   std::span<const std::byte> columns;  // section 2

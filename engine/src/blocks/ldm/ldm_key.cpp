@@ -92,7 +92,8 @@ ErrorCode LdmBlock::Impl::resolve_key(KeyOp& op) {
   op.part = t->partitions[req.partition / o.ldm_instances].get();
   op.key_length = length.value();
   op.hash = hash_key(pk_key.data(), op.key_length);
-  if (partition_of(op.hash, t->def.partitions) != req.partition) return ErrorCode::kBadRequest;
+  if (partition_of(op.hash, t->def.partitions) != req.partition || static_cast<uint32_t>(op.hash) != req.key_hash)
+    return ErrorCode::kBadRequest;
   if (!columns_valid(*t, req.columns)) return ErrorCode::kBadRequest;
   if (const ErrorCode e = check_values(op); e != ErrorCode::kNone) return e;
   op.anchor = op.part->hash.find(op.hash, std::span(pk_key).first(op.key_length));
