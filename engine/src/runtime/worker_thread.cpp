@@ -427,19 +427,45 @@ bool WorkerThread::execute_queue(JobBuffer& queue, uint32_t budget, uint32_t* ex
   while (*executed < budget && may_execute()) {
     const std::span<const std::byte> entry = queue.entry_at(done);
     if (entry.empty()) break;
-    dispatch(entry);
-    done += entry.size();
-    ++*executed;
+    Block* block = decode(entry, window_[0]);
+    if (!block->prefetches() || budget - *executed < 2) {
+      execute_one(*block, window_[0]);
+      done += entry.size();
+      ++*executed;
+      continue;
+    }
+    // A block that prefetches, and maybe more entries waiting: decode the
+    // next few (entries stay put until consume()), let their blocks start
+    // the loads they will need, then run them in order.
+    Block* blocks[Block::kPrefetchWindow] = {block};
+    std::size_t sizes[Block::kPrefetchWindow] = {entry.size()};
+    uint32_t n = 1;
+    for (std::size_t at = done + entry.size(); n < Block::kPrefetchWindow && n < budget - *executed; ++n) {
+      const std::span<const std::byte> next = queue.entry_at(at);
+      if (next.empty()) break;
+      blocks[n] = decode(next, window_[n]);
+      sizes[n] = next.size();
+      at += next.size();
+    }
+    if (n > 1) {
+      for (int stage = 0; stage < 2; ++stage)
+        for (uint32_t i = 0; i < n; ++i)
+          if (blocks[i]->prefetches()) blocks[i]->prefetch(window_[i], stage);
+    }
+    for (uint32_t i = 0; i < n && (i == 0 || may_execute()); ++i) {
+      execute_one(*blocks[i], window_[i]);
+      done += sizes[i];
+      ++*executed;
+    }
   }
   if (done == 0) return false;
   queue.consume(done);
   return true;
 }
 
-void WorkerThread::dispatch(std::span<const std::byte> entry) {
+Block* WorkerThread::decode(std::span<const std::byte> entry, Signal& signal) const {
   Envelope envelope;
   std::memcpy(&envelope, entry.data(), sizeof envelope);
-  Signal signal;
   signal.sender_node = envelope.sender_node;
   frame::decode_validated(entry.subspan(sizeof(Envelope)), signal.view);
   const BlockRef to = signal.view.header.receiver;
@@ -447,9 +473,13 @@ void WorkerThread::dispatch(std::span<const std::byte> entry) {
                      ? block_table_[to.block][to.instance]
                      : nullptr;
   FJORD_ASSERT_MSG(block != nullptr, "signal routed to a thread that does not host its block");
-  current_work_.store((uint32_t{to.block} << 16) | signal.view.header.signal_number, std::memory_order_relaxed);
-  context_.block_ = block;
-  block->execute(signal, context_);
+  return block;
+}
+
+void WorkerThread::execute_one(Block& block, const Signal& signal) {
+  current_work_.store((uint32_t{block.number()} << 16) | signal.view.header.signal_number, std::memory_order_relaxed);
+  context_.block_ = &block;
+  block.execute(signal, context_);
 }
 
 // ---- sending ------------------------------------------------------------------------

@@ -118,7 +118,9 @@ class alignas(kCacheLineBytes) WorkerThread {
   bool may_execute() const { return spill_.used_bytes() < spill_.capacity() / 4; }
   bool execute_batch();
   bool execute_queue(JobBuffer& queue, uint32_t budget, uint32_t* executed);
-  void dispatch(std::span<const std::byte> entry);
+  // The block an entry is for, with its signal decoded into `signal`.
+  Block* decode(std::span<const std::byte> entry, Signal& signal) const;
+  void execute_one(Block& block, const Signal& signal);
   bool run_timers();
   bool drain_spill();
   bool flush_links();
@@ -162,6 +164,7 @@ class alignas(kCacheLineBytes) WorkerThread {
   uint64_t loop_now_ns_ = 0;
   uint32_t rr_next_queue_ = 0;
   BlockContext context_;
+  Signal window_[Block::kPrefetchWindow];  // decoded entries of execute_queue
 
   // Statistics: one writer (this thread), relaxed readers.
   struct Counters {

@@ -32,6 +32,20 @@ RowId HashIndex::find(uint64_t hash, std::span<const std::byte> key) const {
   }
 }
 
+void HashIndex::prefetch_bucket(uint32_t hash) const {
+  if (segments_.end() == 0) return;
+  __builtin_prefetch(bucket(address(hash)));
+}
+
+uint32_t HashIndex::candidates(uint32_t hash, RowId* out, uint32_t max) const {
+  if (segments_.end() == 0) return 0;
+  const Bucket* b = bucket(address(hash));
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < b->count && n < max; ++i)
+    if (b->entries[i].hash == hash) out[n++] = b->entries[i].row;
+  return n;
+}
+
 Status HashIndex::insert(uint64_t hash, std::span<const std::byte> key, RowId row) {
   FJORD_ASSERT(row != kNoRow);
   if (segments_.end() == 0) {

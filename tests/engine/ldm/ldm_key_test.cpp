@@ -136,6 +136,47 @@ TEST(LdmKeyTest, MalformedRequestsAreRefusedAsBadRequests) {
   EXPECT_EQ(db.committed(1), kApple);
 }
 
+TEST(LdmKeyTest, PrefetchHintsIgnoreWhatTheyCannotUseAndChangeNothing) {
+  HarnessOptions options;
+  options.ldm_threads = 2;
+  Db db(options);
+  for (uint64_t id = 0; id < 50; ++id) db.put(id, kApple);
+  // The LDM threads are idle now; prefetch() only reads their tables.
+  std::vector<std::byte> buffer(frame::kMaxFrameBytes);
+  Signal s;
+  const auto signal_of = [&](const SignalOut& out, std::size_t words) -> const Signal& {
+    const std::size_t n = frame::pack_frame(buffer, {out.number, {block_numbers::kLdm, 0}, {block_numbers::kTc, 0}, 0},
+                                            out.data().first(words), out.section_list(), false);
+    EXPECT_GT(n, 0u);
+    frame::decode_validated({buffer.data(), n}, s.view);
+    return s;
+  };
+  const Values key = item_key(3);
+  LqhKeyReq m;
+  m.table_id = db.table.table_id;
+  m.table_version = db.table.version;
+  m.key = key.bytes();
+  m.key_hash = db.client.key_hash_of(key);
+  const uint32_t right = db.client.partition_of_key(key);
+  const auto hint_all = [&](const LqhKeyReq& req, std::size_t words = 12) {
+    for (uint16_t ldm = 0; ldm < 2; ++ldm)
+      for (int stage = 0; stage < 2; ++stage) db.h.ldm(ldm).prefetch(signal_of(encode(req), words), stage);
+  };
+  hint_all(m);  // the key's partition, and on the instance that does not own it
+  LqhKeyReq other = m;
+  other.table_id = 99;  // no such table
+  hint_all(other);
+  other = m;
+  other.partition = db.table.partitions;  // no such partition
+  hint_all(other);
+  other.partition = right;
+  other.key_hash = ~m.key_hash;  // a hash of no row here
+  hint_all(other);
+  hint_all(m, 11);  // too few words: not an LqhKeyReq of this version
+  db.h.ldm(0).prefetch(signal_of(encode(LqhKeyRef{1, TxId{2}, ErrorCode::kNoSuchRow}), 4), 1);  // another signal
+  for (uint64_t id = 0; id < 50; ++id) EXPECT_EQ(db.committed(id), kApple) << id;
+}
+
 TEST(LdmKeyTest, AnUndecodableSignalIsRefused) {
   Db db;
   // Three words: a tc_op and a transaction id, nothing else.

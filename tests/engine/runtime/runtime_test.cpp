@@ -167,6 +167,84 @@ TEST(RuntimeTest, SingleAndMultiThreadedModesComputeTheSameResult) {
   EXPECT_EQ(single, multi);
 }
 
+// Records prefetch() and execute() calls, as ("p0"|"p1"|"x", sequence word).
+class PrefetchRecorder final : public Block {
+ public:
+  PrefetchRecorder(uint16_t instance, bool prefetches, std::vector<std::pair<std::string, uint32_t>>& log)
+      : Block(kConsumer, instance, "RECORDER", prefetches), log_(log) {}
+  void prefetch(const Signal& s, int stage) const override {
+    if (s.number() == kData) log_.emplace_back(stage == 0 ? "p0" : "p1", s.word(0));
+  }
+  void execute(const Signal& s, BlockContext&) override {
+    if (s.number() == kData) log_.emplace_back("x", s.word(0));
+  }
+
+ private:
+  std::vector<std::pair<std::string, uint32_t>>& log_;
+};
+
+TEST(RuntimeTest, QueuedSignalsArePrefetchedInWindowsBeforeTheyRunInOrder) {
+  // One thread; a sender queues 40 signals at once for a block that
+  // prefetches and 40 for one that does not (the runtime never calls its
+  // prefetch). Both logs are only touched by that thread.
+  std::vector<std::pair<std::string, uint32_t>> log, quiet_log;
+  std::atomic<bool> done{false};
+  auto rt = Runtime::create(options_with({plan(ThreadType::kMain, 0)}));
+  ASSERT_TRUE(rt);
+  constexpr uint32_t kCount = 40;
+  ASSERT_TRUE((*rt)->add_block(std::make_unique<PrefetchRecorder>(0, true, log), ThreadType::kMain, 0));
+  ASSERT_TRUE((*rt)->add_block(std::make_unique<PrefetchRecorder>(1, false, quiet_log), ThreadType::kMain, 0));
+  ASSERT_TRUE((*rt)->add_block(std::make_unique<LambdaBlock>(kProducer, 0, "SENDER",
+                                                             [&](const Signal& s, BlockContext& c) {
+                                                               if (s.number() == kDone) {
+                                                                 done.store(true);
+                                                                 return;
+                                                               }
+                                                               if (s.number() != kGo) return;
+                                                               for (uint32_t i = 0; i < kCount; ++i) {
+                                                                 const uint32_t w[] = {i};
+                                                                 c.send({c.self_node(), {kConsumer, 0}}, kData, w);
+                                                                 c.send({c.self_node(), {kConsumer, 1}}, kData, w);
+                                                               }
+                                                               c.send({c.self_node(), {kProducer, 0}}, kDone, {});
+                                                             }),
+                               ThreadType::kMain, 0));
+  ASSERT_TRUE((*rt)->start());
+  ASSERT_TRUE((*rt)->inject({1, {kProducer, 0}}, kGo, {}));
+  ASSERT_TRUE(eventually([&] { return done.load(); }));
+  (*rt)->stop();
+
+  // The quiet block ran everything in order and was never asked to prefetch.
+  ASSERT_EQ(quiet_log.size(), kCount);
+  for (uint32_t i = 0; i < kCount; ++i) EXPECT_EQ(quiet_log[i], std::make_pair(std::string("x"), i));
+  // The other ran everything in order, each signal after its two prefetch
+  // stages when it had them, and windows of at most kPrefetchWindow.
+  std::vector<uint32_t> executed;
+  std::vector<int> stage0(kCount, -1), stage1(kCount, -1);
+  uint32_t prefetched = 0, pending = 0;
+  for (std::size_t at = 0; at < log.size(); ++at) {
+    const auto& [what, seq] = log[at];
+    ASSERT_LT(seq, kCount);
+    if (what == "p0") {
+      EXPECT_EQ(stage0[seq], -1) << "prefetched twice: " << seq;
+      stage0[seq] = static_cast<int>(at);
+      ++pending;
+      EXPECT_LE(pending, Block::kPrefetchWindow);
+    } else if (what == "p1") {
+      EXPECT_NE(stage0[seq], -1) << "stage 1 before stage 0: " << seq;
+      stage1[seq] = static_cast<int>(at);
+      ++prefetched;
+    } else {
+      executed.push_back(seq);
+      EXPECT_EQ(stage0[seq] == -1, stage1[seq] == -1) << seq;
+      if (stage0[seq] != -1) --pending;
+    }
+  }
+  ASSERT_EQ(executed.size(), kCount);
+  for (uint32_t i = 0; i < kCount; ++i) EXPECT_EQ(executed[i], i);
+  EXPECT_GE(prefetched, kCount / 2) << "40 signals queued at once should mostly run in windows";
+}
+
 TEST(RuntimeTest, DelayedSignalsFireAfterTheirDelayInOrder) {
   auto rt = Runtime::create(options_with({plan(ThreadType::kMain, 0)}));
   ASSERT_TRUE(rt);

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <unordered_map>
 #include <vector>
 
@@ -118,6 +119,44 @@ TEST(HashIndexTest, EqualHashesChainAndStillFindByKey) {
   const Status missing = index.erase(kSameHash, rows[0]);
   EXPECT_EQ(missing.code(), StatusCode::kNotFound);
   EXPECT_EQ(missing.message(), "row " + std::to_string(rows[0]) + " is not in the hash index");
+}
+
+TEST(HashIndexTest, CandidatesAreTheBucketsRowsWithTheSameHashBits) {
+  auto pool = make_pool(16 << 20);
+  TestTable table(*pool, 8, 4);
+  HashIndex index(*pool, table.pk_keys);
+  RowId out[4];
+  index.prefetch_bucket(7);  // an empty index has no bucket: nothing happens
+  EXPECT_EQ(index.candidates(7, out, 4), 0u);
+  // 2000 keys: every one's row is among its candidates unless the key sits
+  // in an overflow block (candidates looks at the bucket itself only).
+  std::vector<RowId> rows;
+  uint32_t found = 0;
+  for (uint64_t id = 0; id < 2000; ++id) {
+    rows.push_back(table.rows.insert(table.record(id, "c")).value());
+    ASSERT_TRUE(index.insert(hash_of(table.pk_key(id)), table.pk_key(id), rows.back()).is_ok());
+  }
+  std::unordered_map<RowId, uint32_t> hash_of_row;
+  for (uint64_t id = 0; id < 2000; ++id) hash_of_row[rows[id]] = static_cast<uint32_t>(hash_of(table.pk_key(id)));
+  for (uint64_t id = 0; id < 2000; ++id) {
+    const auto hash = static_cast<uint32_t>(hash_of(table.pk_key(id)));
+    index.prefetch_bucket(hash);
+    const uint32_t n = index.candidates(hash, out, 4);
+    ASSERT_LE(n, 4u);
+    for (uint32_t i = 0; i < n; ++i) {
+      ASSERT_EQ(hash_of_row.at(out[i]), hash) << "a candidate with other hash bits";
+      found += out[i] == rows[id] ? 1 : 0;
+    }
+  }
+  // At this load (5 entries per 7-entry bucket on average) about 90 % of
+  // the keys sit in the bucket itself, the rest in overflow blocks.
+  EXPECT_GT(found, 1600u) << "most keys live in their bucket itself";
+  // Equal hash bits: at most `max`, all of them rows with that hash.
+  HashIndex same(*pool, table.pk_keys);
+  for (uint64_t id = 0; id < 5; ++id) ASSERT_TRUE(same.insert(0x1234, table.pk_key(id), rows[id]).is_ok());
+  EXPECT_EQ(same.candidates(0x1234, out, 4), 4u);
+  for (RowId r : std::span(out, 4)) EXPECT_NE(std::find(rows.begin(), rows.begin() + 5, r), rows.begin() + 5);
+  EXPECT_EQ(same.candidates(0x1235, out, 4), 0u);
 }
 
 // A KeySource that only encodes (KeySource's default key_equals: encode the

@@ -53,7 +53,8 @@ LdmBlock::Impl::Impl(storage::PagePool& data_memory, const LdmOptions& options, 
 }
 
 LdmBlock::LdmBlock(storage::PagePool& data_memory, const LdmOptions& options)
-    : Block(block_numbers::kLdm, options.instance, "LDM(" + std::to_string(options.instance) + ")"),
+    : Block(block_numbers::kLdm, options.instance, "LDM(" + std::to_string(options.instance) + ")",
+            /*prefetches=*/true),
       impl_(std::make_unique<Impl>(data_memory, options, ref())) {}
 
 LdmBlock::~LdmBlock() = default;
@@ -74,6 +75,12 @@ void LdmBlock::execute(const Signal& s, BlockContext& c) {
     case runtime_signals::kNodeDisconnected: return;
     default: FJORD_LOG_WARN("%s: ignored signal %u from node %u", name().c_str(), s.number(), s.sender_node);
   }
+}
+
+void LdmBlock::prefetch(const Signal& s, int stage) const {
+  // Words 3, 7 and 11 of an LqhKeyReq: table, partition, key hash (protocol.cpp).
+  if (s.number() == gsn::kLqhKeyReq && s.word_count() == 12)
+    impl_->prefetch_key(s.word(3), s.word(7), s.word(11), stage);
 }
 
 LdmStats LdmBlock::stats() const {

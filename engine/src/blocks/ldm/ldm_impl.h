@@ -311,6 +311,9 @@ struct LdmBlock::Impl {
 
   // ldm_key.cpp
   void lqh_key_req(const Signal& s, BlockContext& c);
+  // LdmBlock::prefetch for an LqhKeyReq: stage 0 the key's bucket, stage 1
+  // the rows in it whose hash bits match.
+  void prefetch_key(uint32_t table_id, uint32_t partition, uint32_t key_hash, int stage) const;
   ldm::KeyOutcome execute_key(const protocol::LqhKeyReq& req, Address from, bool resumed, BlockContext& c);
   protocol::ErrorCode resolve_key(ldm::KeyOp& op);
   protocol::ErrorCode check_values(const ldm::KeyOp& op) const;

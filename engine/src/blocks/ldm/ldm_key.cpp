@@ -78,6 +78,25 @@ KeyOutcome LdmBlock::Impl::execute_key(const LqhKeyReq& req, Address from, bool 
   return perform(op, c);
 }
 
+void LdmBlock::Impl::prefetch_key(uint32_t table_id, uint32_t partition, uint32_t key_hash, int stage) const {
+  const LdmTable* t = table_of(table_id);
+  if (t == nullptr || partition >= t->def.partitions || !owns(partition)) return;
+  const Partition& part = *t->partitions[partition / o.ldm_instances];
+  if (stage == 0) {
+    part.hash.prefetch_bucket(key_hash);
+    return;
+  }
+  RowId rows[2];
+  const uint32_t n = part.hash.candidates(key_hash, rows, 2);
+  // The lines the slot covers (header, key, and what a read returns), at most four.
+  const std::size_t slot_bytes = std::min<std::size_t>(t->header_bytes + t->layout.record_bytes(), 4 * kCacheLineBytes);
+  for (uint32_t i = 0; i < n; ++i) {
+    const auto start = reinterpret_cast<uintptr_t>(part.slot(rows[i]));
+    for (uintptr_t line = start & ~uintptr_t{kCacheLineBytes - 1}; line < start + slot_bytes; line += kCacheLineBytes)
+      __builtin_prefetch(reinterpret_cast<const void*>(line));
+  }
+}
+
 ErrorCode LdmBlock::Impl::resolve_key(KeyOp& op) {
   const LqhKeyReq& req = *op.req;
   LdmTable* t = table_of(req.table_id);

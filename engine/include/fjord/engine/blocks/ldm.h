@@ -94,6 +94,7 @@ class LdmBlock final : public Block {
   ~LdmBlock() override;
 
   void execute(const Signal& signal, BlockContext& context) override;
+  void prefetch(const Signal& signal, int stage) const override;
 
   LdmStats stats() const;
 

@@ -70,8 +70,8 @@ class BlockContext;
 // only, and must not share a line with another thread's data.
 class alignas(kCacheLineBytes) Block {
  public:
-  Block(BlockNumber number, uint16_t instance, std::string name)
-      : number_(number), instance_(instance), name_(std::move(name)) {}
+  Block(BlockNumber number, uint16_t instance, std::string name, bool prefetches = false)
+      : number_(number), instance_(instance), prefetches_(prefetches), name_(std::move(name)) {}
   Block(const Block&) = delete;
   Block& operator=(const Block&) = delete;
   virtual ~Block() = default;
@@ -82,6 +82,19 @@ class alignas(kCacheLineBytes) Block {
   // Blocks that return true get kNodeConnected / kNodeDisconnected.
   virtual bool wants_node_events() const { return false; }
 
+  // Look-ahead for blocks whose signals miss the cache (LDM's key lookups):
+  // when several signals are queued, the thread first calls prefetch() for
+  // each of the next few (up to kPrefetchWindow) with stage 0, then again
+  // with stage 1, and only then executes them in order, so their memory
+  // loads overlap instead of stalling one after another. Stage 1 may read
+  // what stage 0 asked for (a bucket) to ask for the next level (its rows).
+  // A hint only: it must not change state or send, and it may see signals
+  // that an earlier one in the window makes stale. Called only for blocks
+  // constructed with `prefetches` set, so the others pay nothing.
+  static constexpr uint32_t kPrefetchWindow = 8;
+  virtual void prefetch(const Signal&, int /*stage*/) const {}
+  bool prefetches() const { return prefetches_; }
+
   BlockNumber number() const { return number_; }
   uint16_t instance() const { return instance_; }
   BlockRef ref() const { return {number_, instance_}; }
@@ -90,6 +103,7 @@ class alignas(kCacheLineBytes) Block {
  private:
   BlockNumber number_;
   uint16_t instance_;
+  bool prefetches_;
   std::string name_;
 };
 

@@ -53,6 +53,15 @@ class HashIndex {
   // kNotFound if there is none.
   Status erase(uint64_t hash, RowId row);
 
+  // Hints for a find() coming soon, so a batch of lookups overlaps its
+  // cache misses instead of taking them one after another; neither changes
+  // anything. prefetch_bucket starts loading the bucket `hash` addresses;
+  // candidates, called once that load had time to land, writes the rows of
+  // that bucket (not its overflow blocks) whose stored hash bits match, at
+  // most `max`, and returns how many: their rows are what find() compares.
+  void prefetch_bucket(uint32_t hash) const;
+  uint32_t candidates(uint32_t hash, RowId* out, uint32_t max) const;
+
   uint64_t entry_count() const { return entries_; }
   uint32_t bucket_count() const { return (1u << level_) + split_; }
   uint64_t overflow_blocks() const { return overflow_.blocks_in_use(); }
