@@ -117,11 +117,6 @@ const char* frame_error_name(FrameError error) noexcept {
   return "unknown frame error";
 }
 
-uint32_t SignalView::word(std::size_t index) const noexcept {
-  FJORD_ASSERT(index < data_words);
-  return load32(data + 4 * index);
-}
-
 std::size_t frame_bytes_for(std::size_t data_words, std::span<const std::size_t> section_bytes,
                             bool checksum) noexcept {
   if (data_words > kMaxDataWords || section_bytes.size() > kMaxSections) return 0;

@@ -30,8 +30,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <span>
 
+#include "fjord/base/assert.h"
 #include "fjord/transport/types.h"
 
 namespace fjord::frame {
@@ -79,7 +81,13 @@ struct SignalView {
   const std::byte* data = nullptr;  // data_words * 4 bytes, maybe unaligned: use word()
   std::span<const std::byte> sections[kMaxSections];
 
-  uint32_t word(std::size_t index) const noexcept;
+  // Inline: blocks read their signal's words one at a time on the hot path.
+  uint32_t word(std::size_t index) const noexcept {
+    FJORD_ASSERT(index < data_words);
+    uint32_t v;
+    std::memcpy(&v, data + 4 * index, sizeof v);
+    return v;
+  }
 };
 
 // Bytes a frame with these parts occupies. Returns 0 if the parts cannot form
