@@ -8,17 +8,16 @@
 namespace fjord::frame {
 namespace {
 
-constexpr std::size_t kOffVersion = 0;
-constexpr std::size_t kOffFlags = 1;
-constexpr std::size_t kOffSignal = 2;
-constexpr std::size_t kOffLength = 4;
-constexpr std::size_t kOffReceiver = 8;
-constexpr std::size_t kOffSender = 12;
-constexpr std::size_t kOffDataWords = 16;
-constexpr std::size_t kOffSections = 17;
-constexpr std::size_t kOffReserved = 18;
-constexpr std::size_t kOffTrace = 20;
-static_assert(kOffTrace + 4 == kHeaderBytes);
+constexpr std::size_t kOffVersion = header_offset::kVersion;
+constexpr std::size_t kOffFlags = header_offset::kFlags;
+constexpr std::size_t kOffSignal = header_offset::kSignal;
+constexpr std::size_t kOffLength = header_offset::kLength;
+constexpr std::size_t kOffReceiver = header_offset::kReceiver;
+constexpr std::size_t kOffSender = header_offset::kSender;
+constexpr std::size_t kOffDataWords = header_offset::kDataWords;
+constexpr std::size_t kOffSections = header_offset::kSections;
+constexpr std::size_t kOffReserved = header_offset::kReserved;
+constexpr std::size_t kOffTrace = header_offset::kTrace;
 static_assert(kMaxFrameBytes % kFrameAlign == 0);
 
 uint16_t load16(const std::byte* p) noexcept {

@@ -502,11 +502,15 @@ bool WorkerThread::send(Block& from, Address to, uint16_t signal_number, std::sp
 
 bool WorkerThread::place_local(uint32_t thread, NodeId sender_node, const frame::SignalHeader& header,
                                std::span<const uint32_t> data, std::span<const std::span<const std::byte>> sections) {
-  const std::size_t frame_len = frame_bytes_of(data, sections);
+  // Most signals between blocks have no sections: pack those inline.
+  const bool small = sections.empty();
+  FJORD_ASSERT_MSG(data.size() <= frame::kMaxDataWords, "signal does not fit one frame (25 words)");
+  const std::size_t frame_len = small ? frame::small_frame_bytes(data.size()) : frame_bytes_of(data, sections);
   JobBuffer& q = shared_.threads[thread]->in_queue(index_);
   std::span<std::byte> space = spill_.empty() ? q.reserve(frame_len) : std::span<std::byte>();
   if (!space.empty()) {
-    const std::size_t n = frame::pack_frame(space, header, data, sections, false);
+    const std::size_t n = small ? frame::pack_small_frame(space.data(), header, data)
+                                : frame::pack_frame(space, header, data, sections, false);
     FJORD_ASSERT(n == frame_len);
     q.commit(frame_len, sender_node);
     return true;

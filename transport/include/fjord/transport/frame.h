@@ -94,6 +94,46 @@ struct SignalView {
 // a frame (too many words or sections, or longer than kMaxFrameBytes).
 std::size_t frame_bytes_for(std::size_t data_words, std::span<const std::size_t> section_bytes, bool checksum) noexcept;
 
+// The header's fields (little-endian), by byte offset.
+namespace header_offset {
+inline constexpr std::size_t kVersion = 0;     // u8
+inline constexpr std::size_t kFlags = 1;       // u8
+inline constexpr std::size_t kSignal = 2;      // u16
+inline constexpr std::size_t kLength = 4;      // u32: the whole frame
+inline constexpr std::size_t kReceiver = 8;    // u16 block, u16 instance
+inline constexpr std::size_t kSender = 12;     // u16 block, u16 instance
+inline constexpr std::size_t kDataWords = 16;  // u8
+inline constexpr std::size_t kSections = 17;   // u8
+inline constexpr std::size_t kReserved = 18;   // u16, zero
+inline constexpr std::size_t kTrace = 20;      // u32
+static_assert(kTrace + 4 == kHeaderBytes);
+}  // namespace header_offset
+
+// Bytes of a frame with `data_words` words, no sections and no checksum.
+constexpr std::size_t small_frame_bytes(std::size_t data_words) noexcept {
+  return (kHeaderBytes + 4 * data_words + kFrameAlign - 1) / kFrameAlign * kFrameAlign;
+}
+
+// pack_frame() for a signal without sections or checksum (most signals
+// between blocks), inline and without its checks: the same bytes. `dest`
+// holds small_frame_bytes(data.size()) bytes; the signal number is not 0
+// and data.size() <= kMaxDataWords. Returns the frame's length.
+inline std::size_t pack_small_frame(std::byte* dest, const SignalHeader& header,
+                                    std::span<const uint32_t> data) noexcept {
+  FJORD_ASSERT(header.signal_number != 0 && data.size() <= kMaxDataWords);
+  const std::size_t total = small_frame_bytes(data.size());
+  // Three little-endian words: version, flags 0, signal, length; receiver,
+  // sender; data words, sections 0, reserved 0, trace.
+  const uint64_t head[3] = {uint64_t{kFrameVersion} | uint64_t{header.signal_number} << 16 | uint64_t{total} << 32,
+                            uint64_t{header.receiver.block} | uint64_t{header.receiver.instance} << 16 |
+                                uint64_t{header.sender.block} << 32 | uint64_t{header.sender.instance} << 48,
+                            uint64_t{data.size()} | uint64_t{header.trace} << 32};
+  std::memcpy(dest, head, sizeof head);
+  if (!data.empty()) std::memcpy(dest + kHeaderBytes, data.data(), 4 * data.size());
+  if (data.size() % 2 != 0) std::memset(dest + kHeaderBytes + 4 * data.size(), 0, 4);  // padding to 8
+  return total;
+}
+
 // Writes one frame at the start of dest. Returns the frame's length, or 0 if
 // the parts cannot form a frame or dest is too small (nothing is written then).
 std::size_t pack_frame(std::span<std::byte> dest, const SignalHeader& header, std::span<const uint32_t> data,
