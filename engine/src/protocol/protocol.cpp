@@ -310,6 +310,12 @@ Result<LqhKeyReq> decode_lqh_key_req(const Signal& s) {
   return m;
 }
 
+bool peek_lqh_key_route(const Signal& s, LqhKeyRoute& out) {
+  if (s.number() != gsn::kLqhKeyReq || s.word_count() != 12) return false;  // decode_lqh_key_req's shape
+  out = {s.word(3), s.word(7), s.word(11)};
+  return true;
+}
+
 SignalOut encode(const LqhKeyConf& m) {
   return Out(gsn::kLqhKeyConf)
       .w(m.tc_op)

@@ -140,6 +140,13 @@ TEST(ProtocolTest, LdmMessagesRoundTrip) {
   EXPECT_EQ(back->result_to, ResultTo::kTc);
   EXPECT_EQ(back->partition, 6u);
   EXPECT_EQ(back->key_hash, 0xdeadbeefu);
+  q.table_id = 4;
+  LqhKeyRoute route;
+  ASSERT_TRUE(peek_lqh_key_route(w.carry(encode(q)), route));
+  EXPECT_EQ(route.table_id, 4u);
+  EXPECT_EQ(route.partition, 6u);
+  EXPECT_EQ(route.key_hash, 0xdeadbeefu);
+  EXPECT_FALSE(peek_lqh_key_route(w.raw(gsn::kLqhKeyReq, {1, 2, 3}), route));  // not this layout
   LqhKeyConf c;
   c.tc_op = 17;
   c.tx = TxId{42};

@@ -418,6 +418,14 @@ SignalOut encode(const LqhKeyRef& m);
 SignalOut encode(uint16_t number, const LqhTxReq& m);   // kLqhCommitReq or kLqhAbortReq
 SignalOut encode(uint16_t number, const LqhTxConf& m);  // kLqhCommitConf or kLqhAbortConf
 Result<LqhKeyReq> decode_lqh_key_req(const Signal& s);
+// The routing words of an LqhKeyReq, read without decoding or checking the
+// rest (the LDM's prefetch hint): false if `s` is not an LqhKeyReq.
+struct LqhKeyRoute {
+  uint32_t table_id = 0;
+  uint32_t partition = 0;
+  uint32_t key_hash = 0;
+};
+bool peek_lqh_key_route(const Signal& s, LqhKeyRoute& out);
 Result<LqhKeyConf> decode_lqh_key_conf(const Signal& s);
 Result<LqhKeyRef> decode_lqh_key_ref(const Signal& s);
 Result<LqhTxReq> decode_lqh_tx_req(const Signal& s);

@@ -78,9 +78,8 @@ void LdmBlock::execute(const Signal& s, BlockContext& c) {
 }
 
 void LdmBlock::prefetch(const Signal& s, int stage) const {
-  // Words 3, 7 and 11 of an LqhKeyReq: table, partition, key hash (protocol.cpp).
-  if (s.number() == gsn::kLqhKeyReq && s.word_count() == 12)
-    impl_->prefetch_key(s.word(3), s.word(7), s.word(11), stage);
+  if (protocol::LqhKeyRoute r; protocol::peek_lqh_key_route(s, r))
+    impl_->prefetch_key(r.table_id, r.partition, r.key_hash, stage);
 }
 
 LdmStats LdmBlock::stats() const {
