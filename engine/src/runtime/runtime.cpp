@@ -65,6 +65,19 @@ Result<std::unique_ptr<Runtime>> Runtime::create(RuntimeOptions options) {
   return rt;
 }
 
+void RuntimeShared::set_route(BlockRef ref, int thread) {
+  if (ref.instance >= route_stride) {
+    const uint32_t stride = ref.instance + 1u;
+    LineVector<int> wider(route_stride == 0 ? 0 : route.size() / route_stride * stride, -1);
+    for (std::size_t at = 0; at < route.size(); ++at) wider[at / route_stride * stride + at % route_stride] = route[at];
+    route = std::move(wider);
+    route_stride = stride;
+  }
+  const std::size_t at = std::size_t{ref.block} * route_stride + ref.instance;
+  if (at >= route.size()) route.resize((std::size_t{ref.block} + 1) * route_stride, -1);
+  route[at] = thread;
+}
+
 Status Runtime::add_block(std::unique_ptr<Block> block, ThreadType type, uint32_t instance) {
   RuntimeShared& s = *shared_;
   if (s.started) return Status(StatusCode::kInvalidArgument, "add_block after start");
@@ -80,9 +93,7 @@ Status Runtime::add_block(std::unique_ptr<Block> block, ThreadType type, uint32_
                                              std::to_string(instance) + " for block " + block->name());
   const BlockRef ref = block->ref();
   if (s.thread_of(ref) >= 0) return Status(StatusCode::kAlreadyExists, "block " + block->name() + " added twice");
-  if (s.route.size() <= ref.block) s.route.resize(ref.block + 1);
-  if (s.route[ref.block].size() <= ref.instance) s.route[ref.block].resize(ref.instance + 1, -1);
-  s.route[ref.block][ref.instance] = static_cast<int>(target->index());
+  s.set_route(ref, static_cast<int>(target->index()));
   if (block->wants_node_events()) s.node_event_blocks.push_back(block.get());
   target->add_block(std::move(block));
   return Status::ok();

@@ -145,7 +145,8 @@ class alignas(kCacheLineBytes) WorkerThread {
   std::vector<std::unique_ptr<Block>> blocks_;
   LineVector<LineVector<Block*>> block_table_;  // [block number][instance] on this thread
 
-  std::vector<JobBuffer> in_queues_;  // [producer]; [index_] is the local queue
+  std::vector<JobBuffer> in_queues_;   // [producer]; [index_] is the local queue
+  LineVector<JobBuffer*> out_queues_;  // [consumer thread]: the queue we write to it (set by start())
   SpillQueue spill_;
   TimerQueue timers_;
   Waker waker_;
@@ -182,8 +183,11 @@ struct alignas(kCacheLineBytes) RuntimeShared {
   std::vector<std::unique_ptr<WorkerThread>> threads;
   uint32_t injector_row = 0;  // producer index used by Runtime::inject
   std::mutex inject_mutex;
-  // route[block][instance] = thread index, or -1.
-  LineVector<LineVector<int>> route;
+  // route[block * route_stride + instance] = thread index, or -1: one array,
+  // so finding a signal's thread is one load (it was a chain of four, the
+  // largest single cost of a send). Written only by add_block, before start.
+  LineVector<int> route;
+  uint32_t route_stride = 0;              // instances per block number
   LineVector<uint32_t> receiver_threads;  // recv threads, or the single thread
   LineVector<uint32_t> send_threads;      // kSend
   std::atomic<uint32_t> next_receiver{0};
@@ -193,9 +197,13 @@ struct alignas(kCacheLineBytes) RuntimeShared {
   std::vector<Block*> node_event_blocks;  // blocks that want kNodeConnected/kNodeDisconnected
 
   int thread_of(BlockRef ref) const {
-    if (ref.block >= route.size() || ref.instance >= route[ref.block].size()) return -1;
-    return route[ref.block][ref.instance];
+    const std::size_t at = std::size_t{ref.block} * route_stride + ref.instance;
+    if (ref.instance >= route_stride || at >= route.size()) return -1;
+    return route[at];
   }
+  // Routes `ref` to thread `thread`, widening the table when an instance
+  // number does not fit its stride.
+  void set_route(BlockRef ref, int thread);
 };
 
 }  // namespace fjord::engine

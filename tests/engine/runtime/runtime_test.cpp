@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <map>
 #include <mutex>
 #include <numeric>
 #include <thread>
@@ -243,6 +244,54 @@ TEST(RuntimeTest, QueuedSignalsArePrefetchedInWindowsBeforeTheyRunInOrder) {
   ASSERT_EQ(executed.size(), kCount);
   for (uint32_t i = 0; i < kCount; ++i) EXPECT_EQ(executed[i], i);
   EXPECT_GE(prefetched, kCount / 2) << "40 signals queued at once should mostly run in windows";
+}
+
+// The routing table widens when a later block has a higher instance number
+// than any before it: routes added earlier must survive the move, and every
+// signal must reach the thread its block was added to.
+TEST(RuntimeTest, RoutesSurviveInstanceNumbersAddedOutOfOrder) {
+  auto rt =
+      Runtime::create(options_with({plan(ThreadType::kTc, 0), plan(ThreadType::kLdm, 0), plan(ThreadType::kLdm, 1)}));
+  ASSERT_TRUE(rt);
+  std::mutex m;
+  std::map<uint16_t, std::vector<std::thread::id>> seen;  // consumer instance -> threads it ran on
+  const auto consumer = [&](uint16_t instance) {
+    return std::make_unique<LambdaBlock>(kConsumer, instance, "C" + std::to_string(instance),
+                                         [&, instance](const Signal& s, BlockContext&) {
+                                           if (s.number() != kData) return;
+                                           std::lock_guard l(m);
+                                           seen[instance].push_back(std::this_thread::get_id());
+                                           EXPECT_EQ(s.word(0), instance) << "signal for another instance";
+                                         });
+  };
+  // Instance 0, then 5 (widens), then 3, on alternating LDM threads.
+  ASSERT_TRUE((*rt)->add_block(consumer(0), ThreadType::kLdm, 0));
+  ASSERT_TRUE((*rt)->add_block(consumer(5), ThreadType::kLdm, 1));
+  ASSERT_TRUE((*rt)->add_block(consumer(3), ThreadType::kLdm, 0));
+  ASSERT_TRUE(
+      (*rt)->add_block(std::make_unique<LambdaBlock>(kProducer, 7, "P7",  // widens again
+                                                     [](const Signal& s, BlockContext& c) {
+                                                       if (s.number() != kGo) return;
+                                                       for (uint32_t i : {0u, 3u, 5u, 0u, 3u, 5u}) {
+                                                         const uint32_t w[] = {i};
+                                                         c.send({c.self_node(), {kConsumer, uint16_t(i)}}, kData, w);
+                                                       }
+                                                     }),
+                       ThreadType::kTc, 0));
+  EXPECT_FALSE((*rt)->add_block(consumer(5), ThreadType::kLdm, 0)) << "a route added twice must be refused";
+  ASSERT_TRUE((*rt)->start());
+  ASSERT_TRUE((*rt)->inject({1, {kProducer, 7}}, kGo, {}));
+  ASSERT_TRUE(eventually([&] {
+    std::lock_guard l(m);
+    return seen[0].size() + seen[3].size() + seen[5].size() == 6;
+  }));
+  (*rt)->stop();
+  ASSERT_EQ(seen[0].size(), 2u);
+  ASSERT_EQ(seen[3].size(), 2u);
+  ASSERT_EQ(seen[5].size(), 2u);
+  EXPECT_EQ(seen[0][0], seen[3][0]) << "instances 0 and 3 were both added to ldm 0";
+  EXPECT_NE(seen[0][0], seen[5][0]) << "instance 5 was added to ldm 1";
+  for (auto& [instance, threads] : seen) EXPECT_EQ(threads[0], threads[1]) << instance;
 }
 
 TEST(RuntimeTest, DelayedSignalsFireAfterTheirDelayInOrder) {
