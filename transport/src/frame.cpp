@@ -8,16 +8,18 @@
 namespace fjord::frame {
 namespace {
 
-constexpr std::size_t kOffVersion = header_offset::kVersion;
-constexpr std::size_t kOffFlags = header_offset::kFlags;
-constexpr std::size_t kOffSignal = header_offset::kSignal;
-constexpr std::size_t kOffLength = header_offset::kLength;
-constexpr std::size_t kOffReceiver = header_offset::kReceiver;
-constexpr std::size_t kOffSender = header_offset::kSender;
-constexpr std::size_t kOffDataWords = header_offset::kDataWords;
-constexpr std::size_t kOffSections = header_offset::kSections;
-constexpr std::size_t kOffReserved = header_offset::kReserved;
-constexpr std::size_t kOffTrace = header_offset::kTrace;
+// The header's fields by byte offset (frame.h's table), for the decoders.
+constexpr std::size_t kOffVersion = 0;
+constexpr std::size_t kOffFlags = 1;
+constexpr std::size_t kOffSignal = 2;
+constexpr std::size_t kOffLength = 4;
+constexpr std::size_t kOffReceiver = 8;
+constexpr std::size_t kOffSender = 12;
+constexpr std::size_t kOffDataWords = 16;
+constexpr std::size_t kOffSections = 17;
+constexpr std::size_t kOffReserved = 18;
+constexpr std::size_t kOffTrace = 20;
+static_assert(kOffTrace + 4 == kHeaderBytes);
 static_assert(kMaxFrameBytes % kFrameAlign == 0);
 
 uint16_t load16(const std::byte* p) noexcept {
@@ -30,7 +32,6 @@ uint32_t load32(const std::byte* p) noexcept {
   std::memcpy(&v, p, sizeof v);
   return v;
 }
-void store16(std::byte* p, uint16_t v) noexcept { std::memcpy(p, &v, sizeof v); }
 void store32(std::byte* p, uint32_t v) noexcept { std::memcpy(p, &v, sizeof v); }
 
 constexpr std::size_t align_up(std::size_t n, std::size_t a) noexcept { return (n + a - 1) / a * a; }
@@ -134,18 +135,7 @@ std::size_t pack_frame(std::span<std::byte> dest, const SignalHeader& header, st
   if (total == 0 || total > dest.size()) return 0;
 
   std::byte* p = dest.data();
-  p[kOffVersion] = std::byte{kFrameVersion};
-  p[kOffFlags] = std::byte{checksum ? kFlagChecksum : uint8_t{0}};
-  store16(p + kOffSignal, header.signal_number);
-  store32(p + kOffLength, static_cast<uint32_t>(total));
-  store16(p + kOffReceiver, header.receiver.block);
-  store16(p + kOffReceiver + 2, header.receiver.instance);
-  store16(p + kOffSender, header.sender.block);
-  store16(p + kOffSender + 2, header.sender.instance);
-  p[kOffDataWords] = std::byte{static_cast<uint8_t>(data.size())};
-  p[kOffSections] = std::byte{static_cast<uint8_t>(sections.size())};
-  store16(p + kOffReserved, 0);
-  store32(p + kOffTrace, header.trace);
+  detail::write_header(p, header, total, checksum, data.size(), sections.size());
 
   std::size_t cursor = kHeaderBytes;
   if (!data.empty()) std::memcpy(p + cursor, data.data(), 4 * data.size());

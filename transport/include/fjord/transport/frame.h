@@ -94,20 +94,22 @@ struct SignalView {
 // a frame (too many words or sections, or longer than kMaxFrameBytes).
 std::size_t frame_bytes_for(std::size_t data_words, std::span<const std::size_t> section_bytes, bool checksum) noexcept;
 
-// The header's fields (little-endian), by byte offset.
-namespace header_offset {
-inline constexpr std::size_t kVersion = 0;     // u8
-inline constexpr std::size_t kFlags = 1;       // u8
-inline constexpr std::size_t kSignal = 2;      // u16
-inline constexpr std::size_t kLength = 4;      // u32: the whole frame
-inline constexpr std::size_t kReceiver = 8;    // u16 block, u16 instance
-inline constexpr std::size_t kSender = 12;     // u16 block, u16 instance
-inline constexpr std::size_t kDataWords = 16;  // u8
-inline constexpr std::size_t kSections = 17;   // u8
-inline constexpr std::size_t kReserved = 18;   // u16, zero
-inline constexpr std::size_t kTrace = 20;      // u32
-static_assert(kTrace + 4 == kHeaderBytes);
-}  // namespace header_offset
+namespace detail {
+// Writes the 24-byte header (the table above) at p as three little-endian
+// words. pack_frame() and pack_small_frame() both write it here, so the
+// header's layout is coded once.
+inline void write_header(std::byte* p, const SignalHeader& header, std::size_t total, bool checksum,
+                         std::size_t data_words, std::size_t section_count) noexcept {
+  const uint64_t flags = checksum ? kFlagChecksum : 0;
+  const uint64_t head[3] = {
+      uint64_t{kFrameVersion} | flags << 8 | uint64_t{header.signal_number} << 16 | uint64_t{total} << 32,
+      uint64_t{header.receiver.block} | uint64_t{header.receiver.instance} << 16 | uint64_t{header.sender.block} << 32 |
+          uint64_t{header.sender.instance} << 48,
+      uint64_t{data_words} | uint64_t{section_count} << 8 | uint64_t{header.trace} << 32};  // reserved: 0
+  static_assert(sizeof head == kHeaderBytes);
+  std::memcpy(p, head, sizeof head);
+}
+}  // namespace detail
 
 // Bytes of a frame with `data_words` words, no sections and no checksum.
 constexpr std::size_t small_frame_bytes(std::size_t data_words) noexcept {
@@ -122,13 +124,7 @@ inline std::size_t pack_small_frame(std::byte* dest, const SignalHeader& header,
                                     std::span<const uint32_t> data) noexcept {
   FJORD_ASSERT(header.signal_number != 0 && data.size() <= kMaxDataWords);
   const std::size_t total = small_frame_bytes(data.size());
-  // Three little-endian words: version, flags 0, signal, length; receiver,
-  // sender; data words, sections 0, reserved 0, trace.
-  const uint64_t head[3] = {uint64_t{kFrameVersion} | uint64_t{header.signal_number} << 16 | uint64_t{total} << 32,
-                            uint64_t{header.receiver.block} | uint64_t{header.receiver.instance} << 16 |
-                                uint64_t{header.sender.block} << 32 | uint64_t{header.sender.instance} << 48,
-                            uint64_t{data.size()} | uint64_t{header.trace} << 32};
-  std::memcpy(dest, head, sizeof head);
+  detail::write_header(dest, header, total, false, data.size(), 0);
   if (!data.empty()) std::memcpy(dest + kHeaderBytes, data.data(), 4 * data.size());
   if (data.size() % 2 != 0) std::memset(dest + kHeaderBytes + 4 * data.size(), 0, 4);  // padding to 8
   return total;
