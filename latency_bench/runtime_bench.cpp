@@ -8,6 +8,12 @@
 //                             ratio (the target's figure on a noisy host), and
 //                             the job buffers alone without the scheduler
 //                             ("queue_only": where the rest of the time goes)
+//   BM_JobBufferHopBreakdown  where the ping-pong's round trip goes: each
+//                             direction's hop (commit -> the other block
+//                             starts: transfer, noticing, loop, decode,
+//                             dispatch) and each block's turn (its code and
+//                             the send up to the commit), medians from cycle
+//                             stamps, beside the bare one-way hand-off
 //   BM_IdleSchedulerLoop      loops/s of a spinning thread with nothing to do
 //   BM_TrivialSignalsOneThread  signals/s executed by one loaded thread
 //
@@ -27,6 +33,9 @@
 #include "fjord/engine/runtime/job_buffer.h"
 #include "fjord/engine/runtime/runtime.h"
 #include "machine.h"
+#if defined(__x86_64__)
+#include <x86intrin.h>
+#endif
 
 namespace fjord::engine {
 namespace {
@@ -41,6 +50,47 @@ void pin_to(int cpu) { (void)bench::pin_this_thread(cpu); }
 
 std::vector<int> cpu(int c) {
   return static_cast<int>(std::thread::hardware_concurrency()) > c ? std::vector<int>{c} : std::vector<int>{};
+}
+
+// Time stamps taken by one block: when each execute() began and when its
+// send returned. Only the block's thread writes them, into memory of its own
+// allocated before the run, so stamping adds no traffic between the threads.
+// The cycle counter (what perftest stamps with) where there is one: two
+// reads cost a few ns, a clock_gettime pair 40-120 ns on this host.
+struct Stamps {
+  static uint64_t now() {
+#if defined(__x86_64__)
+    return __rdtsc();
+#else
+    return monotonic_ns();
+#endif
+  }
+  void reset(std::size_t capacity) {
+    in.assign(capacity, 0);
+    out.assign(capacity, 0);
+    n = 0;
+  }
+  void add(uint64_t t_in, uint64_t t_out) {
+    if (n < in.size()) {
+      in[n] = t_in;
+      out[n] = t_out;
+      ++n;
+    }
+  }
+  bool on() const { return !in.empty(); }
+  std::vector<uint64_t> in, out;
+  std::size_t n = 0;
+};
+
+// Nanoseconds per Stamps::now() tick, calibrated against CLOCK_MONOTONIC.
+double ns_per_stamp_tick() {
+  const uint64_t t0 = monotonic_ns();
+  const uint64_t c0 = Stamps::now();
+  while (monotonic_ns() - t0 < 50'000'000) {
+  }
+  const uint64_t c1 = Stamps::now();
+  const uint64_t t1 = monotonic_ns();
+  return static_cast<double>(t1 - t0) / static_cast<double>(c1 - c0);
 }
 
 class FnBlock final : public Block {
@@ -60,6 +110,7 @@ class FnBlock final : public Block {
   uint64_t target = 0;
   uint64_t started_ns = 0;
   std::atomic<uint64_t> elapsed_ns{0};
+  alignas(64) Stamps stamps;  // empty unless a breakdown is measured
 
  private:
   Fn fn_;
@@ -170,6 +221,7 @@ class PingPongRuntime {
     if (!rt) return rt.status();
     rt_ = std::move(rt).value();
     auto block_a = std::make_unique<FnBlock>(kA, [](FnBlock& self, const Signal& s, BlockContext& c) {
+      const uint64_t t_in = self.stamps.on() ? Stamps::now() : 0;
       if (s.number() == kSelf)
         self.started_ns = monotonic_ns();
       else if (self.count_one() >= self.target) {
@@ -177,18 +229,27 @@ class PingPongRuntime {
         return;
       }
       c.send({1, {kB, 0}}, kPing, {});
+      if (t_in != 0) self.stamps.add(t_in, Stamps::now());
     });
     a_ = block_a.get();
     if (Status st = rt_->add_block(std::move(block_a), ThreadType::kTc, 0); !st) return st;
-    if (Status st = rt_->add_block(std::make_unique<FnBlock>(kB,
-                                                             [](FnBlock&, const Signal& s, BlockContext& c) {
-                                                               c.send({1, s.sender()}, kPing, {});
-                                                             }),
-                                   ThreadType::kLdm, 0);
-        !st)
-      return st;
+    auto block_b = std::make_unique<FnBlock>(kB, [](FnBlock& self, const Signal& s, BlockContext& c) {
+      const uint64_t t_in = self.stamps.on() ? Stamps::now() : 0;
+      c.send({1, s.sender()}, kPing, {});
+      if (t_in != 0) self.stamps.add(t_in, Stamps::now());
+    });
+    b_ = block_b.get();
+    if (Status st = rt_->add_block(std::move(block_b), ThreadType::kLdm, 0); !st) return st;
     return rt_->start();
   }
+  // Makes the next run() stamp up to `rounds` round trips on both blocks
+  // (between runs: the blocks' threads are idle then).
+  void stamp(std::size_t rounds) {
+    a_->stamps.reset(rounds + 1);
+    b_->stamps.reset(rounds + 1);
+  }
+  const Stamps& stamps_a() const { return a_->stamps; }
+  const Stamps& stamps_b() const { return b_->stamps; }
   // Runs `rounds` round trips; returns the mean RTT in ns.
   Result<double> run(uint64_t rounds) {
     a_->count = 0;
@@ -205,6 +266,7 @@ class PingPongRuntime {
  private:
   std::unique_ptr<Runtime> rt_;
   FnBlock* a_ = nullptr;
+  FnBlock* b_ = nullptr;
 };
 
 void BM_JobBufferSignalPingPong(benchmark::State& state) {
@@ -269,6 +331,76 @@ void BM_JobBufferVsBarePaired(benchmark::State& state) {
   state.counters["ratio_median"] = median(ratios);
   state.counters["ratio_min"] = *std::min_element(ratios.begin(), ratios.end());
   state.counters["ratio_max"] = *std::max_element(ratios.begin(), ratios.end());
+}
+
+// One round trip k, as the stamps see it: A's send of ping k returns (A out
+// k), B starts (B in k), B's send of the reply returns (B out k), A starts
+// (A in k+1; A's execute k = 0 was the start signal), A's next send returns.
+// A hop includes the cache-line transfer the bare hand-off measures; what a
+// hop costs beyond bare_one_way_ns is the scheduler's (noticing the entry,
+// the loop's steps before execute, decode, dispatch). A turn is the block's
+// own code and the send path up to the commit (A's also counts the round).
+void BM_JobBufferHopBreakdown(benchmark::State& state) {
+  constexpr uint64_t kRounds = 100000;
+  const double ns_per_tick = ns_per_stamp_tick();
+  std::vector<double> to_b, b_turn, to_a, a_turn, bare, rtt;
+  for (auto _ : state) {
+    // As in the paired benchmark: the bare hand-off first, then a fresh
+    // runtime (its threads spin for a second after each run, and would take
+    // the bare hand-off's CPUs).
+    const double b = bare_handoff_rtt_ns(kRounds / 2);
+    PingPongRuntime rt;
+    if (Status st = rt.start(); !st) {
+      state.SkipWithError(st.to_string().c_str());
+      return;
+    }
+    Result<double> j = rt.run(kRounds / 10);  // warm up
+    rt.stamp(kRounds);
+    if (j) j = rt.run(kRounds);
+    rt.stop();
+    if (!j) {
+      state.SkipWithError(j.status().to_string().c_str());
+      break;
+    }
+    const Stamps& a = rt.stamps_a();
+    const Stamps& bs = rt.stamps_b();
+    std::vector<double> hop_b, turn_b, hop_a, turn_a;
+    // B's stamps for round k were written before the reply that A stamped as
+    // in[k + 1] (the job buffer orders them): read only those, never bs.n.
+    for (std::size_t k = 0; k + 1 < a.n; ++k) {
+      if (a.in[k + 1] < bs.out[k] || bs.in[k] < a.out[k]) continue;  // counters that disagree: not recorded
+      hop_b.push_back(static_cast<double>(bs.in[k] - a.out[k]) * ns_per_tick);
+      turn_b.push_back(static_cast<double>(bs.out[k] - bs.in[k]) * ns_per_tick);
+      hop_a.push_back(static_cast<double>(a.in[k + 1] - bs.out[k]) * ns_per_tick);
+      turn_a.push_back(static_cast<double>(a.out[k + 1] - a.in[k + 1]) * ns_per_tick);
+    }
+    if (hop_b.size() < kRounds / 2) {
+      state.SkipWithError("fewer than half the round trips had ordered stamps (CPU counters not in step?)");
+      break;
+    }
+    const auto median = [](std::vector<double>& v) {
+      std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+      return v[v.size() / 2];
+    };
+    to_b.push_back(median(hop_b));
+    b_turn.push_back(median(turn_b));
+    to_a.push_back(median(hop_a));
+    a_turn.push_back(median(turn_a));
+    bare.push_back(b);
+    rtt.push_back(*j);
+    state.SetIterationTime((b + *j) * kRounds / 1e9);
+  }
+  if (rtt.empty()) return;
+  const auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  state.counters["bare_one_way_ns"] = median(bare) / 2;
+  state.counters["hop_to_b_ns"] = median(to_b);
+  state.counters["b_turn_ns"] = median(b_turn);
+  state.counters["hop_to_a_ns"] = median(to_a);
+  state.counters["a_turn_ns"] = median(a_turn);
+  state.counters["rtt_ns"] = median(rtt);
 }
 
 void BM_IdleSchedulerLoop(benchmark::State& state) {
@@ -356,6 +488,7 @@ void BM_TrivialSignalsOneThread(benchmark::State& state) {
 BENCHMARK(BM_BareCacheLineHandoff)->UseManualTime()->Iterations(5);
 BENCHMARK(BM_JobBufferSignalPingPong)->UseManualTime()->Iterations(5);
 BENCHMARK(BM_JobBufferVsBarePaired)->UseManualTime()->Iterations(15);
+BENCHMARK(BM_JobBufferHopBreakdown)->UseManualTime()->Iterations(5);
 BENCHMARK(BM_IdleSchedulerLoop)->UseManualTime()->Iterations(5);
 BENCHMARK(BM_TrivialSignalsOneThread)->UseManualTime()->Iterations(5);
 
