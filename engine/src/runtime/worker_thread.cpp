@@ -83,20 +83,20 @@ Status WorkerThread::init() {
   return Status::ok();
 }
 
-void WorkerThread::add_block(std::unique_ptr<Block> block) {
-  const BlockRef ref = block->ref();
-  if (block_table_.size() <= ref.block) block_table_.resize(ref.block + 1);
-  auto& row = block_table_[ref.block];
-  if (row.size() <= ref.instance) row.resize(ref.instance + 1, nullptr);
-  FJORD_ASSERT_MSG(row[ref.instance] == nullptr, "block instance added twice");
-  row[ref.instance] = block.get();
-  blocks_.push_back(std::move(block));
-}
+void WorkerThread::add_block(std::unique_ptr<Block> block) { blocks_.push_back(std::move(block)); }
 
 void WorkerThread::start() {
-  // Every thread's queues exist by now (Runtime::create ran every init()).
+  // Every thread's queues exist by now (Runtime::create ran every init()),
+  // and every block was added: the route's layout is final.
   out_queues_.clear();
   for (auto& t : shared_.threads) out_queues_.push_back(&t->in_queue(index_));
+  block_table_.assign(shared_.route.size(), nullptr);
+  for (auto& block : blocks_) {
+    const std::size_t at = std::size_t{block->number()} * shared_.route_stride + block->instance();
+    FJORD_ASSERT_MSG(shared_.thread_of(block->ref()) == static_cast<int>(index_) && block_table_[at] == nullptr,
+                     "block not routed to its thread, or added twice");
+    block_table_[at] = block.get();
+  }
   thread_ = std::thread([this] { run(); });
 }
 
@@ -474,9 +474,8 @@ Block* WorkerThread::decode(std::span<const std::byte> entry, Signal& signal) co
   signal.sender_node = envelope.sender_node;
   frame::decode_validated(entry.subspan(sizeof(Envelope)), signal.view);
   const BlockRef to = signal.view.header.receiver;
-  Block* block = to.block < block_table_.size() && to.instance < block_table_[to.block].size()
-                     ? block_table_[to.block][to.instance]
-                     : nullptr;
+  const std::size_t at = std::size_t{to.block} * shared_.route_stride + to.instance;
+  Block* block = to.instance < shared_.route_stride && at < block_table_.size() ? block_table_[at] : nullptr;
   FJORD_ASSERT_MSG(block != nullptr, "signal routed to a thread that does not host its block");
   return block;
 }

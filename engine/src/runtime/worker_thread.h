@@ -143,7 +143,7 @@ class alignas(kCacheLineBytes) WorkerThread {
   ThreadSpec plan_;
   std::thread thread_;
   std::vector<std::unique_ptr<Block>> blocks_;
-  LineVector<LineVector<Block*>> block_table_;  // [block number][instance] on this thread
+  LineVector<Block*> block_table_;  // laid out as RuntimeShared::route; this thread's blocks (set by start())
 
   std::vector<JobBuffer> in_queues_;   // [producer]; [index_] is the local queue
   LineVector<JobBuffer*> out_queues_;  // [consumer thread]: the queue we write to it (set by start())
