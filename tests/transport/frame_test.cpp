@@ -76,6 +76,49 @@ TEST(FrameTest, SmallFramesPackToTheSameBytesAsPackFrame) {
   }
 }
 
+TEST(FrameTest, DecodeValidatedAgreesWithUnpackAndClearsAReusedView) {
+  // decode_validated reads the header as write_header's three words and
+  // parses sections out of line: every field must match unpack_frame's, for
+  // 0..3 sections, and a view reused from a frame with sections must not
+  // keep them (Signal::section(i) does not check the count).
+  const auto a = bytes_of("first");
+  const auto b = bytes_of("second section");
+  const auto c = bytes_of("3");
+  const std::span<const std::byte> all[] = {a, b, c};
+  SignalView reused;
+  std::mt19937 rng(11);
+  for (int round = 0; round < 4; ++round) {
+    for (std::size_t count : {3u, 0u, 2u, 1u, 0u}) {
+      const std::size_t words = rng() % (kMaxDataWords + 1);
+      std::vector<uint32_t> data(words);
+      for (auto& w : data) w = static_cast<uint32_t>(rng());
+      const SignalHeader h{static_cast<uint16_t>(1 + rng() % 65535),
+                           {static_cast<uint16_t>(rng()), static_cast<uint16_t>(rng())},
+                           {static_cast<uint16_t>(rng()), static_cast<uint16_t>(rng())},
+                           static_cast<uint32_t>(rng())};
+      std::vector<std::byte> buf(512);
+      const bool checksum = round % 2 == 1;
+      const std::size_t n = pack_frame(buf, h, data, {all, count}, checksum);
+      ASSERT_NE(n, 0u);
+      SignalView expect;
+      ASSERT_EQ(unpack_frame({buf.data(), n}, expect), FrameError::kNone);
+      ASSERT_EQ(decode_validated({buf.data(), n}, reused), n);
+      EXPECT_EQ(reused.header.signal_number, h.signal_number);
+      EXPECT_EQ(reused.header.receiver, h.receiver);
+      EXPECT_EQ(reused.header.sender, h.sender);
+      EXPECT_EQ(reused.header.trace, h.trace);
+      ASSERT_EQ(reused.data_words, words);
+      EXPECT_EQ(reused.data, expect.data);
+      for (std::size_t i = 0; i < words; ++i) EXPECT_EQ(reused.word(i), data[i]);
+      ASSERT_EQ(reused.section_count, count);
+      for (std::size_t i = 0; i < kMaxSections; ++i) {
+        EXPECT_EQ(reused.sections[i].data(), expect.sections[i].data()) << count << " sections, #" << i;
+        EXPECT_EQ(reused.sections[i].size(), i < count ? all[i].size() : 0u) << count << " sections, #" << i;
+      }
+    }
+  }
+}
+
 TEST(FrameTest, PackRefusesWhatDoesNotFitAndWritesNothing) {
   std::vector<std::byte> buf(64, std::byte{0x5A});
   const uint32_t data[26] = {};

@@ -207,32 +207,18 @@ ScanResult scan_frames(std::span<const std::byte> bytes) noexcept {
   return r;
 }
 
-std::size_t decode_validated(std::span<const std::byte> bytes, SignalView& out) noexcept {
-  FJORD_ASSERT(bytes.size() >= kHeaderBytes);
-  const std::size_t length = load32(bytes.data() + kOffLength);
-  FJORD_ASSERT(length <= bytes.size());
-  const std::byte* p = bytes.data();
-  const std::size_t data_words = static_cast<uint8_t>(p[kOffDataWords]);
-  const std::size_t section_count = static_cast<uint8_t>(p[kOffSections]);
-  out.header.signal_number = load16(p + kOffSignal);
-  out.header.receiver = {load16(p + kOffReceiver), load16(p + kOffReceiver + 2)};
-  out.header.sender = {load16(p + kOffSender), load16(p + kOffSender + 2)};
-  out.header.trace = load32(p + kOffTrace);
-  out.data_words = static_cast<uint8_t>(data_words);
-  out.section_count = static_cast<uint8_t>(section_count);
-  out.data = p + kHeaderBytes;
-  std::size_t cursor = kHeaderBytes + 4 * data_words + 4 * section_count;
-  for (std::size_t i = 0; i < kMaxSections; ++i) {
-    if (i < section_count) {
-      const std::size_t n = load32(p + kHeaderBytes + 4 * data_words + 4 * i);
-      out.sections[i] = {p + cursor, n};
-      cursor += align_up(n, 4);
-    } else {
-      out.sections[i] = {};
-    }
+namespace detail {
+void decode_sections(const std::byte* p, std::size_t length, SignalView& out) noexcept {
+  FJORD_ASSERT(out.section_count <= kMaxSections);
+  const std::size_t lengths_at = kHeaderBytes + 4 * std::size_t{out.data_words};
+  std::size_t cursor = lengths_at + 4 * std::size_t{out.section_count};
+  for (std::size_t i = 0; i < out.section_count; ++i) {
+    const std::size_t n = load32(p + lengths_at + 4 * i);
+    out.sections[i] = {p + cursor, n};
+    cursor += align_up(n, 4);
   }
   FJORD_ASSERT(cursor <= length);
-  return length;
 }
+}  // namespace detail
 
 }  // namespace fjord::frame

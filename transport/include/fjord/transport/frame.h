@@ -160,9 +160,35 @@ struct ScanResult {
 // bytes so that consumers only ever see whole, valid frames.
 ScanResult scan_frames(std::span<const std::byte> bytes) noexcept;
 
-// Decodes a frame that scan_frames() already validated (no checks repeated
-// beyond a bounds assertion). Returns the frame's length.
-std::size_t decode_validated(std::span<const std::byte> bytes, SignalView& out) noexcept;
+namespace detail {
+// decode_validated()'s section table, for frames that have one (out of line:
+// most signals between blocks have none).
+void decode_sections(const std::byte* frame, std::size_t length, SignalView& out) noexcept;
+}  // namespace detail
+
+// Decodes a frame that scan_frames() already validated, or that this process
+// packed itself (a job-buffer entry): no checks repeated beyond bounds
+// assertions. Inline: every signal a thread executes passes through it.
+// Returns the frame's length.
+inline std::size_t decode_validated(std::span<const std::byte> bytes, SignalView& out) noexcept {
+  FJORD_ASSERT(bytes.size() >= kHeaderBytes);
+  const std::byte* p = bytes.data();
+  uint64_t head[3];  // detail::write_header's three words
+  std::memcpy(head, p, sizeof head);
+  const auto length = static_cast<std::size_t>(head[0] >> 32);
+  FJORD_ASSERT(length <= bytes.size());
+  out.header.signal_number = static_cast<uint16_t>(head[0] >> 16);
+  out.header.receiver = {static_cast<uint16_t>(head[1]), static_cast<uint16_t>(head[1] >> 16)};
+  out.header.sender = {static_cast<uint16_t>(head[1] >> 32), static_cast<uint16_t>(head[1] >> 48)};
+  out.header.trace = static_cast<uint32_t>(head[2] >> 32);
+  out.data_words = static_cast<uint8_t>(head[2]);
+  out.section_count = static_cast<uint8_t>(head[2] >> 8);
+  out.data = p + kHeaderBytes;
+  for (auto& section : out.sections) section = {};
+  if (out.section_count != 0) detail::decode_sections(p, length, out);
+  FJORD_ASSERT(kHeaderBytes + 4 * std::size_t{out.data_words} <= length);
+  return length;
+}
 
 // Iterates the frames of a span that scan_frames() validated, e.g. a
 // Transporter::receive() batch:  for (FrameCursor c(batch.bytes); c.next(view);) ...
