@@ -30,12 +30,10 @@
 #include <vector>
 
 #include "fjord/base/clock.h"
+#include "fjord/base/cycle_clock.h"
 #include "fjord/engine/runtime/job_buffer.h"
 #include "fjord/engine/runtime/runtime.h"
 #include "machine.h"
-#if defined(__x86_64__)
-#include <x86intrin.h>
-#endif
 
 namespace fjord::engine {
 namespace {
@@ -53,18 +51,10 @@ std::vector<int> cpu(int c) {
 }
 
 // Time stamps taken by one block: when each execute() began and when its
-// send returned. Only the block's thread writes them, into memory of its own
+// send returned, read from the cycle counter (base/cycle_clock.h: a few ns a
+// read). Only the block's thread writes them, into memory of its own
 // allocated before the run, so stamping adds no traffic between the threads.
-// The cycle counter (what perftest stamps with) where there is one: two
-// reads cost a few ns, a clock_gettime pair 40-120 ns on this host.
 struct Stamps {
-  static uint64_t now() {
-#if defined(__x86_64__)
-    return __rdtsc();
-#else
-    return monotonic_ns();
-#endif
-  }
   void reset(std::size_t capacity) {
     in.assign(capacity, 0);
     out.assign(capacity, 0);
@@ -81,17 +71,6 @@ struct Stamps {
   std::vector<uint64_t> in, out;
   std::size_t n = 0;
 };
-
-// Nanoseconds per Stamps::now() tick, calibrated against CLOCK_MONOTONIC.
-double ns_per_stamp_tick() {
-  const uint64_t t0 = monotonic_ns();
-  const uint64_t c0 = Stamps::now();
-  while (monotonic_ns() - t0 < 50'000'000) {
-  }
-  const uint64_t c1 = Stamps::now();
-  const uint64_t t1 = monotonic_ns();
-  return static_cast<double>(t1 - t0) / static_cast<double>(c1 - c0);
-}
 
 class FnBlock final : public Block {
  public:
@@ -221,7 +200,7 @@ class PingPongRuntime {
     if (!rt) return rt.status();
     rt_ = std::move(rt).value();
     auto block_a = std::make_unique<FnBlock>(kA, [](FnBlock& self, const Signal& s, BlockContext& c) {
-      const uint64_t t_in = self.stamps.on() ? Stamps::now() : 0;
+      const uint64_t t_in = self.stamps.on() ? CycleClock::now() : 0;
       if (s.number() == kSelf)
         self.started_ns = monotonic_ns();
       else if (self.count_one() >= self.target) {
@@ -229,14 +208,14 @@ class PingPongRuntime {
         return;
       }
       c.send({1, {kB, 0}}, kPing, {});
-      if (t_in != 0) self.stamps.add(t_in, Stamps::now());
+      if (t_in != 0) self.stamps.add(t_in, CycleClock::now());
     });
     a_ = block_a.get();
     if (Status st = rt_->add_block(std::move(block_a), ThreadType::kTc, 0); !st) return st;
     auto block_b = std::make_unique<FnBlock>(kB, [](FnBlock& self, const Signal& s, BlockContext& c) {
-      const uint64_t t_in = self.stamps.on() ? Stamps::now() : 0;
+      const uint64_t t_in = self.stamps.on() ? CycleClock::now() : 0;
       c.send({1, s.sender()}, kPing, {});
-      if (t_in != 0) self.stamps.add(t_in, Stamps::now());
+      if (t_in != 0) self.stamps.add(t_in, CycleClock::now());
     });
     b_ = block_b.get();
     if (Status st = rt_->add_block(std::move(block_b), ThreadType::kLdm, 0); !st) return st;
@@ -342,7 +321,7 @@ void BM_JobBufferVsBarePaired(benchmark::State& state) {
 // own code and the send path up to the commit (A's also counts the round).
 void BM_JobBufferHopBreakdown(benchmark::State& state) {
   constexpr uint64_t kRounds = 100000;
-  const double ns_per_tick = ns_per_stamp_tick();
+  const double ns_per_tick = CycleClock(50'000'000).ns_per_tick();
   std::vector<double> to_b, b_turn, to_a, a_turn, bare, rtt;
   for (auto _ : state) {
     // As in the paired benchmark: the bare hand-off first, then a fresh

@@ -20,11 +20,9 @@
 #include <functional>
 #include <string>
 #include <thread>
-#if defined(__x86_64__)
-#include <x86intrin.h>
-#endif
 
 #include "fjord/base/clock.h"
+#include "fjord/base/cycle_clock.h"
 #include "fjord/base/histogram.h"
 #include "fjord/base/log.h"
 #include "fjord/rdma/rdma.h"
@@ -43,38 +41,7 @@ using namespace fjord;
 // let the echo thread and rxe's kernel work share its CPU); QEMU derives
 // every vCPU's counter from one clock, and a round trip whose end stamp is
 // below its start (counters that really differ) is not recorded but counted.
-class RoundTripClock {
- public:
-  RoundTripClock() {
-#if defined(__x86_64__)
-    const uint64_t t0 = monotonic_ns();
-    const uint64_t c0 = __rdtsc();
-    while (monotonic_ns() - t0 < 200'000'000) {
-    }
-    const uint64_t c1 = __rdtsc();
-    const uint64_t t1 = monotonic_ns();
-    ns_per_tick_ = static_cast<double>(t1 - t0) / static_cast<double>(c1 - c0);
-#endif
-  }
-  static uint64_t now() {
-#if defined(__x86_64__)
-    return __rdtsc();
-#else
-    return monotonic_ns();
-#endif
-  }
-  uint64_t to_ns(uint64_t ticks) const { return static_cast<uint64_t>(static_cast<double>(ticks) * ns_per_tick_); }
-  static const char* name() {
-#if defined(__x86_64__)
-    return "cycle counter";
-#else
-    return "CLOCK_MONOTONIC";
-#endif
-  }
-
- private:
-  double ns_per_tick_ = 1.0;
-};
+// The clock is fjord::CycleClock (base/cycle_clock.h).
 
 struct Options {
   std::string transporter = "rdma";
@@ -251,13 +218,13 @@ int main(int argc, char** argv) {
   transport::Transporter& client = *pair.client;
   Histogram rtt;
   bool ok = true;
-  const RoundTripClock clock;
+  const CycleClock clock;
   uint64_t backwards = 0;  // round trips whose end stamp came before the start
   for (uint64_t i = 0; i < total && ok; ++i) {
-    const uint64_t start = RoundTripClock::now();
+    const uint64_t start = CycleClock::now();
     uint32_t trace = 0;
     ok = send_one(client, o.size, i) && receive_one(client, o.sleep, &trace) && trace == static_cast<uint32_t>(i);
-    const uint64_t end = RoundTripClock::now();
+    const uint64_t end = CycleClock::now();
     if (i < o.warmup) continue;
     if (end < start)
       ++backwards;
