@@ -8,18 +8,14 @@
 namespace fjord::frame {
 namespace {
 
-// The header's fields by byte offset (frame.h's table), for the decoders.
+// The header fields the validators check, by byte offset (frame.h's table).
 constexpr std::size_t kOffVersion = 0;
 constexpr std::size_t kOffFlags = 1;
 constexpr std::size_t kOffSignal = 2;
 constexpr std::size_t kOffLength = 4;
-constexpr std::size_t kOffReceiver = 8;
-constexpr std::size_t kOffSender = 12;
 constexpr std::size_t kOffDataWords = 16;
 constexpr std::size_t kOffSections = 17;
 constexpr std::size_t kOffReserved = 18;
-constexpr std::size_t kOffTrace = 20;
-static_assert(kOffTrace + 4 == kHeaderBytes);
 static_assert(kMaxFrameBytes % kFrameAlign == 0);
 
 uint16_t load16(const std::byte* p) noexcept {
@@ -54,8 +50,8 @@ bool all_zero(const std::byte* p, std::size_t n) noexcept {
 }
 
 // Full validation of a frame whose header peek_frame() accepted and whose
-// announced length is available. Fills `out` when asked.
-FrameError validate_body(const std::byte* p, std::size_t frame_bytes, SignalView* out) noexcept {
+// announced length is available. Decoding is decode_validated()'s.
+FrameError validate_body(const std::byte* p, std::size_t frame_bytes) noexcept {
   const uint8_t flags = static_cast<uint8_t>(p[kOffFlags]);
   const std::size_t data_words = static_cast<uint8_t>(p[kOffDataWords]);
   const std::size_t section_count = static_cast<uint8_t>(p[kOffSections]);
@@ -77,23 +73,11 @@ FrameError validate_body(const std::byte* p, std::size_t frame_bytes, SignalView
   for (std::size_t i = 0; i < section_count; ++i) {
     const std::size_t padded = align_up(section_bytes[i], 4);
     if (!all_zero(p + cursor + section_bytes[i], padded - section_bytes[i])) return FrameError::kBadPadding;
-    if (out) out->sections[i] = {p + cursor, section_bytes[i]};
     cursor += padded;
   }
   const std::size_t pad_end = checksum ? frame_bytes - 4 : frame_bytes;
   if (!all_zero(p + body, pad_end - body)) return FrameError::kBadPadding;
   if (checksum && crc32c(p, frame_bytes - 4) != load32(p + frame_bytes - 4)) return FrameError::kBadChecksum;
-
-  if (out) {
-    out->header.signal_number = load16(p + kOffSignal);
-    out->header.receiver = {load16(p + kOffReceiver), load16(p + kOffReceiver + 2)};
-    out->header.sender = {load16(p + kOffSender), load16(p + kOffSender + 2)};
-    out->header.trace = load32(p + kOffTrace);
-    out->data_words = static_cast<uint8_t>(data_words);
-    out->section_count = static_cast<uint8_t>(section_count);
-    out->data = p + kHeaderBytes;
-    for (std::size_t i = section_count; i < kMaxSections; ++i) out->sections[i] = {};
-  }
   return FrameError::kNone;
 }
 
@@ -184,9 +168,11 @@ PeekResult peek_frame(std::span<const std::byte> bytes) noexcept {
 FrameError unpack_frame(std::span<const std::byte> bytes, SignalView& out, std::size_t* frame_bytes) noexcept {
   const PeekResult peek = peek_frame(bytes);
   if (peek.error != FrameError::kNone) return peek.error;
-  const FrameError error = validate_body(bytes.data(), peek.frame_bytes, &out);
-  if (error == FrameError::kNone && frame_bytes) *frame_bytes = peek.frame_bytes;
-  return error;
+  const FrameError error = validate_body(bytes.data(), peek.frame_bytes);
+  if (error != FrameError::kNone) return error;
+  decode_validated(bytes.first(peek.frame_bytes), out);
+  if (frame_bytes) *frame_bytes = peek.frame_bytes;
+  return FrameError::kNone;
 }
 
 ScanResult scan_frames(std::span<const std::byte> bytes) noexcept {
@@ -195,7 +181,7 @@ ScanResult scan_frames(std::span<const std::byte> bytes) noexcept {
     const auto rest = bytes.subspan(r.whole_bytes);
     const PeekResult peek = peek_frame(rest);
     FrameError error = peek.error;
-    if (error == FrameError::kNone) error = validate_body(rest.data(), peek.frame_bytes, nullptr);
+    if (error == FrameError::kNone) error = validate_body(rest.data(), peek.frame_bytes);
     if (error != FrameError::kNone) {
       r.error = error;
       r.error_offset = r.whole_bytes;
