@@ -92,10 +92,8 @@ void WorkerThread::start() {
   for (auto& t : shared_.threads) out_queues_.push_back(&t->in_queue(index_));
   block_table_.assign(shared_.route.size(), nullptr);
   for (auto& block : blocks_) {
-    const std::size_t at = std::size_t{block->number()} * shared_.route_stride + block->instance();
-    FJORD_ASSERT_MSG(shared_.thread_of(block->ref()) == static_cast<int>(index_) && block_table_[at] == nullptr,
-                     "block not routed to its thread, or added twice");
-    block_table_[at] = block.get();
+    FJORD_ASSERT_MSG(shared_.thread_of(block->ref()) == static_cast<int>(index_), "block not routed to its thread");
+    block_table_[shared_.route_slot(block->ref())] = block.get();
   }
   thread_ = std::thread([this] { run(); });
 }
@@ -474,8 +472,8 @@ Block* WorkerThread::decode(std::span<const std::byte> entry, Signal& signal) co
   signal.sender_node = envelope.sender_node;
   frame::decode_validated(entry.subspan(sizeof(Envelope)), signal.view);
   const BlockRef to = signal.view.header.receiver;
-  const std::size_t at = std::size_t{to.block} * shared_.route_stride + to.instance;
-  Block* block = to.instance < shared_.route_stride && at < block_table_.size() ? block_table_[at] : nullptr;
+  const std::size_t at = shared_.route_slot(to);  // SIZE_MAX when outside
+  Block* block = at < block_table_.size() ? block_table_[at] : nullptr;
   FJORD_ASSERT_MSG(block != nullptr, "signal routed to a thread that does not host its block");
   return block;
 }

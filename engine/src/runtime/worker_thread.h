@@ -196,10 +196,15 @@ struct alignas(kCacheLineBytes) RuntimeShared {
   std::atomic<bool> started{false};
   std::vector<Block*> node_event_blocks;  // blocks that want kNodeConnected/kNodeDisconnected
 
-  int thread_of(BlockRef ref) const {
+  // Where `ref` sits in `route` and in every thread's block table, or
+  // SIZE_MAX when it lies outside them.
+  std::size_t route_slot(BlockRef ref) const {
     const std::size_t at = std::size_t{ref.block} * route_stride + ref.instance;
-    if (ref.instance >= route_stride || at >= route.size()) return -1;
-    return route[at];
+    return ref.instance < route_stride && at < route.size() ? at : SIZE_MAX;
+  }
+  int thread_of(BlockRef ref) const {
+    const std::size_t at = route_slot(ref);
+    return at == SIZE_MAX ? -1 : route[at];
   }
   // Routes `ref` to thread `thread`, widening the table when an instance
   // number does not fit its stride.
