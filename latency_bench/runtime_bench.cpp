@@ -46,6 +46,12 @@ constexpr BlockNumber kB = block_numbers::kFirstTest + 1;
 // Pins the calling thread; on a machine without that CPU it stays unpinned.
 void pin_to(int cpu) { (void)bench::pin_this_thread(cpu); }
 
+// The middle element (the upper one of an even count); v is reordered.
+double median_of(std::vector<double>& v) {
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+  return v[v.size() / 2];
+}
+
 std::vector<int> cpu(int c) {
   return static_cast<int>(std::thread::hardware_concurrency()) > c ? std::vector<int>{c} : std::vector<int>{};
 }
@@ -300,16 +306,12 @@ void BM_JobBufferVsBarePaired(benchmark::State& state) {
     ratios.push_back(*j / b);
     state.SetIterationTime((b + *j) * kRounds / 1e9);
   }
-  const auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-  };
-  state.counters["bare_rtt_ns"] = median(bare);
-  state.counters["jb_rtt_ns"] = median(jb);
-  state.counters["queue_only_rtt_ns"] = median(raw);
-  state.counters["ratio_median"] = median(ratios);
+  state.counters["bare_rtt_ns"] = median_of(bare);
+  state.counters["jb_rtt_ns"] = median_of(jb);
+  state.counters["queue_only_rtt_ns"] = median_of(raw);
   state.counters["ratio_min"] = *std::min_element(ratios.begin(), ratios.end());
   state.counters["ratio_max"] = *std::max_element(ratios.begin(), ratios.end());
+  state.counters["ratio_median"] = median_of(ratios);
 }
 
 // One round trip k, as the stamps see it: A's send of ping k returns (A out
@@ -357,29 +359,21 @@ void BM_JobBufferHopBreakdown(benchmark::State& state) {
       state.SkipWithError("fewer than half the round trips had ordered stamps (CPU counters not in step?)");
       break;
     }
-    const auto median = [](std::vector<double>& v) {
-      std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
-      return v[v.size() / 2];
-    };
-    to_b.push_back(median(hop_b));
-    b_turn.push_back(median(turn_b));
-    to_a.push_back(median(hop_a));
-    a_turn.push_back(median(turn_a));
+    to_b.push_back(median_of(hop_b));
+    b_turn.push_back(median_of(turn_b));
+    to_a.push_back(median_of(hop_a));
+    a_turn.push_back(median_of(turn_a));
     bare.push_back(b);
     rtt.push_back(*j);
     state.SetIterationTime((b + *j) * kRounds / 1e9);
   }
   if (rtt.empty()) return;
-  const auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-  };
-  state.counters["bare_one_way_ns"] = median(bare) / 2;
-  state.counters["hop_to_b_ns"] = median(to_b);
-  state.counters["b_turn_ns"] = median(b_turn);
-  state.counters["hop_to_a_ns"] = median(to_a);
-  state.counters["a_turn_ns"] = median(a_turn);
-  state.counters["rtt_ns"] = median(rtt);
+  state.counters["bare_one_way_ns"] = median_of(bare) / 2;
+  state.counters["hop_to_b_ns"] = median_of(to_b);
+  state.counters["b_turn_ns"] = median_of(b_turn);
+  state.counters["hop_to_a_ns"] = median_of(to_a);
+  state.counters["a_turn_ns"] = median_of(a_turn);
+  state.counters["rtt_ns"] = median_of(rtt);
 }
 
 void BM_IdleSchedulerLoop(benchmark::State& state) {
