@@ -5,9 +5,11 @@
 //   BM_JobBufferSignalPingPong  a signal between blocks on two runtime threads
 //                             (job buffers, scheduler loop, dispatch), round trip
 //   BM_JobBufferVsBarePaired  the two above back to back, 15 pairs: the median
-//                             ratio (the target's figure on a noisy host), and
-//                             the job buffers alone without the scheduler
-//                             ("queue_only": where the rest of the time goes)
+//                             ratio (the target's figure on a noisy host), the
+//                             job buffers alone without the scheduler
+//                             ("queue_only"), and the least loop any scheduler
+//                             could run over them ("minimal_loop_ratio_median",
+//                             to the same pair's bare hand-off)
 //   BM_JobBufferHopBreakdown  where the ping-pong's round trip goes: each
 //                             direction's hop (commit -> the other block
 //                             starts: transfer, noticing, loop, decode,
@@ -191,6 +193,88 @@ Result<double> raw_job_buffer_rtt_ns(uint64_t rounds) {
   return static_cast<double>(dt) / static_cast<double>(rounds);
 }
 
+// The least a scheduler-shaped loop can do over these job buffers: each of
+// two threads spins over three input queues (as a runtime thread reads its
+// peer's, its own local queue and the injector row), with a pause every 8th
+// poll as WorkerThread::idle(); on an entry it decodes the frame, calls a
+// handler through a pointer (as a block is called), which packs the reply
+// with pack_small_frame and commits it, then consumes the entry. No timers,
+// statistics, routing or sending steps: the floor any runtime loop on this
+// machine starts from, between queue_only and the runtime. Returns mean RTT ns.
+Result<double> minimal_loop_rtt_ns(uint64_t rounds) {
+  struct Side;
+  using Handler = void (*)(Side&, const frame::SignalView&);
+  struct Side {
+    std::vector<JobBuffer> in;
+    JobBuffer* out = nullptr;
+    Handler handler = nullptr;
+    uint64_t count = 0, target = 0, wrong = 0;
+    std::atomic<bool>* stop = nullptr;
+    void run() {
+      uint64_t polls = 0;
+      frame::SignalView view;
+      while (!stop->load(std::memory_order_relaxed)) {
+        JobBuffer* q = nullptr;
+        for (JobBuffer& b : in)
+          if (b.has_data()) {
+            q = &b;
+            break;
+          }
+        if (q == nullptr) {
+          if ((++polls & 7) == 0) cpu_relax();
+          continue;
+        }
+        const std::span<const std::byte> entry = q->entry_at(0);
+        if (entry.empty()) continue;
+        frame::decode_validated(entry.subspan(sizeof(Envelope)), view);
+        handler(*this, view);
+        q->consume(entry.size());
+      }
+    }
+    void reply(uint32_t trace) {
+      std::span<std::byte> space;
+      while ((space = out->reserve(frame::small_frame_bytes(0))).empty()) cpu_relax();
+      const std::size_t n = frame::pack_small_frame(space.data(), {kPing, {kA, 0}, {kB, 0}, trace}, {});
+      out->commit(n, 1);
+    }
+  };
+  std::atomic<bool> stop{false};
+  Side a, b;
+  for (Side* s : {&a, &b}) {
+    s->stop = &stop;
+    for (int i = 0; i < 3; ++i) {
+      auto q = JobBuffer::create(1 << 20);
+      if (!q) return q.status();
+      s->in.push_back(std::move(q).value());
+    }
+  }
+  a.out = &b.in[0];
+  b.out = &a.in[0];
+  b.handler = [](Side& self, const frame::SignalView& v) { self.reply(v.header.trace); };
+  a.handler = [](Side& self, const frame::SignalView& v) {
+    if (v.header.trace != static_cast<uint32_t>(self.count)) ++self.wrong;
+    if (++self.count > self.target) {
+      self.stop->store(true, std::memory_order_relaxed);
+      return;
+    }
+    self.reply(static_cast<uint32_t>(self.count));
+  };
+  a.target = rounds;
+  std::thread echo([&] {
+    pin_to(1);
+    b.run();
+  });
+  pin_to(0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));  // both spinning
+  const uint64_t t0 = monotonic_ns();
+  a.reply(0);
+  a.run();
+  const uint64_t dt = monotonic_ns() - t0;
+  echo.join();
+  if (a.wrong > 0) return Status(StatusCode::kInternal, std::to_string(a.wrong) + " replies out of order");
+  return static_cast<double>(dt) / static_cast<double>(rounds + 1);
+}
+
 // Two runtime threads: block A (CPU 0) sends kPing to B (CPU 1), B answers,
 // A counts a round trip and sends the next until `target` are done.
 class PingPongRuntime {
@@ -284,7 +368,7 @@ void BM_JobBufferSignalPingPong(benchmark::State& state) {
 // ratio of each pair is kept. Reports the median pair and its ratio.
 void BM_JobBufferVsBarePaired(benchmark::State& state) {
   constexpr uint64_t kRounds = 50000;
-  std::vector<double> ratios, bare, jb, raw;
+  std::vector<double> ratios, bare, jb, raw, loop;
   for (auto _ : state) {
     const double b = bare_handoff_rtt_ns(kRounds);
     PingPongRuntime rt;
@@ -296,11 +380,13 @@ void BM_JobBufferVsBarePaired(benchmark::State& state) {
     if (j) j = rt.run(kRounds);
     rt.stop();
     const Result<double> queue_only = raw_job_buffer_rtt_ns(kRounds);
-    if (!j || !queue_only) {
-      state.SkipWithError((!j ? j.status() : queue_only.status()).to_string().c_str());
+    const Result<double> minimal = minimal_loop_rtt_ns(kRounds);
+    if (!j || !queue_only || !minimal) {
+      state.SkipWithError((!j ? j.status() : !queue_only ? queue_only.status() : minimal.status()).to_string().c_str());
       return;
     }
     raw.push_back(queue_only.value());
+    loop.push_back(minimal.value() / b);
     bare.push_back(b);
     jb.push_back(*j);
     ratios.push_back(*j / b);
@@ -309,6 +395,7 @@ void BM_JobBufferVsBarePaired(benchmark::State& state) {
   state.counters["bare_rtt_ns"] = median_of(bare);
   state.counters["jb_rtt_ns"] = median_of(jb);
   state.counters["queue_only_rtt_ns"] = median_of(raw);
+  state.counters["minimal_loop_ratio_median"] = median_of(loop);
   state.counters["ratio_min"] = *std::min_element(ratios.begin(), ratios.end());
   state.counters["ratio_max"] = *std::max_element(ratios.begin(), ratios.end());
   state.counters["ratio_median"] = median_of(ratios);
