@@ -10,7 +10,7 @@ set -u
 BUILD=$1
 OUT=$2
 ITERS=${3:-5000}
-ROUNDS=${4:-5}
+ROUNDS=${4:-7}
 # siw (like real HCAs) charges pinned memory against RLIMIT_MEMLOCK; RDMA
 # services run with it unlimited, so the tests do too.
 ulimit -l unlimited
