@@ -27,9 +27,14 @@ std::span<const std::byte> section_or_empty(const Signal& s, std::size_t i) {
   return i < s.section_count() ? s.section(i) : std::span<const std::byte>();
 }
 
+// Fills a SignalOut in place (the encoder's own return value: no copy).
 class Out {
  public:
-  explicit Out(uint16_t number) { m_.number = number; }
+  Out(SignalOut& out, uint16_t number) : m_(out) {
+    m_.number = number;
+    m_.word_count = 0;
+    m_.section_count = 0;
+  }
   Out& w(uint32_t v) {
     FJORD_ASSERT(m_.word_count < frame::kMaxDataWords);
     m_.words[m_.word_count++] = v;
@@ -47,10 +52,9 @@ class Out {
     m_.section_count = last;
     return *this;
   }
-  SignalOut done() const { return m_; }
 
  private:
-  SignalOut m_;
+  SignalOut& m_;
 };
 
 template <typename E>
@@ -175,7 +179,8 @@ bool ValueCursor::next(ValueEntry& out) {
 // ---- key operations -------------------------------------------------------------
 
 SignalOut encode(const TcKeyReq& m) {
-  return Out(gsn::kTcKeyReq)
+  SignalOut s;
+  Out(s, gsn::kTcKeyReq)
       .w(m.api_conn)
       .tx(m.tx)
       .w(m.table_id)
@@ -185,8 +190,8 @@ SignalOut encode(const TcKeyReq& m) {
       .w(m.op_index)
       .w(m.index_id)
       .w(m.batch_ops)
-      .sections({m.key, m.values, m.columns})
-      .done();
+      .sections({m.key, m.values, m.columns});
+  return s;
 }
 
 Result<TcKeyReq> decode_tc_key_req(const Signal& s) {
@@ -215,7 +220,9 @@ Result<TcKeyReq> decode_tc_key_req(const Signal& s) {
 }
 
 SignalOut encode(const TcKeyConf& m) {
-  return Out(gsn::kTcKeyConf).w(m.api_conn).tx(m.tx).w(m.ops).w(m.data_messages).w(m.committed ? 1 : 0).done();
+  SignalOut s;
+  Out(s, gsn::kTcKeyConf).w(m.api_conn).tx(m.tx).w(m.ops).w(m.data_messages).w(m.committed ? 1 : 0);
+  return s;
 }
 
 Result<TcKeyConf> decode_tc_key_conf(const Signal& s) {
@@ -225,7 +232,9 @@ Result<TcKeyConf> decode_tc_key_conf(const Signal& s) {
 }
 
 SignalOut encode(const TcKeyRef& m) {
-  return Out(gsn::kTcKeyRef).w(m.api_conn).tx(m.tx).w(m.op_index).w(static_cast<uint32_t>(m.error)).done();
+  SignalOut s;
+  Out(s, gsn::kTcKeyRef).w(m.api_conn).tx(m.tx).w(m.op_index).w(static_cast<uint32_t>(m.error));
+  return s;
 }
 
 Result<TcKeyRef> decode_tc_key_ref(const Signal& s) {
@@ -235,7 +244,9 @@ Result<TcKeyRef> decode_tc_key_ref(const Signal& s) {
 }
 
 SignalOut encode(const KeyData& m) {
-  return Out(gsn::kKeyData).w(m.api_conn).tx(m.tx).w(m.op_index).sections({m.values}).done();
+  SignalOut s;
+  Out(s, gsn::kKeyData).w(m.api_conn).tx(m.tx).w(m.op_index).sections({m.values});
+  return s;
 }
 
 Result<KeyData> decode_key_data(const Signal& s) {
@@ -245,7 +256,9 @@ Result<KeyData> decode_key_data(const Signal& s) {
 
 SignalOut encode(const TcTxMessage& m) {
   FJORD_ASSERT(m.number == gsn::kTcCommitReq || m.number == gsn::kTcRollbackReq || m.number == gsn::kTcRollbackConf);
-  return Out(m.number).w(m.api_conn).tx(m.tx).done();
+  SignalOut s;
+  Out(s, m.number).w(m.api_conn).tx(m.tx);
+  return s;
 }
 
 Result<TcTxMessage> decode_tc_tx_message(const Signal& s) {
@@ -257,7 +270,9 @@ Result<TcTxMessage> decode_tc_tx_message(const Signal& s) {
 }
 
 SignalOut encode(const TcAbortRep& m) {
-  return Out(gsn::kTcAbortRep).w(m.api_conn).tx(m.tx).w(static_cast<uint32_t>(m.error)).done();
+  SignalOut s;
+  Out(s, gsn::kTcAbortRep).w(m.api_conn).tx(m.tx).w(static_cast<uint32_t>(m.error));
+  return s;
 }
 
 Result<TcAbortRep> decode_tc_abort_rep(const Signal& s) {
@@ -269,7 +284,8 @@ Result<TcAbortRep> decode_tc_abort_rep(const Signal& s) {
 // ---- TC <-> LDM ---------------------------------------------------------------------
 
 SignalOut encode(const LqhKeyReq& m) {
-  return Out(gsn::kLqhKeyReq)
+  SignalOut s;
+  Out(s, gsn::kLqhKeyReq)
       .w(m.tc_op)
       .tx(m.tx)
       .w(m.table_id)
@@ -281,8 +297,8 @@ SignalOut encode(const LqhKeyReq& m) {
       .w(m.api_conn)
       .w(m.op_index)
       .w(m.key_hash)
-      .sections({m.key, m.values, m.columns})
-      .done();
+      .sections({m.key, m.values, m.columns});
+  return s;
 }
 
 Result<LqhKeyReq> decode_lqh_key_req(const Signal& s) {
@@ -317,12 +333,13 @@ bool peek_lqh_key_route(const Signal& s, LqhKeyRoute& out) {
 }
 
 SignalOut encode(const LqhKeyConf& m) {
-  return Out(gsn::kLqhKeyConf)
+  SignalOut s;
+  Out(s, gsn::kLqhKeyConf)
       .w(m.tc_op)
       .tx(m.tx)
       .w(m.data_sent_to_api ? 1 : 0)
-      .sections({m.data, m.unique_before, m.unique_after})
-      .done();
+      .sections({m.data, m.unique_before, m.unique_after});
+  return s;
 }
 
 Result<LqhKeyConf> decode_lqh_key_conf(const Signal& s) {
@@ -339,7 +356,9 @@ Result<LqhKeyConf> decode_lqh_key_conf(const Signal& s) {
 }
 
 SignalOut encode(const LqhKeyRef& m) {
-  return Out(gsn::kLqhKeyRef).w(m.tc_op).tx(m.tx).w(static_cast<uint32_t>(m.error)).done();
+  SignalOut s;
+  Out(s, gsn::kLqhKeyRef).w(m.tc_op).tx(m.tx).w(static_cast<uint32_t>(m.error));
+  return s;
 }
 
 Result<LqhKeyRef> decode_lqh_key_ref(const Signal& s) {
@@ -350,7 +369,9 @@ Result<LqhKeyRef> decode_lqh_key_ref(const Signal& s) {
 
 SignalOut encode(uint16_t number, const LqhTxReq& m) {
   FJORD_ASSERT(number == gsn::kLqhCommitReq || number == gsn::kLqhAbortReq);
-  return Out(number).tx(m.tx).w(m.tc_instance).done();
+  SignalOut s;
+  Out(s, number).tx(m.tx).w(m.tc_instance);
+  return s;
 }
 
 Result<LqhTxReq> decode_lqh_tx_req(const Signal& s) {
@@ -363,7 +384,9 @@ Result<LqhTxReq> decode_lqh_tx_req(const Signal& s) {
 
 SignalOut encode(uint16_t number, const LqhTxConf& m) {
   FJORD_ASSERT(number == gsn::kLqhCommitConf || number == gsn::kLqhAbortConf);
-  return Out(number).tx(m.tx).w(m.ldm_instance).w(m.ops).done();
+  SignalOut s;
+  Out(s, number).tx(m.tx).w(m.ldm_instance).w(m.ops);
+  return s;
 }
 
 Result<LqhTxConf> decode_lqh_tx_conf(const Signal& s) {
@@ -377,7 +400,8 @@ Result<LqhTxConf> decode_lqh_tx_conf(const Signal& s) {
 // ---- scans --------------------------------------------------------------------------
 
 SignalOut encode(const ScanReq& m) {
-  return Out(gsn::kScanReq)
+  SignalOut s;
+  Out(s, gsn::kScanReq)
       .w(m.api_conn)
       .tx(m.tx)
       .w(m.scan_id)
@@ -387,8 +411,8 @@ SignalOut encode(const ScanReq& m) {
       .w(m.flags)
       .w(static_cast<uint32_t>(m.lock))
       .w(m.batch_rows)
-      .sections({m.bounds, m.filter, m.columns})
-      .done();
+      .sections({m.bounds, m.filter, m.columns});
+  return s;
 }
 
 namespace {
@@ -426,7 +450,8 @@ Result<ScanReq> decode_scan_req(const Signal& s) {
 }
 
 SignalOut encode(const ScanFragReq& m) {
-  return Out(gsn::kScanFragReq)
+  SignalOut s;
+  Out(s, gsn::kScanFragReq)
       .w(m.tc_scan)
       .tx(m.tx)
       .w(m.table_id)
@@ -439,8 +464,8 @@ SignalOut encode(const ScanFragReq& m) {
       .w(m.api_node)
       .w(m.api_conn)
       .w(m.scan_id)
-      .sections({m.bounds, m.filter, m.columns})
-      .done();
+      .sections({m.bounds, m.filter, m.columns});
+  return s;
 }
 
 Result<ScanFragReq> decode_scan_frag_req(const Signal& s) {
@@ -468,7 +493,9 @@ Result<ScanFragReq> decode_scan_frag_req(const Signal& s) {
 
 SignalOut encode(uint16_t number, const ScanFragNext& m) {
   FJORD_ASSERT(number == gsn::kScanFragNextReq || number == gsn::kScanFragCloseReq);
-  return Out(number).w(m.tc_scan).w(m.partition).done();
+  SignalOut s;
+  Out(s, number).w(m.tc_scan).w(m.partition);
+  return s;
 }
 
 Result<ScanFragNext> decode_scan_frag_next(const Signal& s) {
@@ -479,7 +506,9 @@ Result<ScanFragNext> decode_scan_frag_next(const Signal& s) {
 }
 
 SignalOut encode(const ScanFragConf& m) {
-  return Out(gsn::kScanFragConf).w(m.tc_scan).w(m.partition).w(m.rows).w(m.messages).w(m.finished ? 1 : 0).done();
+  SignalOut s;
+  Out(s, gsn::kScanFragConf).w(m.tc_scan).w(m.partition).w(m.rows).w(m.messages).w(m.finished ? 1 : 0);
+  return s;
 }
 
 Result<ScanFragConf> decode_scan_frag_conf(const Signal& s) {
@@ -489,7 +518,9 @@ Result<ScanFragConf> decode_scan_frag_conf(const Signal& s) {
 }
 
 SignalOut encode(const ScanFragRef& m) {
-  return Out(gsn::kScanFragRef).w(m.tc_scan).w(m.partition).w(static_cast<uint32_t>(m.error)).done();
+  SignalOut s;
+  Out(s, gsn::kScanFragRef).w(m.tc_scan).w(m.partition).w(static_cast<uint32_t>(m.error));
+  return s;
 }
 
 Result<ScanFragRef> decode_scan_frag_ref(const Signal& s) {
@@ -499,7 +530,9 @@ Result<ScanFragRef> decode_scan_frag_ref(const Signal& s) {
 }
 
 SignalOut encode(const ScanRows& m) {
-  return Out(gsn::kScanRows).w(m.api_conn).w(m.scan_id).w(m.rows).sections({m.data}).done();
+  SignalOut s;
+  Out(s, gsn::kScanRows).w(m.api_conn).w(m.scan_id).w(m.rows).sections({m.data});
+  return s;
 }
 
 Result<ScanRows> decode_scan_rows(const Signal& s) {
@@ -519,7 +552,9 @@ Result<ScanRows> decode_scan_rows(const Signal& s) {
 }
 
 SignalOut encode(const ScanConf& m) {
-  return Out(gsn::kScanConf).w(m.api_conn).w(m.scan_id).w(m.rows).w(m.messages).w(m.finished ? 1 : 0).done();
+  SignalOut s;
+  Out(s, gsn::kScanConf).w(m.api_conn).w(m.scan_id).w(m.rows).w(m.messages).w(m.finished ? 1 : 0);
+  return s;
 }
 
 Result<ScanConf> decode_scan_conf(const Signal& s) {
@@ -529,7 +564,9 @@ Result<ScanConf> decode_scan_conf(const Signal& s) {
 }
 
 SignalOut encode(const ScanRef& m) {
-  return Out(gsn::kScanRef).w(m.api_conn).w(m.scan_id).w(static_cast<uint32_t>(m.error)).done();
+  SignalOut s;
+  Out(s, gsn::kScanRef).w(m.api_conn).w(m.scan_id).w(static_cast<uint32_t>(m.error));
+  return s;
 }
 
 Result<ScanRef> decode_scan_ref(const Signal& s) {
@@ -540,7 +577,9 @@ Result<ScanRef> decode_scan_ref(const Signal& s) {
 
 SignalOut encode(uint16_t number, const ScanNext& m) {
   FJORD_ASSERT(number == gsn::kScanNextReq || number == gsn::kScanCloseReq);
-  return Out(number).w(m.api_conn).w(m.scan_id).done();
+  SignalOut s;
+  Out(s, number).w(m.api_conn).w(m.scan_id);
+  return s;
 }
 
 Result<ScanNext> decode_scan_next(const Signal& s) {
@@ -551,7 +590,9 @@ Result<ScanNext> decode_scan_next(const Signal& s) {
 }
 
 SignalOut encode(const SchemaRef& m) {
-  return Out(gsn::kSchemaRef).w(m.request_id).w(static_cast<uint32_t>(m.error)).done();
+  SignalOut s;
+  Out(s, gsn::kSchemaRef).w(m.request_id).w(static_cast<uint32_t>(m.error));
+  return s;
 }
 
 Result<SchemaRef> decode_schema_ref(const Signal& s) {
@@ -562,7 +603,9 @@ Result<SchemaRef> decode_schema_ref(const Signal& s) {
 
 SignalOut encode(const SchemaMessage& m) {
   FJORD_ASSERT(m.number >= gsn::kCreateTableReq && m.number <= gsn::kGetTableConf);
-  return Out(m.number).w(m.request_id).sections({m.payload}).done();
+  SignalOut s;
+  Out(s, m.number).w(m.request_id).sections({m.payload});
+  return s;
 }
 
 Result<SchemaMessage> decode_schema_message(const Signal& s) {
@@ -578,7 +621,9 @@ Result<SchemaMessage> decode_schema_message(const Signal& s) {
 }
 
 SignalOut encode(const SchemaInstall& m) {
-  return Out(gsn::kSchemaInstall).w(m.install_id).w(m.table_id).w(m.drop ? 1 : 0).sections({m.table}).done();
+  SignalOut s;
+  Out(s, gsn::kSchemaInstall).w(m.install_id).w(m.table_id).w(m.drop ? 1 : 0).sections({m.table});
+  return s;
 }
 
 Result<SchemaInstall> decode_schema_install(const Signal& s) {
@@ -589,7 +634,11 @@ Result<SchemaInstall> decode_schema_install(const Signal& s) {
   return m;
 }
 
-SignalOut encode(const SchemaInstallConf& m) { return Out(gsn::kSchemaInstallConf).w(m.install_id).done(); }
+SignalOut encode(const SchemaInstallConf& m) {
+  SignalOut s;
+  Out(s, gsn::kSchemaInstallConf).w(m.install_id);
+  return s;
+}
 
 Result<SchemaInstallConf> decode_schema_install_conf(const Signal& s) {
   if (Status st = shape(s, gsn::kSchemaInstallConf, 1, 0); !st) return st;
@@ -597,7 +646,9 @@ Result<SchemaInstallConf> decode_schema_install_conf(const Signal& s) {
 }
 
 SignalOut encode(const ApiRegConf& m) {
-  return Out(gsn::kApiRegConf).w(m.request_id).w(m.tc_instances).w(m.ldm_instances).w(m.default_partitions).done();
+  SignalOut s;
+  Out(s, gsn::kApiRegConf).w(m.request_id).w(m.tc_instances).w(m.ldm_instances).w(m.default_partitions);
+  return s;
 }
 
 Result<ApiRegConf> decode_api_reg_conf(const Signal& s) {
