@@ -27,14 +27,9 @@ std::span<const std::byte> section_or_empty(const Signal& s, std::size_t i) {
   return i < s.section_count() ? s.section(i) : std::span<const std::byte>();
 }
 
-// Fills a SignalOut in place (the encoder's own return value: no copy).
 class Out {
  public:
-  Out(SignalOut& out, uint16_t number) : m_(out) {
-    m_.number = number;
-    m_.word_count = 0;
-    m_.section_count = 0;
-  }
+  explicit Out(uint16_t number) { m_.number = number; }
   Out& w(uint32_t v) {
     FJORD_ASSERT(m_.word_count < frame::kMaxDataWords);
     m_.words[m_.word_count++] = v;
@@ -52,9 +47,10 @@ class Out {
     m_.section_count = last;
     return *this;
   }
+  SignalOut done() const { return m_; }
 
  private:
-  SignalOut& m_;
+  SignalOut m_;
 };
 
 template <typename E>
@@ -179,8 +175,7 @@ bool ValueCursor::next(ValueEntry& out) {
 // ---- key operations -------------------------------------------------------------
 
 SignalOut encode(const TcKeyReq& m) {
-  SignalOut s;
-  Out(s, gsn::kTcKeyReq)
+  return Out(gsn::kTcKeyReq)
       .w(m.api_conn)
       .tx(m.tx)
       .w(m.table_id)
@@ -190,8 +185,8 @@ SignalOut encode(const TcKeyReq& m) {
       .w(m.op_index)
       .w(m.index_id)
       .w(m.batch_ops)
-      .sections({m.key, m.values, m.columns});
-  return s;
+      .sections({m.key, m.values, m.columns})
+      .done();
 }
 
 Result<TcKeyReq> decode_tc_key_req(const Signal& s) {
@@ -220,9 +215,7 @@ Result<TcKeyReq> decode_tc_key_req(const Signal& s) {
 }
 
 SignalOut encode(const TcKeyConf& m) {
-  SignalOut s;
-  Out(s, gsn::kTcKeyConf).w(m.api_conn).tx(m.tx).w(m.ops).w(m.data_messages).w(m.committed ? 1 : 0);
-  return s;
+  return Out(gsn::kTcKeyConf).w(m.api_conn).tx(m.tx).w(m.ops).w(m.data_messages).w(m.committed ? 1 : 0).done();
 }
 
 Result<TcKeyConf> decode_tc_key_conf(const Signal& s) {
@@ -232,9 +225,7 @@ Result<TcKeyConf> decode_tc_key_conf(const Signal& s) {
 }
 
 SignalOut encode(const TcKeyRef& m) {
-  SignalOut s;
-  Out(s, gsn::kTcKeyRef).w(m.api_conn).tx(m.tx).w(m.op_index).w(static_cast<uint32_t>(m.error));
-  return s;
+  return Out(gsn::kTcKeyRef).w(m.api_conn).tx(m.tx).w(m.op_index).w(static_cast<uint32_t>(m.error)).done();
 }
 
 Result<TcKeyRef> decode_tc_key_ref(const Signal& s) {
@@ -244,9 +235,7 @@ Result<TcKeyRef> decode_tc_key_ref(const Signal& s) {
 }
 
 SignalOut encode(const KeyData& m) {
-  SignalOut s;
-  Out(s, gsn::kKeyData).w(m.api_conn).tx(m.tx).w(m.op_index).sections({m.values});
-  return s;
+  return Out(gsn::kKeyData).w(m.api_conn).tx(m.tx).w(m.op_index).sections({m.values}).done();
 }
 
 Result<KeyData> decode_key_data(const Signal& s) {
@@ -256,9 +245,7 @@ Result<KeyData> decode_key_data(const Signal& s) {
 
 SignalOut encode(const TcTxMessage& m) {
   FJORD_ASSERT(m.number == gsn::kTcCommitReq || m.number == gsn::kTcRollbackReq || m.number == gsn::kTcRollbackConf);
-  SignalOut s;
-  Out(s, m.number).w(m.api_conn).tx(m.tx);
-  return s;
+  return Out(m.number).w(m.api_conn).tx(m.tx).done();
 }
 
 Result<TcTxMessage> decode_tc_tx_message(const Signal& s) {
@@ -270,9 +257,7 @@ Result<TcTxMessage> decode_tc_tx_message(const Signal& s) {
 }
 
 SignalOut encode(const TcAbortRep& m) {
-  SignalOut s;
-  Out(s, gsn::kTcAbortRep).w(m.api_conn).tx(m.tx).w(static_cast<uint32_t>(m.error));
-  return s;
+  return Out(gsn::kTcAbortRep).w(m.api_conn).tx(m.tx).w(static_cast<uint32_t>(m.error)).done();
 }
 
 Result<TcAbortRep> decode_tc_abort_rep(const Signal& s) {
@@ -284,8 +269,7 @@ Result<TcAbortRep> decode_tc_abort_rep(const Signal& s) {
 // ---- TC <-> LDM ---------------------------------------------------------------------
 
 SignalOut encode(const LqhKeyReq& m) {
-  SignalOut s;
-  Out(s, gsn::kLqhKeyReq)
+  return Out(gsn::kLqhKeyReq)
       .w(m.tc_op)
       .tx(m.tx)
       .w(m.table_id)
@@ -297,8 +281,8 @@ SignalOut encode(const LqhKeyReq& m) {
       .w(m.api_conn)
       .w(m.op_index)
       .w(m.key_hash)
-      .sections({m.key, m.values, m.columns});
-  return s;
+      .sections({m.key, m.values, m.columns})
+      .done();
 }
 
 Result<LqhKeyReq> decode_lqh_key_req(const Signal& s) {
@@ -333,13 +317,12 @@ bool peek_lqh_key_route(const Signal& s, LqhKeyRoute& out) {
 }
 
 SignalOut encode(const LqhKeyConf& m) {
-  SignalOut s;
-  Out(s, gsn::kLqhKeyConf)
+  return Out(gsn::kLqhKeyConf)
       .w(m.tc_op)
       .tx(m.tx)
       .w(m.data_sent_to_api ? 1 : 0)
-      .sections({m.data, m.unique_before, m.unique_after});
-  return s;
+      .sections({m.data, m.unique_before, m.unique_after})
+      .done();
 }
 
 Result<LqhKeyConf> decode_lqh_key_conf(const Signal& s) {
@@ -356,9 +339,7 @@ Result<LqhKeyConf> decode_lqh_key_conf(const Signal& s) {
 }
 
 SignalOut encode(const LqhKeyRef& m) {
-  SignalOut s;
-  Out(s, gsn::kLqhKeyRef).w(m.tc_op).tx(m.tx).w(static_cast<uint32_t>(m.error));
-  return s;
+  return Out(gsn::kLqhKeyRef).w(m.tc_op).tx(m.tx).w(static_cast<uint32_t>(m.error)).done();
 }
 
 Result<LqhKeyRef> decode_lqh_key_ref(const Signal& s) {
@@ -369,9 +350,7 @@ Result<LqhKeyRef> decode_lqh_key_ref(const Signal& s) {
 
 SignalOut encode(uint16_t number, const LqhTxReq& m) {
   FJORD_ASSERT(number == gsn::kLqhCommitReq || number == gsn::kLqhAbortReq);
-  SignalOut s;
-  Out(s, number).tx(m.tx).w(m.tc_instance);
-  return s;
+  return Out(number).tx(m.tx).w(m.tc_instance).done();
 }
 
 Result<LqhTxReq> decode_lqh_tx_req(const Signal& s) {
@@ -384,9 +363,7 @@ Result<LqhTxReq> decode_lqh_tx_req(const Signal& s) {
 
 SignalOut encode(uint16_t number, const LqhTxConf& m) {
   FJORD_ASSERT(number == gsn::kLqhCommitConf || number == gsn::kLqhAbortConf);
-  SignalOut s;
-  Out(s, number).tx(m.tx).w(m.ldm_instance).w(m.ops);
-  return s;
+  return Out(number).tx(m.tx).w(m.ldm_instance).w(m.ops).done();
 }
 
 Result<LqhTxConf> decode_lqh_tx_conf(const Signal& s) {
@@ -400,8 +377,7 @@ Result<LqhTxConf> decode_lqh_tx_conf(const Signal& s) {
 // ---- scans --------------------------------------------------------------------------
 
 SignalOut encode(const ScanReq& m) {
-  SignalOut s;
-  Out(s, gsn::kScanReq)
+  return Out(gsn::kScanReq)
       .w(m.api_conn)
       .tx(m.tx)
       .w(m.scan_id)
@@ -411,8 +387,8 @@ SignalOut encode(const ScanReq& m) {
       .w(m.flags)
       .w(static_cast<uint32_t>(m.lock))
       .w(m.batch_rows)
-      .sections({m.bounds, m.filter, m.columns});
-  return s;
+      .sections({m.bounds, m.filter, m.columns})
+      .done();
 }
 
 namespace {
@@ -450,8 +426,7 @@ Result<ScanReq> decode_scan_req(const Signal& s) {
 }
 
 SignalOut encode(const ScanFragReq& m) {
-  SignalOut s;
-  Out(s, gsn::kScanFragReq)
+  return Out(gsn::kScanFragReq)
       .w(m.tc_scan)
       .tx(m.tx)
       .w(m.table_id)
@@ -464,8 +439,8 @@ SignalOut encode(const ScanFragReq& m) {
       .w(m.api_node)
       .w(m.api_conn)
       .w(m.scan_id)
-      .sections({m.bounds, m.filter, m.columns});
-  return s;
+      .sections({m.bounds, m.filter, m.columns})
+      .done();
 }
 
 Result<ScanFragReq> decode_scan_frag_req(const Signal& s) {
@@ -493,9 +468,7 @@ Result<ScanFragReq> decode_scan_frag_req(const Signal& s) {
 
 SignalOut encode(uint16_t number, const ScanFragNext& m) {
   FJORD_ASSERT(number == gsn::kScanFragNextReq || number == gsn::kScanFragCloseReq);
-  SignalOut s;
-  Out(s, number).w(m.tc_scan).w(m.partition);
-  return s;
+  return Out(number).w(m.tc_scan).w(m.partition).done();
 }
 
 Result<ScanFragNext> decode_scan_frag_next(const Signal& s) {
@@ -506,9 +479,7 @@ Result<ScanFragNext> decode_scan_frag_next(const Signal& s) {
 }
 
 SignalOut encode(const ScanFragConf& m) {
-  SignalOut s;
-  Out(s, gsn::kScanFragConf).w(m.tc_scan).w(m.partition).w(m.rows).w(m.messages).w(m.finished ? 1 : 0);
-  return s;
+  return Out(gsn::kScanFragConf).w(m.tc_scan).w(m.partition).w(m.rows).w(m.messages).w(m.finished ? 1 : 0).done();
 }
 
 Result<ScanFragConf> decode_scan_frag_conf(const Signal& s) {
@@ -518,9 +489,7 @@ Result<ScanFragConf> decode_scan_frag_conf(const Signal& s) {
 }
 
 SignalOut encode(const ScanFragRef& m) {
-  SignalOut s;
-  Out(s, gsn::kScanFragRef).w(m.tc_scan).w(m.partition).w(static_cast<uint32_t>(m.error));
-  return s;
+  return Out(gsn::kScanFragRef).w(m.tc_scan).w(m.partition).w(static_cast<uint32_t>(m.error)).done();
 }
 
 Result<ScanFragRef> decode_scan_frag_ref(const Signal& s) {
@@ -530,9 +499,7 @@ Result<ScanFragRef> decode_scan_frag_ref(const Signal& s) {
 }
 
 SignalOut encode(const ScanRows& m) {
-  SignalOut s;
-  Out(s, gsn::kScanRows).w(m.api_conn).w(m.scan_id).w(m.rows).sections({m.data});
-  return s;
+  return Out(gsn::kScanRows).w(m.api_conn).w(m.scan_id).w(m.rows).sections({m.data}).done();
 }
 
 Result<ScanRows> decode_scan_rows(const Signal& s) {
@@ -552,9 +519,7 @@ Result<ScanRows> decode_scan_rows(const Signal& s) {
 }
 
 SignalOut encode(const ScanConf& m) {
-  SignalOut s;
-  Out(s, gsn::kScanConf).w(m.api_conn).w(m.scan_id).w(m.rows).w(m.messages).w(m.finished ? 1 : 0);
-  return s;
+  return Out(gsn::kScanConf).w(m.api_conn).w(m.scan_id).w(m.rows).w(m.messages).w(m.finished ? 1 : 0).done();
 }
 
 Result<ScanConf> decode_scan_conf(const Signal& s) {
@@ -564,9 +529,7 @@ Result<ScanConf> decode_scan_conf(const Signal& s) {
 }
 
 SignalOut encode(const ScanRef& m) {
-  SignalOut s;
-  Out(s, gsn::kScanRef).w(m.api_conn).w(m.scan_id).w(static_cast<uint32_t>(m.error));
-  return s;
+  return Out(gsn::kScanRef).w(m.api_conn).w(m.scan_id).w(static_cast<uint32_t>(m.error)).done();
 }
 
 Result<ScanRef> decode_scan_ref(const Signal& s) {
@@ -577,9 +540,7 @@ Result<ScanRef> decode_scan_ref(const Signal& s) {
 
 SignalOut encode(uint16_t number, const ScanNext& m) {
   FJORD_ASSERT(number == gsn::kScanNextReq || number == gsn::kScanCloseReq);
-  SignalOut s;
-  Out(s, number).w(m.api_conn).w(m.scan_id);
-  return s;
+  return Out(number).w(m.api_conn).w(m.scan_id).done();
 }
 
 Result<ScanNext> decode_scan_next(const Signal& s) {
@@ -590,9 +551,7 @@ Result<ScanNext> decode_scan_next(const Signal& s) {
 }
 
 SignalOut encode(const SchemaRef& m) {
-  SignalOut s;
-  Out(s, gsn::kSchemaRef).w(m.request_id).w(static_cast<uint32_t>(m.error));
-  return s;
+  return Out(gsn::kSchemaRef).w(m.request_id).w(static_cast<uint32_t>(m.error)).done();
 }
 
 Result<SchemaRef> decode_schema_ref(const Signal& s) {
@@ -603,9 +562,7 @@ Result<SchemaRef> decode_schema_ref(const Signal& s) {
 
 SignalOut encode(const SchemaMessage& m) {
   FJORD_ASSERT(m.number >= gsn::kCreateTableReq && m.number <= gsn::kGetTableConf);
-  SignalOut s;
-  Out(s, m.number).w(m.request_id).sections({m.payload});
-  return s;
+  return Out(m.number).w(m.request_id).sections({m.payload}).done();
 }
 
 Result<SchemaMessage> decode_schema_message(const Signal& s) {
@@ -621,9 +578,7 @@ Result<SchemaMessage> decode_schema_message(const Signal& s) {
 }
 
 SignalOut encode(const SchemaInstall& m) {
-  SignalOut s;
-  Out(s, gsn::kSchemaInstall).w(m.install_id).w(m.table_id).w(m.drop ? 1 : 0).sections({m.table});
-  return s;
+  return Out(gsn::kSchemaInstall).w(m.install_id).w(m.table_id).w(m.drop ? 1 : 0).sections({m.table}).done();
 }
 
 Result<SchemaInstall> decode_schema_install(const Signal& s) {
@@ -634,11 +589,7 @@ Result<SchemaInstall> decode_schema_install(const Signal& s) {
   return m;
 }
 
-SignalOut encode(const SchemaInstallConf& m) {
-  SignalOut s;
-  Out(s, gsn::kSchemaInstallConf).w(m.install_id);
-  return s;
-}
+SignalOut encode(const SchemaInstallConf& m) { return Out(gsn::kSchemaInstallConf).w(m.install_id).done(); }
 
 Result<SchemaInstallConf> decode_schema_install_conf(const Signal& s) {
   if (Status st = shape(s, gsn::kSchemaInstallConf, 1, 0); !st) return st;
@@ -646,9 +597,7 @@ Result<SchemaInstallConf> decode_schema_install_conf(const Signal& s) {
 }
 
 SignalOut encode(const ApiRegConf& m) {
-  SignalOut s;
-  Out(s, gsn::kApiRegConf).w(m.request_id).w(m.tc_instances).w(m.ldm_instances).w(m.default_partitions);
-  return s;
+  return Out(gsn::kApiRegConf).w(m.request_id).w(m.tc_instances).w(m.ldm_instances).w(m.default_partitions).done();
 }
 
 Result<ApiRegConf> decode_api_reg_conf(const Signal& s) {
