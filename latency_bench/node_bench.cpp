@@ -1,0 +1,357 @@
+// node_bench: the data node's CPU per primary-key read, through TC and LDM
+// on one thread (Google Benchmark), beside the least work a key read needs
+// on this machine, measured in the same run.
+//
+//   BM_StorageReadFloor     floor: hash an 8-byte key, find it in an open-
+//                           addressing table of the same number of rows,
+//                           compare it and copy the 100-byte row out
+//   BM_NodePkReads/1        read-committed pk reads, one per transaction
+//                           (start, read, commit in one execute), 64 in flight
+//   BM_NodePkReads/20       the same with 20 reads per transaction
+//
+// The node is a single-threaded runtime (NDB's ndbd) holding TC(0) and
+// LDM(0); a driver block stands in for the API node on the same thread, so
+// no transporter is involved and every CPU cycle of the thread is the
+// node's (or the driver's, which only encodes requests and counts replies).
+// Figures: ns_per_read (the thread's wall time per read while loaded: it
+// never waits) and reads_per_s. Every read's KeyData is checked (id and
+// length); an error ends the benchmark with its reason.
+//
+// Under callgrind each measured run is dumped on its own (the driver zeroes
+// the counters when it starts and dumps them when the last reply is in),
+// which gives instructions per read that do not move with the host's speed:
+//   valgrind --tool=callgrind --callgrind-out-file=cg.%p build/latency_bench/node_bench
+//     --benchmark_filter=NodePkReads/1 --rows=100000 --reads=200000
+//   callgrind_annotate cg.PID.1     (totals of the first measured run)
+// Never a test: benchmarks do not fail on time.
+#include <benchmark/benchmark.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <thread>
+#include <vector>
+
+#if __has_include(<valgrind/callgrind.h>)
+#include <valgrind/callgrind.h>
+#define FJORD_CALLGRIND_START() CALLGRIND_ZERO_STATS
+#define FJORD_CALLGRIND_STOP() CALLGRIND_DUMP_STATS
+#else
+#define FJORD_CALLGRIND_START() ((void)0)
+#define FJORD_CALLGRIND_STOP() ((void)0)
+#endif
+
+#include "fjord/base/clock.h"
+#include "fjord/engine/blocks/ldm.h"
+#include "fjord/engine/blocks/tc.h"
+#include "fjord/engine/protocol.h"
+#include "fjord/engine/runtime/runtime.h"
+#include "machine.h"
+
+namespace fjord::engine {
+namespace {
+
+using namespace protocol;
+
+uint64_t g_rows = 100000;    // --rows=N
+uint64_t g_reads = 2000000;  // --reads=N per measured run
+constexpr uint32_t kWindow = 64;
+constexpr uint32_t kPayloadBytes = 84;  // id 8 + qty 4 + payload 84 + header = 100-byte rows
+constexpr NodeId kSelf = 1;
+constexpr uint16_t kGo = runtime_signals::kFirstUser + 1;  // words: phase
+
+TableDef bench_table() {
+  TableDef t;
+  t.name = "node_bench";
+  t.table_id = 1;
+  t.version = 1;
+  t.partitions = 8;
+  t.columns = {{"id", ColumnType::kUint64, 0, false},
+               {"qty", ColumnType::kInt32, 0, false},
+               {"payload", ColumnType::kBinary, kPayloadBytes, false}};
+  t.primary_key = {0};
+  return t;
+}
+
+enum Phase : uint32_t { kInstall, kLoad, kRead };
+
+// The API stand-in: installs the table in TC and LDM, loads the rows, then
+// keeps kWindow transactions in flight, each of `ops_per_tx` reads.
+class Driver {
+ public:
+  Driver(const TableDef& t, uint32_t ops_per_tx) : t_(t), ops_per_tx_(ops_per_tx), table_bytes_(encode_table(t)) {
+    for (std::size_t i = 0; i < payload_.size(); ++i) payload_[i] = std::byte(i * 7);
+  }
+
+  void on_signal(const Signal& s, BlockContext& c) {
+    switch (s.number()) {
+      case kGo: return start(static_cast<Phase>(s.word(0)), c);
+      case gsn::kSchemaInstallConf:
+        if (++installs_ == 2) finish();
+        return;
+      case gsn::kKeyData: return key_data(s);
+      case gsn::kTcKeyConf: return tc_key_conf(s, c);
+      case gsn::kTcKeyRef: {
+        const auto ref = decode_tc_key_ref(s);
+        fail(ref ? error_text(ref->error) : "malformed TcKeyRef");
+        return;
+      }
+      default: fail("unexpected signal " + std::to_string(s.number()));
+    }
+  }
+
+  void prepare(Phase phase, uint64_t count) {
+    done.store(false, std::memory_order_relaxed);
+    target_ = count;
+    phase_ = phase;
+  }
+  std::atomic<bool> done{false};
+  std::string error;  // written by the node's thread before done
+  uint64_t completed_reads = 0;
+
+ private:
+  void start(Phase phase, BlockContext& c) {
+    issued_ = finished_ = 0;
+    completed_reads = 0;
+    if (phase == kInstall) {
+      installs_ = 0;
+      const SignalOut out = encode(SchemaInstall{1, t_.table_id, false, table_bytes_});
+      c.send({kSelf, {block_numbers::kTc, 0}}, out.number, out.data(), out.section_list());
+      c.send({kSelf, {block_numbers::kLdm, 0}}, out.number, out.data(), out.section_list());
+      return;
+    }
+    if (phase == kRead) FJORD_CALLGRIND_START();
+    for (uint32_t i = 0; i < kWindow; ++i) issue(c);
+  }
+
+  void finish() {
+    if (phase_ == kRead) FJORD_CALLGRIND_STOP();
+    done.store(true, std::memory_order_release);
+  }
+
+  void fail(std::string why) {
+    if (error.empty()) error = std::move(why);
+    finish();
+  }
+
+  // One transaction: `ops_per_tx` operations (one insert while loading).
+  void issue(BlockContext& c) {
+    if (issued_ >= target_) return;
+    const uint32_t ops = phase_ == kLoad ? 1 : ops_per_tx_;
+    const TxId tx{uint64_t{kSelf} << 48 | ++tx_counter_};
+    for (uint32_t i = 0; i < ops; ++i) {
+      const uint64_t id = phase_ == kLoad ? issued_ : rng_() % g_rows;
+      ++issued_;
+      TcKeyReq r;
+      r.api_conn = static_cast<uint32_t>(id);
+      r.tx = tx;
+      r.table_id = t_.table_id;
+      r.table_version = t_.version;
+      r.op = phase_ == kLoad ? OpType::kInsert : OpType::kRead;
+      r.lock = LockMode::kCommitted;
+      r.flags = (i == 0 ? kFlagStartTx : 0) | (i + 1 == ops ? kFlagExecute | kFlagCommit : 0);
+      r.op_index = i;
+      r.batch_ops = i + 1 == ops ? ops : 0;
+      const std::size_t key_bytes = put_value(key_, 0, false, std::as_bytes(std::span(&id, 1)));
+      r.key = std::span(key_).first(key_bytes);
+      std::size_t at = 0;
+      if (phase_ == kLoad) {
+        const int32_t qty = static_cast<int32_t>(id % 1000);
+        at += put_value(values_, 1, false, std::as_bytes(std::span(&qty, 1)));
+        at += put_value(std::span(values_).subspan(at), 2, false, std::span(payload_));
+      }
+      r.values = std::span(values_).first(at);
+      const SignalOut out = encode(r);
+      c.send({kSelf, {block_numbers::kTc, 0}}, out.number, out.data(), out.section_list());
+    }
+  }
+
+  // A read's values: id, qty and payload, in column order.
+  void key_data(const Signal& s) {
+    const auto data = decode_key_data(s);
+    if (!data) return fail("malformed KeyData: " + data.status().message());
+    ValueCursor cursor(data->values);
+    ValueEntry e;
+    uint64_t id = 0;
+    if (!cursor.next(e) || e.column != 0 || e.bytes.size() != 8) return fail("KeyData without the id first");
+    std::memcpy(&id, e.bytes.data(), 8);
+    if (id >= g_rows) return fail("KeyData for id " + std::to_string(id) + ", which was never loaded");
+    if (!cursor.next(e) || !cursor.next(e) || e.bytes.size() != kPayloadBytes) return fail("KeyData payload");
+    ++completed_reads;
+  }
+
+  void tc_key_conf(const Signal& s, BlockContext& c) {
+    const auto conf = decode_tc_key_conf(s);
+    if (!conf || !conf->committed) return fail("TcKeyConf malformed or not committed");
+    finished_ += conf->ops;
+    if (finished_ >= target_) return finish();
+    issue(c);
+  }
+
+  const TableDef& t_;
+  const uint32_t ops_per_tx_;
+  std::vector<std::byte> table_bytes_;
+  Phase phase_ = kInstall;
+  uint64_t target_ = 0;
+  uint64_t issued_ = 0;
+  uint64_t finished_ = 0;
+  uint64_t tx_counter_ = 0;
+  int installs_ = 0;
+  std::mt19937_64 rng_{42};
+  std::array<std::byte, 32> key_{};
+  std::array<std::byte, 256> values_{};
+  std::array<std::byte, kPayloadBytes> payload_{};
+};
+
+class DriverBlock final : public Block {
+ public:
+  explicit DriverBlock(Driver& d) : Block(block_numbers::kApi, 0, "API-DRIVER"), d_(d) {}
+  void execute(const Signal& s, BlockContext& c) override { d_.on_signal(s, c); }
+
+ private:
+  Driver& d_;
+};
+
+// Runs one phase to its end; false (with the reason in `why`) on an error.
+bool run_phase(Runtime& rt, Driver& d, Phase phase, uint64_t count, std::string& why) {
+  d.prepare(phase, count);
+  const uint32_t word = phase;
+  if (Status st = rt.inject({kSelf, {block_numbers::kApi, 0}}, kGo, {&word, 1}); !st) {
+    why = st.to_string();
+    return false;
+  }
+  while (!d.done.load(std::memory_order_acquire)) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  why = d.error;
+  return why.empty();
+}
+
+void BM_NodePkReads(benchmark::State& state) {
+  const auto ops_per_tx = static_cast<uint32_t>(state.range(0));
+  const TableDef table = bench_table();
+  auto pool = storage::PagePool::create({g_rows * 256 + (64 << 20)});
+  RuntimeOptions o;
+  o.self = kSelf;
+  o.single_threaded = true;
+  const int cpu = std::thread::hardware_concurrency() > 1 ? 1 : 0;
+  o.threads = {ThreadSpec{ThreadType::kMain, 0, {cpu}, ThreadSpec::Binding::kBind, false, false, 1000}};
+  o.watchdog_ms = 0;
+  auto rt = Runtime::create(o);
+  if (!pool || !rt) {
+    state.SkipWithError(!pool ? pool.status().to_string().c_str() : rt.status().to_string().c_str());
+    return;
+  }
+  TcOptions tc;
+  tc.max_operations = kWindow * ops_per_tx * 2;
+  LdmOptions ldm;
+  ldm.max_operations = kWindow * ops_per_tx * 2;
+  Driver driver(table, ops_per_tx);
+  Status st = (*rt)->add_block(std::make_unique<TcBlock>(tc), ThreadType::kTc, 0);
+  if (st) st = (*rt)->add_block(std::make_unique<LdmBlock>(**pool, ldm), ThreadType::kLdm, 0);
+  if (st) st = (*rt)->add_block(std::make_unique<DriverBlock>(driver), ThreadType::kMain, 0);
+  if (st) st = (*rt)->start();
+  if (!st) {
+    state.SkipWithError(st.to_string().c_str());
+    return;
+  }
+  std::string why;
+  if (!run_phase(**rt, driver, kInstall, 0, why) || !run_phase(**rt, driver, kLoad, g_rows, why)) {
+    (*rt)->stop();
+    state.SkipWithError(("loading: " + why).c_str());
+    return;
+  }
+  double ns_per_read = 0;
+  for (auto _ : state) {
+    const uint64_t t0 = monotonic_ns();
+    if (!run_phase(**rt, driver, kRead, g_reads, why)) {
+      state.SkipWithError(("reading: " + why).c_str());
+      break;
+    }
+    const uint64_t dt = monotonic_ns() - t0;
+    if (driver.completed_reads < g_reads) {
+      state.SkipWithError("fewer KeyData than reads confirmed");
+      break;
+    }
+    ns_per_read = static_cast<double>(dt) / static_cast<double>(g_reads);
+    state.SetIterationTime(static_cast<double>(dt) / 1e9);
+  }
+  (*rt)->stop();
+  state.counters["ns_per_read"] = ns_per_read;
+  state.counters["reads_per_s"] = ns_per_read > 0 ? 1e9 / ns_per_read : 0;
+}
+
+// The least a key read costs here: the same number of 100-byte rows, an
+// open-addressing table of row indexes (load factor 1/2) hashed with the
+// engine's hash_key, a key compare and a 100-byte copy out, keys drawn as
+// the node benchmark draws them. No locks, no signals, no transactions.
+void BM_StorageReadFloor(benchmark::State& state) {
+  struct RowBytes {
+    uint64_t id;
+    std::byte rest[92];
+  };
+  std::vector<RowBytes> rows(g_rows);
+  std::size_t slots = 1;
+  while (slots < g_rows * 2) slots <<= 1;
+  std::vector<uint32_t> table(slots, UINT32_MAX);
+  for (uint64_t id = 0; id < g_rows; ++id) {
+    rows[id].id = id;
+    std::memset(rows[id].rest, static_cast<int>(id), sizeof rows[id].rest);
+    std::size_t at = hash_key(&id, 8) & (slots - 1);
+    while (table[at] != UINT32_MAX) at = (at + 1) & (slots - 1);
+    table[at] = static_cast<uint32_t>(id);
+  }
+  std::mt19937_64 rng{42};
+  std::byte out[sizeof(RowBytes)];
+  uint64_t found = 0;
+  double ns_per_read = 0;
+  for (auto _ : state) {
+    const uint64_t t0 = monotonic_ns();
+    for (uint64_t i = 0; i < g_reads; ++i) {
+      const uint64_t id = rng() % g_rows;
+      std::size_t at = hash_key(&id, 8) & (slots - 1);
+      while (table[at] != UINT32_MAX && rows[table[at]].id != id) at = (at + 1) & (slots - 1);
+      std::memcpy(out, &rows[table[at]], sizeof out);
+      benchmark::DoNotOptimize(out);
+      found += table[at] != UINT32_MAX;
+    }
+    const uint64_t dt = monotonic_ns() - t0;
+    ns_per_read = static_cast<double>(dt) / static_cast<double>(g_reads);
+    state.SetIterationTime(static_cast<double>(dt) / 1e9);
+  }
+  if (found != g_reads * state.iterations()) state.SkipWithError("a key was not found");
+  state.counters["ns_per_read"] = ns_per_read;
+}
+
+BENCHMARK(BM_StorageReadFloor)->UseManualTime()->Iterations(3);
+BENCHMARK(BM_NodePkReads)->Arg(1)->Arg(20)->UseManualTime()->Iterations(3);
+
+// --rows=N and --reads=N, then Google Benchmark's own flags.
+void parse_own_flags(int& argc, char** argv) {
+  int out = 1;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strncmp(argv[i], "--rows=", 7) == 0)
+      g_rows = std::strtoull(argv[i] + 7, nullptr, 10);
+    else if (std::strncmp(argv[i], "--reads=", 8) == 0)
+      g_reads = std::strtoull(argv[i] + 8, nullptr, 10);
+    else
+      argv[out++] = argv[i];
+  }
+  argc = out;
+  if (g_rows == 0 || g_rows > UINT32_MAX || g_reads == 0) {
+    std::fprintf(stderr, "node_bench: --rows must be 1..%u and --reads at least 1\n", UINT32_MAX);
+    std::exit(2);
+  }
+}
+
+}  // namespace
+}  // namespace fjord::engine
+
+int main(int argc, char** argv) {
+  fjord::engine::parse_own_flags(argc, argv);
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 2;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
