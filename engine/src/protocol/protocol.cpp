@@ -622,8 +622,42 @@ union KeyValues {
 static_assert(std::is_trivially_copy_assignable_v<ValueRef> && std::is_trivially_destructible_v<ValueRef>);
 }  // namespace
 
+namespace {
+
+// encode_key_section() for a key of non-nullable integer columns (most
+// keys): each entry goes straight to its column's place in `out`. False on
+// anything unusual (a malformed or NULL entry, a column that is not a key
+// column or comes twice or not at all, a wrong width), which the general
+// path then names.
+bool encode_integer_key_section(const KeyCodec& codec, std::span<const std::byte> section, std::span<std::byte> out) {
+  const uint32_t n = codec.column_count();
+  static_assert(kMaxKeyColumns <= 32, "one bit per key column");
+  uint32_t seen = 0;
+  while (!section.empty()) {
+    if (section.size() < 8) return false;
+    uint16_t column;
+    uint16_t flags;
+    uint32_t length;
+    std::memcpy(&column, section.data(), 2);
+    std::memcpy(&flags, section.data() + 2, 2);
+    std::memcpy(&length, section.data() + 4, 4);
+    uint32_t slot = 0;
+    while (slot < n && codec.column(slot).position != column) ++slot;
+    if (slot == n || flags != 0 || (seen >> slot & 1) != 0) return false;
+    if (length != integer_width(codec.column(slot).def.type) || section.size() < 8 + length) return false;
+    codec.encode_integer_column(slot, section.subspan(8, length), out);
+    seen |= 1u << slot;
+    section = section.subspan(8 + length);  // 4 or 8 bytes: no padding
+  }
+  return seen == (n == 32 ? UINT32_MAX : (1u << n) - 1);
+}
+
+}  // namespace
+
 Result<uint32_t> encode_key_section(const KeyCodec& codec, std::span<const std::byte> section,
                                     std::span<std::byte> out) {
+  if (codec.integer_key() && out.size() >= codec.max_encoded_bytes() && encode_integer_key_section(codec, section, out))
+    return codec.max_encoded_bytes();
   KeyValues values;
   bool seen[kMaxKeyColumns] = {};
   const uint32_t n = codec.column_count();

@@ -4,7 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
+#include <random>
 #include <vector>
 
 namespace fjord::engine::protocol {
@@ -249,6 +251,99 @@ TEST(ProtocolTest, TableDefinitionsRoundTripAndAreValidated) {
   TableDef bad = t;
   bad.primary_key = {7};
   EXPECT_FALSE(decode_table(encode_table(bad)));  // validate_table runs on decode
+}
+
+// A table whose primary key is `types` (integer columns) placed after a
+// non-key column, so key positions are not 0..n-1.
+TableDef integer_key_table(const std::vector<ColumnType>& types) {
+  TableDef t;
+  t.name = "ints";
+  t.table_id = 1;
+  t.version = 1;
+  t.partitions = 8;
+  t.columns = {{"filler", ColumnType::kBinary, 4, false}};
+  for (std::size_t i = 0; i < types.size(); ++i) {
+    t.columns.push_back({"k" + std::to_string(i), types[i], 0, false});
+    t.primary_key.push_back(static_cast<uint16_t>(i + 1));
+  }
+  return t;
+}
+
+// The integer-key path of encode_key_section writes what KeyCodec::encode
+// writes, whatever the order of the entries, for random values of every
+// integer type (edges included).
+TEST(ProtocolTest, EncodeKeySectionOfIntegersMatchesTheCodec) {
+  const ColumnType kTypes[] = {ColumnType::kInt32, ColumnType::kUint32, ColumnType::kInt64, ColumnType::kUint64};
+  const uint64_t kEdges[] = {
+      0, 1, 0x7F, 0x80, 0xFF, 0x7FFFFFFF, 0x80000000, 0xFFFFFFFF, 0x7FFFFFFFFFFFFFFF, 0x8000000000000000, UINT64_MAX};
+  std::mt19937_64 rng(7);
+  for (int round = 0; round < 400; ++round) {
+    std::vector<ColumnType> types(1 + rng() % 4);
+    for (ColumnType& t : types) t = kTypes[rng() % 4];
+    const TableDef table = integer_key_table(types);
+    const KeyCodec codec = KeyCodec::for_primary_key(table);
+    ASSERT_TRUE(codec.integer_key());
+    std::vector<uint64_t> raw(types.size());
+    for (uint64_t& v : raw) v = rng() % 3 == 0 ? kEdges[rng() % std::size(kEdges)] : rng();
+    std::vector<ValueRef> in_order;
+    std::vector<std::size_t> order;
+    for (std::size_t i = 0; i < types.size(); ++i) {
+      const std::size_t width = integer_width(types[i]);
+      in_order.push_back(ValueRef::of_bytes(std::as_bytes(std::span(&raw[i], 1)).first(width)));
+      order.push_back(i);
+    }
+    std::shuffle(order.begin(), order.end(), rng);
+    std::vector<std::byte> section(256);
+    std::size_t at = 0;
+    for (std::size_t i : order)
+      at += put_value(std::span(section).subspan(at), static_cast<uint16_t>(i + 1), false, in_order[i].bytes);
+    std::vector<std::byte> expected(kMaxKeyBytes), got(kMaxKeyBytes, std::byte{0xAA});
+    auto want = codec.encode(in_order, expected);
+    ASSERT_TRUE(want);
+    auto n = encode_key_section(codec, std::span(section).first(at), got);
+    ASSERT_TRUE(n) << n.status().to_string();
+    ASSERT_EQ(*n, *want);
+    EXPECT_EQ(std::memcmp(got.data(), expected.data(), *n), 0) << "round " << round;
+  }
+}
+
+// Whatever an integer key's section gets wrong is refused with the general
+// path's message naming it.
+TEST(ProtocolTest, EncodeKeySectionOfIntegersRefusesWhatIsWrong) {
+  const TableDef table = integer_key_table({ColumnType::kUint64, ColumnType::kInt32});
+  const KeyCodec codec = KeyCodec::for_primary_key(table);
+  const uint64_t a = 5;
+  const int32_t b = -3;
+  const auto a_bytes = std::as_bytes(std::span(&a, 1));
+  const auto b_bytes = std::as_bytes(std::span(&b, 1));
+  std::vector<std::byte> out(kMaxKeyBytes);
+  const auto refused = [&](std::vector<std::byte> section, std::size_t length, const std::string& why) {
+    const auto n = encode_key_section(codec, std::span(section).first(length), out);
+    ASSERT_FALSE(n) << why;
+    EXPECT_NE(n.status().message().find(why), std::string::npos) << n.status().message();
+  };
+  std::vector<std::byte> s(256);
+  std::size_t at = put_value(s, 1, false, a_bytes);
+  refused(s, at, "no value for key column 'k1'");
+  at += put_value(std::span(s).subspan(at), 1, false, a_bytes);
+  refused(s, at, "column 'k0' given twice");
+  at = put_value(s, 1, false, a_bytes);
+  at += put_value(std::span(s).subspan(at), 2, false, a_bytes);  // 8 bytes for an INT32
+  refused(s, at, "needs 4 bytes, got 8");
+  at = put_value(s, 1, false, a_bytes);
+  at += put_value(std::span(s).subspan(at), 2, true, {});
+  refused(s, at, "is not nullable, got NULL");
+  at = put_value(s, 1, false, a_bytes);
+  at += put_value(std::span(s).subspan(at), 0, false, b_bytes);
+  refused(s, at, "column 0 is not a key column");
+  at = put_value(s, 1, false, a_bytes);
+  at += put_value(std::span(s).subspan(at), 2, false, b_bytes);
+  refused(s, at - 2, "past the end of its section");
+  refused(s, at - 5, "shorter than its 8-byte header");
+  std::vector<std::byte> small(4);
+  const auto n = encode_key_section(codec, std::span(s).first(at), small);  // 12 bytes needed
+  ASSERT_FALSE(n);
+  EXPECT_NE(n.status().message().find("buffer has 4"), std::string::npos) << n.status().message();
 }
 
 }  // namespace

@@ -105,6 +105,15 @@ class KeyCodec {
   uint32_t max_encoded_bytes() const { return max_encoded_bytes_; }
   // True when every key has the same encoded length (no var or nullable column).
   bool fixed_width() const { return fixed_width_; }
+  // True when every key column is a non-nullable integer (the common key):
+  // its encoding is the columns' big-endian values back to back, column i
+  // at integer_offset(i), max_encoded_bytes() in all.
+  bool integer_key() const { return integer_key_; }
+  uint32_t integer_offset(uint32_t i) const;
+  // Writes column i of an integer key into its place in `out` (at least
+  // max_encoded_bytes()): `value` is the column's little-endian bytes, of
+  // exactly its width (the caller checked).
+  void encode_integer_column(uint32_t i, std::span<const std::byte> value, std::span<std::byte> out) const;
 
   // Encodes values for the first values.size() key columns (all of them for a
   // key, fewer for a bound on a prefix). Returns the encoded length; errors
@@ -133,6 +142,8 @@ class KeyCodec {
   std::vector<Column> columns_;
   uint32_t max_encoded_bytes_ = 0;
   bool fixed_width_ = true;
+  bool integer_key_ = true;
+  std::vector<uint32_t> integer_offsets_;  // integer_key(): where each column's encoding starts
 };
 
 }  // namespace fjord::engine
