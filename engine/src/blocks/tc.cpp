@@ -1,4 +1,5 @@
 // TC: key operations, unique indexes, commit and abort, timeouts.
+#include <array>
 #include <bit>
 #include <cstring>
 
@@ -44,7 +45,12 @@ TcBlock::TcBlock(const TcOptions& options)
 
 TcBlock::~TcBlock() = default;
 
-void TcBlock::on_start(BlockContext& c) { c.send_delayed(impl_->o.timer_period_ms, ref(), kTcTimer, {}); }
+void TcBlock::on_start(BlockContext& c) {
+  set_prefetches(impl_->find_direct_ldms(c));
+  c.send_delayed(impl_->o.timer_period_ms, ref(), kTcTimer, {});
+}
+
+void TcBlock::prefetch(const Signal& s, int stage) const { impl_->prefetch(s, stage); }
 
 void TcBlock::execute(const Signal& s, BlockContext& c) {
   Impl& m = *impl_;
@@ -70,6 +76,37 @@ void TcBlock::execute(const Signal& s, BlockContext& c) {
       return;
     default: FJORD_LOG_WARN("%s: ignored signal %u from node %u", name().c_str(), s.number(), s.sender_node);
   }
+}
+
+// ---- LDM instances on this thread -------------------------------------------------------
+
+// NDB's EXECUTE_DIRECT: an LDM instance on TC's own thread (single-threaded
+// nodes, or a layout that puts them together) can run a read-committed read
+// at once, with no LqhKeyReq/LqhKeyConf round. Returns whether there is one.
+bool TcBlock::Impl::find_direct_ldms(BlockContext& c) {
+  direct_ldm.assign(o.ldm_instances, nullptr);
+  bool any = false;
+  for (uint16_t i = 0; i < o.ldm_instances; ++i) {
+    direct_ldm[i] = dynamic_cast<LdmBlock*>(c.block_on_this_thread({block_numbers::kLdm, i}));
+    any = any || direct_ldm[i] != nullptr;
+  }
+  return any;
+}
+
+// The reads TC will run directly: start loading the key's hash bucket
+// (stage 0), then its rows (stage 1), as the LDM does for its own queue.
+void TcBlock::Impl::prefetch(const Signal& s, int stage) const {
+  TcKeyReadRoute r;
+  if (!peek_tc_key_read(s, r)) return;
+  const TcTable* t = table(r.table_id);
+  if (t == nullptr) return;
+  std::array<std::byte, kMaxKeyBytes> key;
+  auto length = encode_key_section(t->pk, r.key, key);
+  if (!length) return;
+  const uint64_t hash = hash_key(key.data(), *length);
+  const uint32_t partition = partition_of(hash, t->def.partitions);
+  if (const LdmBlock* ldm = direct_ldm[ldm_of(partition)])
+    ldm->prefetch_key(r.table_id, partition, static_cast<uint32_t>(hash), stage);
 }
 
 // ---- schema ---------------------------------------------------------------------------
@@ -120,6 +157,34 @@ bool TcBlock::Impl::route_key(const TcTable& t, std::span<const std::byte> key, 
   lqh.partition = partition_of(hash, t.def.partitions);
   lqh.key_hash = static_cast<uint32_t>(hash);
   return true;
+}
+
+// An operation on a base table: run at once when it is a read-committed
+// read whose LDM is on this thread (read_now), else sent as an LqhKeyReq.
+void TcBlock::Impl::issue_user_op(uint32_t tx_ref, uint32_t op_index, LqhKeyReq& lqh, BlockContext& c) {
+  if (lqh.op == OpType::kRead && lqh.lock == LockMode::kCommitted && lqh.result_to == ResultTo::kApi)
+    if (LdmBlock* ldm = direct_ldm.empty() ? nullptr : direct_ldm[ldm_of(lqh.partition)])
+      return read_now(tx_ref, op_index, lqh, *ldm, c);
+  const uint32_t op_ref = new_op(tx_ref, OpKind::kUser);
+  if (op_ref == kNoRecord) return start_abort(tx_ref, ErrorCode::kTooManyOperations, op_index, c);
+  ops[op_ref].op_index = op_index;
+  send_lqh(op_ref, lqh, c);
+}
+
+// The read runs in the LDM now and holds nothing there, so it needs no
+// operation record: it is answered (its KeyData already sent) or it failed.
+// Running it ahead of signals still queued for that LDM changes nothing a
+// read-committed read can see: it reads the last committed version, and no
+// commit it could miss has been confirmed to anyone yet.
+void TcBlock::Impl::read_now(uint32_t tx_ref, uint32_t op_index, LqhKeyReq& lqh, LdmBlock& ldm, BlockContext& c) {
+  Tx& tx = txs[tx_ref];
+  lqh.tx = tx.id;
+  ++counters.operations;
+  const ErrorCode error = ldm.read_committed_now(lqh, c);
+  if (error != ErrorCode::kNone) return start_abort(tx_ref, error, op_index, c);
+  ++tx.data_messages;
+  ++tx.outstanding;  // op_done() counts it answered
+  op_done(tx_ref, c);
 }
 
 void TcBlock::Impl::send_lqh(uint32_t op_ref, const LqhKeyReq& req, BlockContext& c) {
@@ -185,10 +250,6 @@ void TcBlock::Impl::tc_key_req(const Signal& s, BlockContext& c) {
   if (!t) return start_abort(tx_ref, ErrorCode::kNoSuchTable, req.op_index, c);
   if (t->def.version != req.table_version) return start_abort(tx_ref, ErrorCode::kSchemaVersion, req.op_index, c);
 
-  const uint32_t op_ref = new_op(tx_ref, (req.flags & kFlagViaUnique) ? OpKind::kUniqueLookup : OpKind::kUser);
-  if (op_ref == kNoRecord) return start_abort(tx_ref, ErrorCode::kTooManyOperations, req.op_index, c);
-  Op& op = ops[op_ref];
-  op.op_index = req.op_index;
   LqhKeyReq lqh;
   lqh.op = req.op;
   lqh.lock = req.lock;
@@ -196,15 +257,19 @@ void TcBlock::Impl::tc_key_req(const Signal& s, BlockContext& c) {
   lqh.api_conn = req.api_conn;
   lqh.op_index = req.op_index;
   ErrorCode error = ErrorCode::kNone;
-  if (op.kind == OpKind::kUser) {
+  if ((req.flags & kFlagViaUnique) == 0) {
     lqh.table_id = req.table_id;
     lqh.table_version = req.table_version;
     lqh.key = req.key;
     lqh.values = req.values;
     lqh.columns = req.columns;
     if (!route_key(*t, req.key, lqh, error)) return start_abort(tx_ref, error, req.op_index, c);
-    return send_lqh(op_ref, lqh, c);
+    return issue_user_op(tx_ref, req.op_index, lqh, c);
   }
+  const uint32_t op_ref = new_op(tx_ref, OpKind::kUniqueLookup);
+  if (op_ref == kNoRecord) return start_abort(tx_ref, ErrorCode::kTooManyOperations, req.op_index, c);
+  Op& op = ops[op_ref];
+  op.op_index = req.op_index;
   // Read by unique key: first the hidden table (unique key -> primary key).
   const TcTable::Unique* unique = nullptr;
   for (const TcTable::Unique& u : t->uniques)
@@ -265,10 +330,7 @@ void TcBlock::Impl::unique_lookup_done(uint32_t op_ref, const LqhKeyConf& conf, 
   lqh.columns = std::as_bytes(std::span(lookup_columns[record_index(op_ref)].data(), op.column_count));
   ErrorCode error = ErrorCode::kNone;
   if (!route_key(*base, lqh.key, lqh, error)) return start_abort(op.tx, error, op.op_index, c);
-  const uint32_t read_ref = new_op(op.tx, OpKind::kUser);
-  if (read_ref == kNoRecord) return start_abort(op.tx, ErrorCode::kTooManyOperations, op.op_index, c);
-  ops[read_ref].op_index = op.op_index;
-  send_lqh(read_ref, lqh, c);
+  issue_user_op(op.tx, op.op_index, lqh, c);
 }
 
 // A write on a table with unique indexes: delete the old hidden rows and

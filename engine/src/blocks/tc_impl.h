@@ -6,6 +6,7 @@
 #include <memory>
 #include <vector>
 
+#include "fjord/engine/blocks/ldm.h"
 #include "fjord/engine/blocks/tc.h"
 #include "pools.h"
 
@@ -101,11 +102,16 @@ struct TcBlock::Impl {
   RecordPool<Scan> scans;
   std::vector<std::byte> key_buffer;            // kMaxKeyBytes
   std::vector<std::byte> section_a, section_b;  // scratch sections
+  // LDM instances on TC's own thread (null for the others), found at start:
+  // read-committed pk reads run there directly (read_now).
+  std::vector<LdmBlock*> direct_ldm;
 
   const TcTable* table(uint32_t id) const { return id < tables.size() ? tables[id].get() : nullptr; }
   uint16_t ldm_of(uint32_t partition) const { return static_cast<uint16_t>(partition % o.ldm_instances); }
 
   // tc.cpp
+  bool find_direct_ldms(BlockContext& c);
+  void prefetch(const Signal& s, int stage) const;
   void schema_install(const Signal& s, BlockContext& c);
   void tc_key_req(const Signal& s, BlockContext& c);
   void lqh_key_conf(const Signal& s, BlockContext& c);
@@ -125,6 +131,8 @@ struct TcBlock::Impl {
 
  private:
   uint32_t new_op(uint32_t tx_ref, OpKind kind);
+  void issue_user_op(uint32_t tx_ref, uint32_t op_index, protocol::LqhKeyReq& lqh, BlockContext& c);
+  void read_now(uint32_t tx_ref, uint32_t op_index, protocol::LqhKeyReq& lqh, LdmBlock& ldm, BlockContext& c);
   void send_lqh(uint32_t op_ref, const protocol::LqhKeyReq& req, BlockContext& c);
   // Sets lqh.partition and lqh.key_hash for `key` (unencoded key values).
   bool route_key(const TcTable& t, std::span<const std::byte> key, protocol::LqhKeyReq& lqh,

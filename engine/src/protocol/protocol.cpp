@@ -214,6 +214,13 @@ Result<TcKeyReq> decode_tc_key_req(const Signal& s) {
   return m;
 }
 
+bool peek_tc_key_read(const Signal& s, TcKeyReadRoute& out) {
+  if (s.number() != gsn::kTcKeyReq || s.word_count() != 10 || s.section_count() == 0) return false;  // the shape
+  if (s.word(5) != op_bits(OpType::kRead, LockMode::kCommitted) || (s.word(6) & kFlagViaUnique) != 0) return false;
+  out = {s.word(3), s.section(0)};
+  return true;
+}
+
 SignalOut encode(const TcKeyConf& m) {
   return Out(gsn::kTcKeyConf).w(m.api_conn).tx(m.tx).w(m.ops).w(m.data_messages).w(m.committed ? 1 : 0).done();
 }

@@ -471,11 +471,14 @@ Block* WorkerThread::decode(std::span<const std::byte> entry, Signal& signal) co
   std::memcpy(&envelope, entry.data(), sizeof envelope);
   signal.sender_node = envelope.sender_node;
   frame::decode_validated(entry.subspan(sizeof(Envelope)), signal.view);
-  const BlockRef to = signal.view.header.receiver;
-  const std::size_t at = shared_.route_slot(to);  // SIZE_MAX when outside
-  Block* block = at < block_table_.size() ? block_table_[at] : nullptr;
+  Block* block = block_here(signal.view.header.receiver);
   FJORD_ASSERT_MSG(block != nullptr, "signal routed to a thread that does not host its block");
   return block;
+}
+
+Block* WorkerThread::block_here(BlockRef ref) const {
+  const std::size_t at = shared_.route_slot(ref);  // SIZE_MAX when outside
+  return at < block_table_.size() ? block_table_[at] : nullptr;
 }
 
 void WorkerThread::execute_one(Block& block, const Signal& signal) {
@@ -733,6 +736,8 @@ void BlockContext::send_delayed(uint32_t delay_ms, BlockRef to, uint16_t signal_
                                 std::span<const uint32_t> data) {
   thread_.send_delayed(*block_, delay_ms, to, signal_number, data);
 }
+
+Block* BlockContext::block_on_this_thread(BlockRef ref) const { return thread_.block_here(ref); }
 
 bool BlockContext::node_connected(NodeId node) const {
   return node == self_node() || (node <= kMaxNodeId && thread_.shared().links[node].up.load(std::memory_order_acquire));

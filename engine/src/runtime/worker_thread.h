@@ -103,6 +103,8 @@ class alignas(kCacheLineBytes) WorkerThread {
                     std::span<const uint32_t> data);
   uint64_t now_ns() const { return loop_now_ns_; }
   RuntimeShared& shared() { return shared_; }
+  // The block `ref` when this thread hosts it, else null.
+  Block* block_here(BlockRef ref) const;
 
  private:
   void run();

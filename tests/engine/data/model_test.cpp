@@ -1,9 +1,10 @@
 // Randomized model test: random transactions run against the engine and
 // against a simple in-memory model; after each transaction the outcome must
 // agree, and after each commit the whole table (read back by a scan) must
-// equal the model. Over the simulated transporter, TCP and SHM, and in
-// single- and multi-threaded data nodes. Seeded: a failure prints its seed;
-// FJORD_TEST_SEED=<n> replays one.
+// equal the model. Reads take shared locks (they see the transaction's own
+// changes) or none (read-committed: they see the last commit; a single-
+// threaded node runs those inside TC's thread, directly in the LDM). Over the simulated transporter, TCP and SHM, and
+// in single- and multi-threaded data nodes. Seeded: a failure prints its seed; FJORD_TEST_SEED=<n> replays one.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -69,7 +70,8 @@ struct Op {
   uint32_t key;
   Record record;  // insert/write: the row; update: the new values
   api::Operation* handle = nullptr;
-  std::optional<Record> expect;  // reads: the value the model says
+  std::optional<Record> expect;       // reads: the value the model says
+  LockMode lock = LockMode::kShared;  // reads: kCommitted sees the last commit, not the transaction's own changes
 };
 
 bool unique_taken(const Model& m, uint32_t except, const std::optional<std::string>& u) {
@@ -174,14 +176,17 @@ TEST_P(ModelTest, RandomTransactionsMatchTheModel) {
         if (rng() % 10 != 0) type = exists ? kOnExisting[rng() % 4] : kOnMissing[rng() % 2];
         Op op{type, key, random_record(batch_keys)};
         if (repeat) op.type = engine::protocol::OpType::kRead;
-        const uint32_t e = apply(view, op);
+        if (op.type == engine::protocol::OpType::kRead && rng() % 2) op.lock = LockMode::kCommitted;
+        // A committed read sees the table as the last commit left it (a read
+        // leaves the model it is applied to as it was).
+        const uint32_t e = apply(op.lock == LockMode::kCommitted ? model : view, op);
         if (e) possible_errors.insert(e);
         ops.push_back(op);
       }
       for (Op& op : ops) {
         const Row key = Row().set(kKey, op.key);
         switch (op.type) {
-          case engine::protocol::OpType::kRead: op.handle = &tx.read(t, key, {}, LockMode::kShared); break;
+          case engine::protocol::OpType::kRead: op.handle = &tx.read(t, key, {}, op.lock); break;
           case engine::protocol::OpType::kInsert: op.handle = &tx.insert(t, full_row(op.key, op.record)); break;
           case engine::protocol::OpType::kUpdate: {
             Row changes;  // every non-key column

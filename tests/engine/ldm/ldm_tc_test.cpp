@@ -6,7 +6,9 @@
 // a deadlock with its timeout.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <set>
+#include <thread>
 
 #include "fjord/engine/blocks/dict.h"
 #include "fjord/engine/blocks/tc.h"
@@ -17,29 +19,38 @@ namespace {
 
 // The API double relays what the test injects (words: block, instance,
 // signal, data...) so that answers come back to it, and captures the rest.
+// Layouts: every block on a thread of its own, or TC on LDM 0's thread
+// (TC then runs read-committed reads of LDM 0's partitions there directly,
+// and sends everything else, and all of LDM 1's, as signals).
+enum class Layout { kSeparate, kTcWithLdm0 };
+
 class Cluster {
  public:
-  Cluster() {
+  explicit Cluster(Layout layout = Layout::kSeparate, uint32_t tc_timer_ms = 20) {
     auto pool = storage::PagePool::create({32 << 20});
     EXPECT_TRUE(pool);
     pool_ = std::move(pool).value();
-    // Four busy threads (200 us spin) and the test's on two cores.
-    auto rt = Runtime::create(
-        test::options_with({test::plan(ThreadType::kMain, 0, 200), test::plan(ThreadType::kTc, 0, 200),
-                            test::plan(ThreadType::kLdm, 0, 200), test::plan(ThreadType::kLdm, 1, 200)}));
+    // Up to four busy threads (200 us spin) and the test's on two cores.
+    std::vector<ThreadSpec> threads = {test::plan(ThreadType::kMain, 0, 200), test::plan(ThreadType::kLdm, 0, 200),
+                                       test::plan(ThreadType::kLdm, 1, 200)};
+    if (layout == Layout::kSeparate) threads.push_back(test::plan(ThreadType::kTc, 0, 200));
+    auto rt = Runtime::create(test::options_with(threads));
     EXPECT_TRUE(rt);
     rt_ = std::move(rt).value();
     TcOptions tc;
     tc.ldm_instances = 2;
     tc.deadlock_timeout_ms = 300;
-    tc.timer_period_ms = 20;
-    EXPECT_TRUE(rt_->add_block(std::make_unique<TcBlock>(tc), ThreadType::kTc, 0));
+    tc.timer_period_ms = tc_timer_ms;
+    EXPECT_TRUE(rt_->add_block(std::make_unique<TcBlock>(tc),
+                               layout == Layout::kSeparate ? ThreadType::kTc : ThreadType::kLdm, 0));
     EXPECT_TRUE(rt_->add_block(std::make_unique<DictBlock>(1, 2, 4), ThreadType::kMain, 0));
     for (uint16_t i = 0; i < 2; ++i) {
       LdmOptions o;
       o.instance = i;
       o.ldm_instances = 2;
-      EXPECT_TRUE(rt_->add_block(std::make_unique<LdmBlock>(*pool_, o), ThreadType::kLdm, i));
+      auto ldm = std::make_unique<LdmBlock>(*pool_, o);
+      ldm_[i] = ldm.get();
+      EXPECT_TRUE(rt_->add_block(std::move(ldm), ThreadType::kLdm, i));
     }
     EXPECT_TRUE(rt_->add_block(std::make_unique<test::LambdaBlock>(block_numbers::kApi, 0, "API-DOUBLE",
                                                                    [this](const Signal& s, BlockContext& c) {
@@ -58,6 +69,23 @@ class Cluster {
     ASSERT_TRUE(rt_->inject({kSelf, {block_numbers::kApi, 0}}, kRelay, words, out.section_list()).is_ok());
   }
   Inbox& inbox() { return inbox_; }
+  const LdmBlock& ldm(uint16_t instance) const { return *ldm_[instance]; }
+  // Signals the thread named ("ldm 0") has executed, once it is quiet: a
+  // thread counts a batch's signals after it ran them (and sent answers).
+  uint64_t signals_on(const std::string& thread_name) const {
+    const auto read = [&] {
+      for (const ThreadStats& t : rt_->thread_stats())
+        if (t.name == thread_name) return t.signals;
+      ADD_FAILURE() << "no thread " << thread_name;
+      return uint64_t{0};
+    };
+    for (uint64_t last = read();;) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      const uint64_t now = read();
+      if (now == last) return now;
+      last = now;
+    }
+  }
 
   TableDef create(const TableDef& t) {
     send(block_numbers::kDict, encode(SchemaMessage{gsn::kCreateTableReq, 1, encode_table(t)}));
@@ -78,6 +106,7 @@ class Cluster {
   std::unique_ptr<storage::PagePool> pool_;
   std::unique_ptr<Runtime> rt_;
   Inbox inbox_;
+  LdmBlock* ldm_[2] = {};
 };
 
 struct TxResult {
@@ -118,6 +147,33 @@ class Api {
     r.values = values.bytes();
     c_.send(block_numbers::kTc, encode(r));
     return r.api_conn;
+  }
+  // One transaction of several operations in one execute (with commit).
+  struct BatchOp {
+    OpType op;
+    LockMode lock;
+    Values key;
+    Values values;
+  };
+  TxResult run_batch(const TableDef& t, const std::vector<BatchOp>& batch) {
+    const uint32_t conn = ++next_conn_;
+    for (uint32_t i = 0; i < batch.size(); ++i) {
+      const bool last = i + 1 == batch.size();
+      TcKeyReq r;
+      r.api_conn = conn;
+      r.tx = tx_id(1000 + conn);
+      r.table_id = t.table_id;
+      r.table_version = t.version;
+      r.op = batch[i].op;
+      r.lock = batch[i].lock;
+      r.flags = (i == 0 ? kFlagStartTx : 0) | (last ? kFlagExecute | kFlagCommit : 0);
+      r.op_index = i;
+      r.batch_ops = last ? static_cast<uint32_t>(batch.size()) : 0;
+      r.key = batch[i].key.bytes();
+      r.values = batch[i].values.bytes();
+      c_.send(block_numbers::kTc, encode(r));
+    }
+    return wait(conn);
   }
   TxResult wait(uint32_t conn) {
     const Captured c = c_.inbox().take([&](const Captured& x) {
@@ -310,6 +366,96 @@ TEST(LdmWithTcTest, TcsTimeoutBreaksADeadlockAndTheOtherTransactionGoesOn) {
                   .ok);
   EXPECT_EQ(qty(1), 30);
   EXPECT_EQ(qty(2), 31);
+}
+
+// Where TC shares a thread with an LDM instance, read-committed reads of that
+// instance's partitions run there directly (no LqhKeyReq/LqhKeyConf), and
+// everything answers exactly as with every block on its own thread.
+TEST(LdmWithTcTest, ReadCommittedRunsInACoLocatedLdmDirectlyWithTheSameAnswers) {
+  std::vector<std::vector<TxResult>> answers;
+  for (const Layout layout : {Layout::kSeparate, Layout::kTcWithLdm0}) {
+    SCOPED_TRACE(layout == Layout::kSeparate ? "separate threads" : "TC with LDM 0");
+    Cluster cluster(layout, /*tc_timer_ms=*/600000);  // no timer signal during the test
+    Api api(cluster);
+    const TableDef t = cluster.create(plain_items());
+    for (uint64_t id = 0; id < 40; ++id)
+      ASSERT_TRUE(api.run(t, OpType::kInsert, item_key(id), item_values(id, Item{int32_t(id), "n", std::nullopt})).ok);
+    // Which LDM instance owns each key (partition p lives on LDM p % 2).
+    const KeyCodec pk = KeyCodec::for_primary_key(t);
+    const auto ldm_of = [&](uint64_t id) {
+      std::array<std::byte, kMaxKeyBytes> key{};
+      const uint32_t n = encode_key_section(pk, item_key(id).bytes(), key).value();
+      return partition_of(hash_key(key.data(), n), t.partitions) % 2;
+    };
+    const LdmStats before[2] = {cluster.ldm(0).stats(), cluster.ldm(1).stats()};
+    const uint64_t signals_before[2] = {cluster.signals_on("ldm 0"), cluster.signals_on("ldm 1")};
+    uint64_t found[2] = {}, missing[2] = {};
+    std::vector<TxResult> results;
+    for (uint64_t id = 0; id < 50; ++id) {  // 40..49 do not exist
+      results.push_back(api.run(t, OpType::kRead, item_key(id)));
+      ++(id < 40 ? found : missing)[ldm_of(id)];
+    }
+    ASSERT_GT(found[0] * found[1] * missing[0] * missing[1], 0u) << "keys on both instances, found and not";
+    for (uint32_t i = 0; i < 2; ++i) {
+      const LdmStats now = cluster.ldm(static_cast<uint16_t>(i)).stats();
+      EXPECT_EQ(now.reads - before[i].reads, found[i]) << "LDM " << i;
+      EXPECT_EQ(now.refused - before[i].refused, missing[i]) << "LDM " << i;
+      EXPECT_EQ(now.key_operations - before[i].key_operations, found[i] + missing[i]) << "LDM " << i;
+    }
+    // LDM 1's thread ran one LqhKeyReq per read of its keys, and for a row
+    // that is missing also TC's LqhAbortReq. LDM 0's thread ran the same for
+    // its keys, or, with TC there, every TcKeyReq and LDM 1's answers
+    // (LqhKeyConf, or LqhKeyRef and LqhAbortConf), and nothing more for its
+    // own keys: they ran inside their TcKeyReq and left nothing to abort.
+    const uint64_t signalled[2] = {found[0] + 2 * missing[0], found[1] + 2 * missing[1]};
+    EXPECT_EQ(cluster.signals_on("ldm 1") - signals_before[1], signalled[1]);
+    EXPECT_EQ(cluster.signals_on("ldm 0") - signals_before[0],
+              layout == Layout::kSeparate ? signalled[0] : 50 + signalled[1]);
+    answers.push_back(std::move(results));
+  }
+  ASSERT_EQ(answers[0].size(), answers[1].size());
+  for (std::size_t i = 0; i < answers[0].size(); ++i) {
+    EXPECT_EQ(answers[0][i].ok, answers[1][i].ok) << "id " << i;
+    EXPECT_EQ(answers[0][i].error, answers[1][i].error) << "id " << i;
+    EXPECT_EQ(answers[1][i].ok ? answers[1][i].rows.size() : 0u, i < 40 ? 1u : 0u) << "id " << i;
+    if (answers[0][i].ok && answers[1][i].ok) {
+      EXPECT_EQ(item_of(answers[0][i].rows.at(0)), item_of(answers[1][i].rows.at(0))) << "id " << i;
+    }
+  }
+  EXPECT_EQ(answers[1][45].error, ErrorCode::kNoSuchRow);
+}
+
+// A read-committed read that runs directly sees what one sent as a signal
+// sees: the last committed version, not its own transaction's pending
+// change; and when it fails, the whole transaction (its writes too) aborts.
+TEST(LdmWithTcTest, DirectReadsSeeCommittedRowsAndTheirFailureAbortsTheBatch) {
+  Cluster cluster(Layout::kTcWithLdm0);
+  Api api(cluster);
+  const TableDef t = cluster.create(plain_items());
+  for (uint64_t id = 0; id < 16; ++id)
+    ASSERT_TRUE(api.run(t, OpType::kInsert, item_key(id), item_values(id, Item{1, "n", std::nullopt})).ok);
+  for (uint64_t id = 0; id < 16; ++id) {
+    SCOPED_TRACE("id " + std::to_string(id));
+    // Update, then read committed in the same batch: the old value.
+    TxResult r = api.run_batch(t, {{OpType::kUpdate, LockMode::kExclusive, item_key(id), Values().i32(kQty, 2)},
+                                   {OpType::kRead, LockMode::kCommitted, item_key(id), {}}});
+    ASSERT_TRUE(r.ok) << error_text(r.error);
+    ASSERT_EQ(r.rows.size(), 1u);
+    EXPECT_EQ(item_of(r.rows[0]).qty, 1);
+    // Committed now.
+    r = api.run(t, OpType::kRead, item_key(id));
+    ASSERT_TRUE(r.ok);
+    EXPECT_EQ(item_of(r.rows.at(0)).qty, 2);
+    // A read of a missing row aborts the batch: the update does not happen.
+    r = api.run_batch(t, {{OpType::kUpdate, LockMode::kExclusive, item_key(id), Values().i32(kQty, 3)},
+                          {OpType::kRead, LockMode::kCommitted, item_key(1000 + id), {}},
+                          {OpType::kRead, LockMode::kCommitted, item_key(id), {}}});
+    EXPECT_FALSE(r.ok);
+    EXPECT_EQ(r.error, ErrorCode::kNoSuchRow);
+    r = api.run(t, OpType::kRead, item_key(id));
+    ASSERT_TRUE(r.ok);
+    EXPECT_EQ(item_of(r.rows.at(0)).qty, 2);
+  }
 }
 
 }  // namespace

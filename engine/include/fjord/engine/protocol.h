@@ -404,6 +404,14 @@ SignalOut encode(const TcKeyConf& m);
 SignalOut encode(const TcKeyRef& m);
 SignalOut encode(const KeyData& m);
 Result<TcKeyReq> decode_tc_key_req(const Signal& s);
+// What TC's prefetch needs of a TcKeyReq that reads by primary key without
+// locks, read without decoding or checking the rest: false for any other
+// signal or request.
+struct TcKeyReadRoute {
+  uint32_t table_id = 0;
+  std::span<const std::byte> key;  // section 0, unchecked
+};
+bool peek_tc_key_read(const Signal& s, TcKeyReadRoute& out);
 Result<TcKeyConf> decode_tc_key_conf(const Signal& s);
 Result<TcKeyRef> decode_tc_key_ref(const Signal& s);
 Result<KeyData> decode_key_data(const Signal& s);

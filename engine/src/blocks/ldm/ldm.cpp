@@ -82,6 +82,14 @@ void LdmBlock::prefetch(const Signal& s, int stage) const {
     impl_->prefetch_key(r.table_id, r.partition, r.key_hash, stage);
 }
 
+protocol::ErrorCode LdmBlock::read_committed_now(const protocol::LqhKeyReq& req, BlockContext& c) {
+  return impl_->read_committed_now(req, c);
+}
+
+void LdmBlock::prefetch_key(uint32_t table_id, uint32_t partition, uint32_t key_hash, int stage) const {
+  impl_->prefetch_key(table_id, partition, key_hash, stage);
+}
+
 LdmStats LdmBlock::stats() const {
   const LdmCounters& k = impl_->counters;
   const auto get = [](const std::atomic<uint64_t>& v) { return v.load(std::memory_order_relaxed); };

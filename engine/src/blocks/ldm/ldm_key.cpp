@@ -78,6 +78,23 @@ KeyOutcome LdmBlock::Impl::execute_key(const LqhKeyReq& req, Address from, bool 
   return perform(op, c);
 }
 
+ErrorCode LdmBlock::Impl::read_committed_now(const LqhKeyReq& req, BlockContext& c) {
+  FJORD_ASSERT(req.op == OpType::kRead && req.lock == LockMode::kCommitted && req.result_to == ResultTo::kApi);
+  bump(counters.key_operations);
+  KeyOp op;
+  op.req = &req;
+  ErrorCode error = resolve_key(op);
+  if (error == ErrorCode::kNone && (op.anchor == kNoRow || slot_kind(op.part->slot(op.anchor)) != RowKind::kCommitted))
+    error = ErrorCode::kNoSuchRow;
+  if (error != ErrorCode::kNone) {
+    bump(counters.refused);
+    return error;
+  }
+  bump(counters.reads);
+  send_key_data(op, op.part->record(op.anchor), c);
+  return ErrorCode::kNone;
+}
+
 void LdmBlock::Impl::prefetch_key(uint32_t table_id, uint32_t partition, uint32_t key_hash, int stage) const {
   const LdmTable* t = table_of(table_id);
   if (t == nullptr || partition >= t->def.partitions || !owns(partition)) return;
@@ -303,17 +320,23 @@ std::size_t LdmBlock::Impl::put_unique_columns(const LdmTable& t, std::span<cons
 
 void LdmBlock::Impl::reply_read(const KeyOp& op, std::span<const std::byte> record, BlockContext& c) {
   const LqhKeyReq& req = *op.req;
-  const std::size_t n = put_columns(*op.table, record, req.columns, out_data);
   LqhKeyConf conf{req.tc_op, req.tx};
   if (req.result_to == ResultTo::kApi) {
-    const SignalOut data = encode(KeyData{req.api_conn, req.tx, req.op_index, std::span(out_data).first(n)});
-    c.send({req.api_node, {block_numbers::kApi, 0}}, data.number, data.data(), data.section_list());
+    send_key_data(op, record, c);
     conf.data_sent_to_api = true;
   } else {
-    conf.data = std::span(out_data).first(n);
+    conf.data = std::span(out_data).first(put_columns(*op.table, record, req.columns, out_data));
   }
   const SignalOut out = encode(conf);
   c.send(op.from, out.number, out.data(), out.section_list());
+}
+
+// A read's values, straight to the API node.
+void LdmBlock::Impl::send_key_data(const KeyOp& op, std::span<const std::byte> record, BlockContext& c) {
+  const LqhKeyReq& req = *op.req;
+  const std::size_t n = put_columns(*op.table, record, req.columns, out_data);
+  const SignalOut data = encode(KeyData{req.api_conn, req.tx, req.op_index, std::span(out_data).first(n)});
+  c.send({req.api_node, {block_numbers::kApi, 0}}, data.number, data.data(), data.section_list());
 }
 
 void LdmBlock::Impl::reply_write(const KeyOp& op, std::size_t before_bytes, std::size_t after_bytes, BlockContext& c) {

@@ -30,6 +30,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "fjord/engine/protocol.h"
 #include "fjord/engine/runtime/block.h"
 #include "fjord/engine/storage/page_pool.h"
 
@@ -95,6 +96,17 @@ class LdmBlock final : public Block {
 
   void execute(const Signal& signal, BlockContext& context) override;
   void prefetch(const Signal& signal, int stage) const override;
+
+  // NDB's EXECUTE_DIRECT for the commonest request, called by a TC on this
+  // block's thread instead of sending it an LqhKeyReq: a read-committed read
+  // by primary key whose values go to the API (req.op kRead, req.lock
+  // kCommitted, req.result_to kApi). It holds nothing here and never waits,
+  // so it runs at once, checked as an LqhKeyReq is; the KeyData goes to
+  // req.api_node through `context`. Returns kNone, or the error an
+  // LqhKeyRef would have carried (nothing is sent then). Hot path.
+  protocol::ErrorCode read_committed_now(const protocol::LqhKeyReq& req, BlockContext& context);
+  // prefetch() for a request a co-located TC is about to run that way.
+  void prefetch_key(uint32_t table_id, uint32_t partition, uint32_t key_hash, int stage) const;
 
   LdmStats stats() const;
 

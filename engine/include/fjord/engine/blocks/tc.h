@@ -61,6 +61,9 @@ class TcBlock final : public Block {
   void on_start(BlockContext& context) override;
   void execute(const Signal& signal, BlockContext& context) override;
   bool wants_node_events() const override { return true; }
+  // With an LDM on its own thread, TC runs read-committed pk reads there
+  // directly (LdmBlock::read_committed_now) and prefetches their rows.
+  void prefetch(const Signal& signal, int stage) const override;
 
   const TcCounters& counters() const { return counters_; }
 

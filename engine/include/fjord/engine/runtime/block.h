@@ -100,6 +100,11 @@ class alignas(kCacheLineBytes) Block {
   BlockRef ref() const { return {number_, instance_}; }
   const std::string& name() const { return name_; }
 
+ protected:
+  // Turns prefetch() calls on or off; only from on_start(), once the block
+  // knows whether it has anything to prefetch (TC: a co-located LDM).
+  void set_prefetches(bool on) { prefetches_ = on; }
+
  private:
   BlockNumber number_;
   uint16_t instance_;
@@ -128,6 +133,13 @@ class BlockContext {
   // sendSignalWithDelay). At most kMaxDelayedDataWords words, no sections.
   void send_delayed(uint32_t delay_ms, BlockRef to, uint16_t signal_number, std::span<const uint32_t> data);
   static constexpr std::size_t kMaxDelayedDataWords = 8;
+
+  // The block `ref` of this node when it runs on this thread, else null.
+  // For NDB's EXECUTE_DIRECT: a block may call another block of its own
+  // thread directly (a typed call instead of a signal) where the protocol
+  // says that is equivalent; the callee must not call back into the caller.
+  // Valid from on_start() on.
+  Block* block_on_this_thread(BlockRef ref) const;
 
   bool node_connected(NodeId node) const;
   // Send-memory pressure towards a node (kNormal for this node).
