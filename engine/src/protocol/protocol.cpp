@@ -637,26 +637,29 @@ namespace {
 // column or comes twice or not at all, a wrong width), which the general
 // path then names.
 bool encode_integer_key_section(const KeyCodec& codec, std::span<const std::byte> section, std::span<std::byte> out) {
-  const uint32_t n = codec.column_count();
+  const std::span<const KeyCodec::IntegerColumn> columns = codec.integer_columns();
   static_assert(kMaxKeyColumns <= 32, "one bit per key column");
   uint32_t seen = 0;
-  while (!section.empty()) {
-    if (section.size() < 8) return false;
+  const std::byte* p = section.data();
+  std::size_t rest = section.size();
+  while (rest != 0) {
+    if (rest < 8) return false;
     uint16_t column;
     uint16_t flags;
     uint32_t length;
-    std::memcpy(&column, section.data(), 2);
-    std::memcpy(&flags, section.data() + 2, 2);
-    std::memcpy(&length, section.data() + 4, 4);
+    std::memcpy(&column, p, 2);
+    std::memcpy(&flags, p + 2, 2);
+    std::memcpy(&length, p + 4, 4);
     uint32_t slot = 0;
-    while (slot < n && codec.column(slot).position != column) ++slot;
-    if (slot == n || flags != 0 || (seen >> slot & 1) != 0) return false;
-    if (length != integer_width(codec.column(slot).def.type) || section.size() < 8 + length) return false;
-    codec.encode_integer_column(slot, section.subspan(8, length), out);
+    while (slot < columns.size() && columns[slot].position != column) ++slot;
+    if (slot == columns.size() || flags != 0 || (seen >> slot & 1) != 0) return false;
+    if (length != columns[slot].width || rest < 8 + length) return false;
+    KeyCodec::put_integer(columns[slot], p + 8, out.data());
     seen |= 1u << slot;
-    section = section.subspan(8 + length);  // 4 or 8 bytes: no padding
+    p += 8 + length;  // 4 or 8 value bytes: no padding
+    rest -= 8 + length;
   }
-  return seen == (n == 32 ? UINT32_MAX : (1u << n) - 1);
+  return seen == (columns.size() == 32 ? UINT32_MAX : (1u << columns.size()) - 1);
 }
 
 }  // namespace

@@ -35,15 +35,9 @@ T read_le(std::span<const std::byte> bytes) {
 // that negative numbers sort before positive ones.
 uint32_t encode_integer(ColumnType type, std::span<const std::byte> value, std::byte* out) {
   const uint32_t width = integer_width(type);
-  const bool is_signed = type == ColumnType::kInt32 || type == ColumnType::kInt64;
   FJORD_ASSERT(value.size() == width);
-  if (width == 8) {
-    const uint64_t v = __builtin_bswap64(read_le<uint64_t>(value)) ^ (is_signed ? 0x80 : 0);
-    std::memcpy(out, &v, 8);
-  } else {
-    const uint32_t v = __builtin_bswap32(read_le<uint32_t>(value)) ^ (is_signed ? 0x80 : 0);
-    std::memcpy(out, &v, 4);
-  }
+  const bool is_signed = type == ColumnType::kInt32 || type == ColumnType::kInt64;
+  KeyCodec::put_integer({0, static_cast<uint8_t>(width), is_signed, 0}, value.data(), out);
   return width;
 }
 
@@ -185,24 +179,18 @@ KeyCodec KeyCodec::for_index(const TableDef& table, const IndexDef& index) {
 KeyCodec::KeyCodec(std::string owner, std::vector<Column> columns)
     : owner_(std::move(owner)), columns_(std::move(columns)) {
   FJORD_ASSERT(!columns_.empty() && columns_.size() <= kMaxKeyColumns);
+  bool integer_key = true;
   for (const Column& column : columns_) {
-    integer_offsets_.push_back(max_encoded_bytes_);
+    const ColumnType type = column.def.type;
+    const auto width = static_cast<uint8_t>(integer_width(type));
+    integer_columns_.push_back(
+        {column.position, width, type == ColumnType::kInt32 || type == ColumnType::kInt64, max_encoded_bytes_});
     max_encoded_bytes_ += max_encoded_column_bytes(column.def);
-    if (column.def.nullable || is_variable_length(column.def.type)) fixed_width_ = false;
-    if (column.def.nullable || integer_width(column.def.type) == 0) integer_key_ = false;
+    if (column.def.nullable || is_variable_length(type)) fixed_width_ = false;
+    if (column.def.nullable || width == 0) integer_key = false;
   }
-  if (!integer_key_) integer_offsets_.clear();
+  if (!integer_key) integer_columns_.clear();
   FJORD_ASSERT(max_encoded_bytes_ <= kMaxKeyBytes);
-}
-
-uint32_t KeyCodec::integer_offset(uint32_t i) const {
-  FJORD_ASSERT(integer_key_ && i < integer_offsets_.size());
-  return integer_offsets_[i];
-}
-
-void KeyCodec::encode_integer_column(uint32_t i, std::span<const std::byte> value, std::span<std::byte> out) const {
-  FJORD_ASSERT(integer_key_ && i < columns_.size() && out.size() >= max_encoded_bytes_);
-  encode_integer(columns_[i].def.type, value, &out[integer_offsets_[i]]);
 }
 
 const KeyCodec::Column& KeyCodec::column(uint32_t i) const {

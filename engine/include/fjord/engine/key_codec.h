@@ -22,6 +22,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <span>
 #include <string>
 #include <string_view>
@@ -105,15 +106,33 @@ class KeyCodec {
   uint32_t max_encoded_bytes() const { return max_encoded_bytes_; }
   // True when every key has the same encoded length (no var or nullable column).
   bool fixed_width() const { return fixed_width_; }
-  // True when every key column is a non-nullable integer (the common key):
-  // its encoding is the columns' big-endian values back to back, column i
-  // at integer_offset(i), max_encoded_bytes() in all.
-  bool integer_key() const { return integer_key_; }
-  uint32_t integer_offset(uint32_t i) const;
-  // Writes column i of an integer key into its place in `out` (at least
-  // max_encoded_bytes()): `value` is the column's little-endian bytes, of
-  // exactly its width (the caller checked).
-  void encode_integer_column(uint32_t i, std::span<const std::byte> value, std::span<std::byte> out) const;
+  // A key whose columns are all non-nullable integers (the common key)
+  // encodes as their big-endian values back to back, max_encoded_bytes()
+  // in all: integer_columns() says where each goes (empty for other keys).
+  struct IntegerColumn {
+    uint16_t position = 0;  // in TableDef::columns
+    uint8_t width = 0;      // 4 or 8
+    bool is_signed = false;
+    uint32_t offset = 0;  // of its encoding in the key
+  };
+  bool integer_key() const { return !integer_columns_.empty(); }
+  std::span<const IntegerColumn> integer_columns() const { return integer_columns_; }
+  // Writes one integer column's little-endian `value` (exactly c.width
+  // bytes, which the caller checked) into its place in a key buffer of at
+  // least max_encoded_bytes(): the encode() of that column, inline.
+  static void put_integer(const IntegerColumn& c, const std::byte* value, std::byte* key) {
+    if (c.width == 8) {
+      uint64_t v;
+      std::memcpy(&v, value, 8);
+      v = __builtin_bswap64(v) ^ (c.is_signed ? 0x80 : 0);  // sign bit flipped: negatives sort first
+      std::memcpy(key + c.offset, &v, 8);
+    } else {
+      uint32_t v;
+      std::memcpy(&v, value, 4);
+      v = __builtin_bswap32(v) ^ (c.is_signed ? 0x80 : 0);
+      std::memcpy(key + c.offset, &v, 4);
+    }
+  }
 
   // Encodes values for the first values.size() key columns (all of them for a
   // key, fewer for a bound on a prefix). Returns the encoded length; errors
@@ -142,8 +161,7 @@ class KeyCodec {
   std::vector<Column> columns_;
   uint32_t max_encoded_bytes_ = 0;
   bool fixed_width_ = true;
-  bool integer_key_ = true;
-  std::vector<uint32_t> integer_offsets_;  // integer_key(): where each column's encoding starts
+  std::vector<IntegerColumn> integer_columns_;  // one per column for an integer key, else none
 };
 
 }  // namespace fjord::engine
