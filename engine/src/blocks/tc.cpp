@@ -22,6 +22,22 @@ void send_out(BlockContext& c, Address to, const M& message) {
 }
 
 Address api_address(NodeId node) { return {node, {block_numbers::kApi, 0}}; }
+
+// TC's Signal::prefetch_note on a TcKeyReq: where its key routes (the
+// partition and the low 32 bits of the key's hash), so that neither the
+// prefetch's second stage nor the request itself encodes and hashes the key
+// again. It carries the table version's low 15 bits: a table replaced in
+// between invalidates it (and the LDM checks hash and partition anyway).
+static_assert(kMaxPartitions <= (1u << 16));
+uint64_t route_note(const TcTable& t, uint32_t partition, uint32_t key_hash) {
+  return uint64_t{1} << 63 | uint64_t{t.def.version & 0x7FFF} << 48 | uint64_t{partition} << 32 | key_hash;
+}
+bool read_route_note(uint64_t note, const TcTable& t, uint32_t& partition, uint32_t& key_hash) {
+  if ((note >> 63) == 0 || (note >> 48 & 0x7FFF) != (t.def.version & 0x7FFF)) return false;
+  partition = static_cast<uint32_t>(note >> 32) & 0xFFFF;
+  key_hash = static_cast<uint32_t>(note);
+  return partition < t.def.partitions;
+}
 Address ldm_address(BlockContext& c, uint16_t ldm) { return {c.self_node(), {block_numbers::kLdm, ldm}}; }
 }  // namespace
 
@@ -95,18 +111,24 @@ bool TcBlock::Impl::find_direct_ldms(BlockContext& c) {
 
 // The reads TC will run directly: start loading the key's hash bucket
 // (stage 0), then its rows (stage 1), as the LDM does for its own queue.
+// Stage 0 also leaves the key's route on the signal (route_note) for stage
+// 1 and for tc_key_req.
 void TcBlock::Impl::prefetch(const Signal& s, int stage) const {
   TcKeyReadRoute r;
   if (!peek_tc_key_read(s, r)) return;
   const TcTable* t = table(r.table_id);
   if (t == nullptr) return;
-  std::array<std::byte, kMaxKeyBytes> key;
-  auto length = encode_key_section(t->pk, r.key, key);
-  if (!length) return;
-  const uint64_t hash = hash_key(key.data(), *length);
-  const uint32_t partition = partition_of(hash, t->def.partitions);
-  if (const LdmBlock* ldm = direct_ldm[ldm_of(partition)])
-    ldm->prefetch_key(r.table_id, partition, static_cast<uint32_t>(hash), stage);
+  uint32_t partition = 0, key_hash = 0;
+  if (!read_route_note(s.prefetch_note, *t, partition, key_hash)) {
+    std::array<std::byte, kMaxKeyBytes> key;
+    auto length = encode_key_section(t->pk, r.key, key);
+    if (!length) return;
+    const uint64_t hash = hash_key(key.data(), *length);
+    partition = partition_of(hash, t->def.partitions);
+    key_hash = static_cast<uint32_t>(hash);
+    s.prefetch_note = route_note(*t, partition, key_hash);
+  }
+  if (const LdmBlock* ldm = direct_ldm[ldm_of(partition)]) ldm->prefetch_key(r.table_id, partition, key_hash, stage);
 }
 
 // ---- schema ---------------------------------------------------------------------------
@@ -263,7 +285,8 @@ void TcBlock::Impl::tc_key_req(const Signal& s, BlockContext& c) {
     lqh.key = req.key;
     lqh.values = req.values;
     lqh.columns = req.columns;
-    if (!route_key(*t, req.key, lqh, error)) return start_abort(tx_ref, error, req.op_index, c);
+    if (!read_route_note(s.prefetch_note, *t, lqh.partition, lqh.key_hash) && !route_key(*t, req.key, lqh, error))
+      return start_abort(tx_ref, error, req.op_index, c);
     return issue_user_op(tx_ref, req.op_index, lqh, c);
   }
   const uint32_t op_ref = new_op(tx_ref, OpKind::kUniqueLookup);

@@ -470,6 +470,7 @@ Block* WorkerThread::decode(std::span<const std::byte> entry, Signal& signal) co
   Envelope envelope;
   std::memcpy(&envelope, entry.data(), sizeof envelope);
   signal.sender_node = envelope.sender_node;
+  signal.prefetch_note = 0;
   frame::decode_validated(entry.subspan(sizeof(Envelope)), signal.view);
   Block* block = block_here(signal.view.header.receiver);
   FJORD_ASSERT_MSG(block != nullptr, "signal routed to a thread that does not host its block");

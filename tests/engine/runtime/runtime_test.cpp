@@ -2,6 +2,7 @@
 // single- vs multi-threaded equivalence, timers, the watchdog, links.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <map>
 #include <mutex>
@@ -169,19 +170,28 @@ TEST(RuntimeTest, SingleAndMultiThreadedModesComputeTheSameResult) {
 }
 
 // Records prefetch() and execute() calls, as ("p0"|"p1"|"x", sequence word).
+// Stage 0 leaves the note 1000 + sequence on the signal; `notes` gets the
+// note each call found (stage 0 and executions without a window: 0).
 class PrefetchRecorder final : public Block {
  public:
-  PrefetchRecorder(uint16_t instance, bool prefetches, std::vector<std::pair<std::string, uint32_t>>& log)
-      : Block(kConsumer, instance, "RECORDER", prefetches), log_(log) {}
+  PrefetchRecorder(uint16_t instance, bool prefetches, std::vector<std::pair<std::string, uint32_t>>& log,
+                   std::vector<uint64_t>& notes)
+      : Block(kConsumer, instance, "RECORDER", prefetches), log_(log), notes_(notes) {}
   void prefetch(const Signal& s, int stage) const override {
-    if (s.number() == kData) log_.emplace_back(stage == 0 ? "p0" : "p1", s.word(0));
+    if (s.number() != kData) return;
+    log_.emplace_back(stage == 0 ? "p0" : "p1", s.word(0));
+    notes_.push_back(s.prefetch_note);
+    if (stage == 0) s.prefetch_note = 1000 + s.word(0);
   }
   void execute(const Signal& s, BlockContext&) override {
-    if (s.number() == kData) log_.emplace_back("x", s.word(0));
+    if (s.number() != kData) return;
+    log_.emplace_back("x", s.word(0));
+    notes_.push_back(s.prefetch_note);
   }
 
  private:
   std::vector<std::pair<std::string, uint32_t>>& log_;
+  std::vector<uint64_t>& notes_;
 };
 
 TEST(RuntimeTest, QueuedSignalsArePrefetchedInWindowsBeforeTheyRunInOrder) {
@@ -189,12 +199,14 @@ TEST(RuntimeTest, QueuedSignalsArePrefetchedInWindowsBeforeTheyRunInOrder) {
   // prefetches and 40 for one that does not (the runtime never calls its
   // prefetch). Both logs are only touched by that thread.
   std::vector<std::pair<std::string, uint32_t>> log, quiet_log;
+  std::vector<uint64_t> notes, quiet_notes;
   std::atomic<bool> done{false};
   auto rt = Runtime::create(options_with({plan(ThreadType::kMain, 0)}));
   ASSERT_TRUE(rt);
   constexpr uint32_t kCount = 40;
-  ASSERT_TRUE((*rt)->add_block(std::make_unique<PrefetchRecorder>(0, true, log), ThreadType::kMain, 0));
-  ASSERT_TRUE((*rt)->add_block(std::make_unique<PrefetchRecorder>(1, false, quiet_log), ThreadType::kMain, 0));
+  ASSERT_TRUE((*rt)->add_block(std::make_unique<PrefetchRecorder>(0, true, log, notes), ThreadType::kMain, 0));
+  ASSERT_TRUE(
+      (*rt)->add_block(std::make_unique<PrefetchRecorder>(1, false, quiet_log, quiet_notes), ThreadType::kMain, 0));
   ASSERT_TRUE((*rt)->add_block(std::make_unique<LambdaBlock>(kProducer, 0, "SENDER",
                                                              [&](const Signal& s, BlockContext& c) {
                                                                if (s.number() == kDone) {
@@ -215,9 +227,19 @@ TEST(RuntimeTest, QueuedSignalsArePrefetchedInWindowsBeforeTheyRunInOrder) {
   ASSERT_TRUE(eventually([&] { return done.load(); }));
   (*rt)->stop();
 
-  // The quiet block ran everything in order and was never asked to prefetch.
+  // The quiet block ran everything in order and was never asked to prefetch;
+  // it never saw a note, though its signals sat in the other's windows.
   ASSERT_EQ(quiet_log.size(), kCount);
   for (uint32_t i = 0; i < kCount; ++i) EXPECT_EQ(quiet_log[i], std::make_pair(std::string("x"), i));
+  for (uint64_t note : quiet_notes) EXPECT_EQ(note, 0u);
+  // Stage 0 found no note; stage 1 and the execution found stage 0's, and a
+  // signal run without a window found none.
+  ASSERT_EQ(notes.size(), log.size());
+  for (std::size_t at = 0; at < log.size(); ++at) {
+    const auto& [what, seq] = log[at];
+    const bool had_window = std::find(log.begin(), log.end(), std::make_pair(std::string("p0"), seq)) != log.end();
+    EXPECT_EQ(notes[at], what == "p0" || !had_window ? 0 : 1000 + seq) << what << " " << seq;
+  }
   // The other ran everything in order, each signal after its two prefetch
   // stages when it had them, and windows of at most kPrefetchWindow.
   std::vector<uint32_t> executed;

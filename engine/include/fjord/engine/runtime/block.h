@@ -53,6 +53,12 @@ struct Address {
 struct Signal {
   NodeId sender_node = kNoNode;
   frame::SignalView view;
+  // What the receiving block's prefetch() worked out for this signal (say,
+  // where its key lives), for its later stage and its execute(): 0 unless
+  // prefetch() set it. The block must be able to tell a note that no longer
+  // applies (its table changed in between), and act the same with or
+  // without one: a window is not always offered.
+  mutable uint64_t prefetch_note = 0;
 
   uint16_t number() const { return view.header.signal_number; }
   BlockRef sender() const { return view.header.sender; }
@@ -90,7 +96,8 @@ class alignas(kCacheLineBytes) Block {
   // what stage 0 asked for (a bucket) to ask for the next level (its rows).
   // A hint only: it must not change state or send, and it may see signals
   // that an earlier one in the window makes stale. Called only for blocks
-  // constructed with `prefetches` set, so the others pay nothing.
+  // constructed with `prefetches` set, so the others pay nothing. It may
+  // leave a note on the signal for itself (Signal::prefetch_note).
   static constexpr uint32_t kPrefetchWindow = 8;
   virtual void prefetch(const Signal&, int /*stage*/) const {}
   bool prefetches() const { return prefetches_; }
