@@ -33,35 +33,49 @@ void append(std::vector<std::byte>& out, const void* p, std::size_t n) {
 
 // ---- Row and RowView -----------------------------------------------------------
 
-// Setting a column again replaces its value.
-void Row::erase(uint16_t column) {
-  ValueCursor c(entries_);
-  ValueEntry e;
+// Setting a column again replaces its value: the old entry goes and the new
+// one is appended, so entries() lists each column where it was last set.
+// Row writes every entry itself (put_value), so they are read here without
+// ValueCursor's checks. Replacing a value with one of the same padded length
+// (a key set again for the next operation) moves the entries after it down
+// and writes at the end: the same bytes, without erasing or growing.
+std::span<std::byte> Row::place(uint16_t column, std::size_t entry_bytes) {
+  const std::size_t size = entries_.size();
   std::size_t at = 0;
-  while (c.next(e)) {
-    const std::size_t n = value_entry_bytes(e.is_null ? 0 : e.bytes.size());
-    if (e.column == column) {
+  while (at < size) {
+    uint16_t entry_column;
+    uint32_t length;
+    std::memcpy(&entry_column, entries_.data() + at, 2);
+    std::memcpy(&length, entries_.data() + at + 4, 4);
+    const std::size_t n = value_entry_bytes(length);
+    FJORD_ASSERT(at + n <= size);
+    if (entry_column == column) {
+      if (n == entry_bytes) {
+        std::memmove(entries_.data() + at, entries_.data() + at + n, size - at - n);
+        return std::span(entries_).subspan(size - n);
+      }
       entries_.erase(entries_.begin() + static_cast<std::ptrdiff_t>(at),
                      entries_.begin() + static_cast<std::ptrdiff_t>(at + n));
-      return;
+      break;
     }
     at += n;
   }
+  const std::size_t end = entries_.size();
+  entries_.resize(end + entry_bytes);
+  return std::span(entries_).subspan(end);
 }
 
 Row& Row::put(uint16_t column, const void* data, std::size_t bytes) {
-  erase(column);
-  const std::size_t at = entries_.size();
-  entries_.resize(at + value_entry_bytes(bytes));
-  put_value(std::span(entries_).subspan(at), column, false, {static_cast<const std::byte*>(data), bytes});
+  const std::size_t n = value_entry_bytes(bytes);
+  const std::size_t written = put_value(place(column, n), column, false, {static_cast<const std::byte*>(data), bytes});
+  FJORD_ASSERT(written == n);
   return *this;
 }
 
 Row& Row::set_null(uint16_t column) {
-  erase(column);
-  const std::size_t at = entries_.size();
-  entries_.resize(at + value_entry_bytes(0));
-  put_value(std::span(entries_).subspan(at), column, true, {});
+  const std::size_t n = value_entry_bytes(0);
+  const std::size_t written = put_value(place(column, n), column, true, {});
+  FJORD_ASSERT(written == n);
   return *this;
 }
 

@@ -88,7 +88,9 @@ class Row {
 
  private:
   Row& put(uint16_t column, const void* data, std::size_t bytes);
-  void erase(uint16_t column);
+  // Where column's new entry of entry_bytes goes: the old entry (if any) is
+  // removed and the space is at the end.
+  std::span<std::byte> place(uint16_t column, std::size_t entry_bytes);
   std::vector<std::byte> entries_;
 };
 
