@@ -326,6 +326,9 @@ const engine::KeyCodec& Connection::primary_key_codec(const TableDef& table) {
 }
 
 uint16_t Connection::tc_for(const TableDef* table, const Row* key) {
+  // One TC coordinates everything, whatever the key hashes to (and the round
+  // robin below would pick it too): no need to encode and hash the key.
+  if (tc_instances_ == 1) return 0;
   if (table && key) {
     const engine::KeyCodec& codec = primary_key_codec(*table);
     std::byte buffer[engine::kMaxKeyBytes];
