@@ -95,7 +95,7 @@ Status Connection::send_frame(const SignalOut& out, uint16_t block, uint16_t ins
   const bool checksum = link_->config().checksum;
   const std::size_t bytes = frame::frame_bytes_for(out.word_count, {lengths, out.section_count}, checksum);
   if (bytes == 0) return Status(StatusCode::kInvalidArgument, "request too large for one 32 KB frame");
-  const uint64_t deadline = monotonic_ns() + ms(options_.request_timeout_ms);
+  uint64_t deadline = 0;  // the clock is read only once the send buffer is full
   for (;;) {
     std::span<std::byte> space = link_->reserve(bytes);
     if (!space.empty()) {
@@ -104,6 +104,7 @@ Status Connection::send_frame(const SignalOut& out, uint16_t block, uint16_t ins
       return Status::ok();
     }
     if (!link_->is_up()) return link_->down_reason();
+    if (deadline == 0) deadline = monotonic_ns() + ms(options_.request_timeout_ms);
     // The data node is not reading: keep receiving so it can make progress.
     (void)link_->flush();
     receive_once();
