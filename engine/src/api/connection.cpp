@@ -2,6 +2,7 @@
 #include <cstring>
 #include <thread>
 
+#include "byte_buffer.h"
 #include "fjord/api/api.h"
 #include "fjord/base/clock.h"
 #include "fjord/base/log.h"
@@ -203,9 +204,9 @@ void Connection::dispatch(const engine::Signal& s) {
       if (!tx || tx->tx_ != m->tx || m->op_index >= tx->ops_used_) return;
       Operation& op = *tx->ops_[m->op_index];
       op.has_row_ = true;
-      op.result_offset_ = tx->results_.size();
+      op.result_offset_ = tx->results_used_;
       op.result_bytes_ = m->values.size();
-      tx->results_.insert(tx->results_.end(), m->values.begin(), m->values.end());
+      detail::append_bytes(tx->results_, tx->results_used_, m->values);
       ++tx->data_received_;
       if (tx->conf_received_ && tx->data_received_ >= tx->data_expected_) complete(*tx);
       return;

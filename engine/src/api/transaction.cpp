@@ -1,35 +1,13 @@
 // API: rows, transactions and scans (the parts a program calls directly).
 #include <cstring>
 
+#include "byte_buffer.h"
 #include "fjord/api/api.h"
 #include "fjord/base/clock.h"
 
 namespace fjord::api {
 
 using namespace engine::protocol;
-
-namespace {
-
-// One defined operation, serialised in Transaction::requests_ until execute().
-struct OpHeader {
-  uint32_t table_id;
-  uint32_t table_version;
-  uint32_t index_id;
-  uint8_t op;
-  uint8_t lock;
-  uint8_t via_unique;
-  uint8_t pad;
-  uint32_t key_bytes;
-  uint32_t value_bytes;
-  uint32_t column_bytes;
-};
-
-void append(std::vector<std::byte>& out, const void* p, std::size_t n) {
-  const auto* b = static_cast<const std::byte*>(p);
-  out.insert(out.end(), b, b + n);
-}
-
-}  // namespace
 
 // ---- Row and RowView -----------------------------------------------------------
 
@@ -110,9 +88,9 @@ void Transaction::reset(uint32_t handle, TxId tx) {
   tx_ = tx;
   state_ = State::kOpen;
   started_ = false;
-  requests_.clear();
+  requests_used_ = 0;
   ops_used_ = batch_first_ = 0;
-  results_.clear();
+  results_used_ = 0;
   conf_received_ = false;
   data_expected_ = data_received_ = 0;
   error_ = ErrorCode::kNone;
@@ -124,27 +102,50 @@ Operation& Transaction::define(OpType type, const TableDef& table, std::span<con
                                std::span<const std::byte> values, std::span<const uint16_t> columns, LockMode lock,
                                const IndexDef* unique) {
   FJORD_ASSERT_MSG(state_ == State::kOpen, "operations defined on a transaction that is executing or finished");
-  const OpHeader h{table.table_id,
-                   table.version,
-                   unique ? unique->index_id : 0,
-                   static_cast<uint8_t>(type),
-                   static_cast<uint8_t>(lock),
-                   static_cast<uint8_t>(unique ? 1 : 0),
-                   0,
-                   static_cast<uint32_t>(key.size()),
-                   static_cast<uint32_t>(values.size()),
-                   static_cast<uint32_t>(columns.size() * 2)};
-  append(requests_, &h, sizeof h);
-  append(requests_, key.data(), key.size());
-  append(requests_, values.data(), values.size());
-  append(requests_, columns.data(), columns.size() * 2);
+  const std::size_t request_offset = requests_used_;
+  detail::append_bytes(requests_, requests_used_, key);
+  detail::append_bytes(requests_, requests_used_, values);
+  detail::append_bytes(requests_, requests_used_, std::as_bytes(columns));
   if (ops_used_ == ops_.size()) ops_.push_back(std::unique_ptr<Operation>(new Operation()));
   Operation& op = *ops_[ops_used_];
   op = Operation();
   op.type_ = type;
   op.index_ = static_cast<uint32_t>(ops_used_);
+  op.table_id_ = table.table_id;
+  op.table_version_ = table.version;
+  op.index_id_ = unique ? unique->index_id : 0;
+  op.lock_ = lock;
+  op.via_unique_ = unique != nullptr;
+  op.request_offset_ = request_offset;
+  op.key_bytes_ = static_cast<uint32_t>(key.size());
+  op.value_bytes_ = static_cast<uint32_t>(values.size());
+  op.column_bytes_ = static_cast<uint32_t>(columns.size_bytes());
   ++ops_used_;
   return op;
+}
+
+TcKeyReq Transaction::request_of(std::size_t i, std::size_t batch) const {
+  const Operation& op = *ops_[i];
+  TcKeyReq req;
+  req.api_conn = handle_;
+  req.tx = tx_;
+  req.table_id = op.table_id_;
+  req.table_version = op.table_version_;
+  req.op = op.type_;
+  req.lock = op.lock_;
+  req.index_id = op.index_id_;
+  req.op_index = static_cast<uint32_t>(i);
+  req.flags = (op.via_unique_ ? kFlagViaUnique : 0) | (!started_ && i == batch_first_ ? kFlagStartTx : 0);
+  if (i + 1 == ops_used_) {
+    req.flags |= kFlagExecute | (commit_ ? kFlagCommit : 0);
+    req.batch_ops = static_cast<uint32_t>(batch);
+  }
+  const auto bytes =
+      std::span(requests_).subspan(op.request_offset_, op.key_bytes_ + op.value_bytes_ + op.column_bytes_);
+  req.key = bytes.first(op.key_bytes_);
+  req.values = bytes.subspan(op.key_bytes_, op.value_bytes_);
+  req.columns = bytes.last(op.column_bytes_);
+  return req;
 }
 
 Operation& Transaction::read(const TableDef& table, const Row& key, std::span<const uint16_t> columns, LockMode lock) {
@@ -204,9 +205,9 @@ Status Transaction::execute_async(ExecType type, Callback done) {
   commit_ = type == ExecType::kCommit;
   conf_received_ = false;
   data_expected_ = data_received_ = 0;
-  results_.clear();
+  results_used_ = 0;
   if (type == ExecType::kRollback || batch == 0) {
-    requests_.clear();
+    requests_used_ = 0;
     ops_used_ = batch_first_;
     if (!started_ || (type == ExecType::kNoCommit)) {
       // Nothing at the data node to commit or roll back.
@@ -223,33 +224,10 @@ Status Transaction::execute_async(ExecType type, Callback done) {
   }
   state_ = State::kExecuting;
   ++conn_.in_flight_;
-  std::size_t at = 0;
-  for (std::size_t i = batch_first_; i < ops_used_; ++i) {
-    OpHeader h;
-    std::memcpy(&h, requests_.data() + at, sizeof h);
-    at += sizeof h;
-    TcKeyReq req;
-    req.api_conn = handle_;
-    req.tx = tx_;
-    req.table_id = h.table_id;
-    req.table_version = h.table_version;
-    req.op = static_cast<OpType>(h.op);
-    req.lock = static_cast<LockMode>(h.lock);
-    req.index_id = h.index_id;
-    req.op_index = static_cast<uint32_t>(i);
-    req.flags = (h.via_unique ? kFlagViaUnique : 0) | (!started_ && i == batch_first_ ? kFlagStartTx : 0);
-    if (i + 1 == ops_used_) {
-      req.flags |= kFlagExecute | (commit_ ? kFlagCommit : 0);
-      req.batch_ops = static_cast<uint32_t>(batch);
-    }
-    req.key = std::span(requests_).subspan(at, h.key_bytes);
-    req.values = std::span(requests_).subspan(at + h.key_bytes, h.value_bytes);
-    req.columns = std::span(requests_).subspan(at + h.key_bytes + h.value_bytes, h.column_bytes);
-    at += h.key_bytes + h.value_bytes + h.column_bytes;
-    if (Status s = conn_.send_frame(encode(req), engine::block_numbers::kTc, tc); !s) return s;
-  }
+  for (std::size_t i = batch_first_; i < ops_used_; ++i)
+    if (Status s = conn_.send_frame(encode(request_of(i, batch)), engine::block_numbers::kTc, tc); !s) return s;
   started_ = true;
-  requests_.clear();
+  requests_used_ = 0;
   return conn_.flush();
 }
 

@@ -211,6 +211,49 @@ TEST_F(DataApiTest, BatchesNoCommitCommitAndRollback) {
   EXPECT_EQ(balance_of(14), 14);
 }
 
+// Each operation of a batch carries its own key, values, column list and
+// lock, and each read gets its own row back, in a batch that mixes them and
+// in the next batch of the same transaction (the buffers are reused).
+TEST_F(DataApiTest, EachOperationOfAMixedBatchGetsItsOwnRequestAndRow) {
+  ASSERT_TRUE(run([&](api::Transaction& tx) {
+    for (uint64_t id = 1; id <= 4; ++id)
+      tx.insert(*table_, account(id, static_cast<int64_t>(id) * 10, "n" + std::to_string(id)));
+  }));
+  const uint16_t name_only[] = {kName};
+  const uint16_t balance_and_id[] = {kBalance, kId};
+  api::Transaction& tx = conn_->start_transaction();
+  api::Operation& all = tx.read(*table_, key_of(3));
+  tx.update(*table_, key_of(1), Row().set(kBalance, int64_t{-1}));
+  api::Operation& name = tx.read(*table_, key_of(2), name_only);
+  tx.insert(*table_, account(5, 50, "five"));
+  api::Operation& by_email = tx.read_unique(*table_, index("by_email"), Row().set(kEmail, "user4@example.com"),
+                                            balance_and_id, LockMode::kShared);
+  ASSERT_TRUE(tx.execute(ExecType::kNoCommit));
+  EXPECT_EQ(all.value(kId).as_uint64(), 3u);
+  EXPECT_EQ(all.value(kName).as_string(), "n3");
+  EXPECT_EQ(all.value(kBalance).as_int64(), 30);
+  EXPECT_EQ(name.value(kName).as_string(), "n2");
+  EXPECT_FALSE(name.row().has(kBalance));
+  EXPECT_EQ(by_email.value(kId).as_uint64(), 4u);
+  EXPECT_EQ(by_email.value(kBalance).as_int64(), 40);
+  EXPECT_FALSE(by_email.row().has(kName));
+  // A second batch: its own writes and reads, and the first batch's rows.
+  tx.write(*table_, account(2, 22, "two"));
+  api::Operation& own_insert = tx.read(*table_, key_of(5), name_only, LockMode::kShared);
+  api::Operation& own_update = tx.read(*table_, key_of(1), balance_and_id, LockMode::kExclusive);
+  api::Operation& own_write = tx.read(*table_, key_of(2), {}, LockMode::kShared);
+  ASSERT_TRUE(tx.execute(ExecType::kCommit));
+  EXPECT_EQ(own_insert.value(kName).as_string(), "five");
+  EXPECT_EQ(own_update.value(kBalance).as_int64(), -1);
+  EXPECT_EQ(own_update.value(kId).as_uint64(), 1u);
+  EXPECT_EQ(own_write.value(kName).as_string(), "two");
+  EXPECT_EQ(own_write.value(kBalance).as_int64(), 22);
+  EXPECT_EQ(tx.operation_count(), 9u);
+  tx.close();
+  EXPECT_EQ(balance_of(2), 22);
+  EXPECT_EQ(balance_of(5), 50);
+}
+
 TEST_F(DataApiTest, UniqueIndexReadsAndConstraints) {
   ASSERT_TRUE(run([&](api::Transaction& tx) {
     tx.insert(*table_, account(1, 10));
@@ -349,6 +392,7 @@ TEST_F(DataApiTest, ConcurrentIncrementsLoseNoUpdate) {
   constexpr int kThreads = 4, kIncrements = 150;
   std::atomic<int> committed{0}, retried{0};
   std::vector<std::thread> threads;
+  threads.reserve(kThreads);
   for (int t = 0; t < kThreads; ++t)
     threads.emplace_back([&, t] {
       auto c = cluster_->connect(static_cast<NodeId>(51 + t));

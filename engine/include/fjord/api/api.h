@@ -129,6 +129,18 @@ class Operation {
   std::size_t result_offset_ = 0;  // where its values start in the transaction's result buffer
   std::size_t result_bytes_ = 0;
   RowView row_;
+  // Its request until execute(): the table, how to reach the row, and where
+  // its key, values and columns (in that order) lie in the transaction's
+  // request buffer.
+  uint32_t table_id_ = 0;
+  uint32_t table_version_ = 0;
+  uint32_t index_id_ = 0;  // with via_unique_
+  LockMode lock_ = LockMode::kCommitted;
+  bool via_unique_ = false;
+  std::size_t request_offset_ = 0;
+  uint32_t key_bytes_ = 0;
+  uint32_t value_bytes_ = 0;
+  uint32_t column_bytes_ = 0;
 };
 
 class Transaction {
@@ -168,6 +180,8 @@ class Transaction {
   Operation& define(engine::protocol::OpType type, const TableDef& table, std::span<const std::byte> key,
                     std::span<const std::byte> values, std::span<const uint16_t> columns, LockMode lock,
                     const IndexDef* unique);
+  // The TcKeyReq of operation i of a batch of `batch` operations.
+  engine::protocol::TcKeyReq request_of(std::size_t i, std::size_t batch) const;
   void reset(uint32_t handle, engine::protocol::TxId tx);
 
   Connection& conn_;
@@ -176,12 +190,15 @@ class Transaction {
   uint16_t tc_ = 0;  // the TC instance coordinating it
   State state_ = State::kIdle;
   bool started_ = false;  // TC knows the transaction
-  // The batch being defined: each operation's request, serialised.
+  // The batch being defined: the key, values and columns of each operation
+  // (the first requests_used_ bytes; the storage is kept between batches).
   std::vector<std::byte> requests_;
+  std::size_t requests_used_ = 0;
   std::vector<std::unique_ptr<Operation>> ops_;
   std::size_t ops_used_ = 0;
   std::size_t batch_first_ = 0;     // first operation of the batch in flight
-  std::vector<std::byte> results_;  // values of reads in the batch
+  std::vector<std::byte> results_;  // values of reads in the batch (the first results_used_ bytes)
+  std::size_t results_used_ = 0;
   // Completion of the batch in flight.
   bool conf_received_ = false;
   uint32_t data_expected_ = 0;
