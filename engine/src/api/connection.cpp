@@ -88,29 +88,78 @@ Status Connection::establish() {
 
 // ---- sending and receiving -----------------------------------------------------------
 
-Status Connection::send_frame(const SignalOut& out, uint16_t block, uint16_t instance) {
-  if (!link_ || !link_->is_up())
-    return Status(StatusCode::kLinkDown, "not connected to data node " + std::to_string(data_node_));
+namespace {
+
+// Bytes of the frame that carries `out`; 0 if it does not fit in one.
+std::size_t frame_bytes_of(const SignalOut& out, bool checksum) {
   std::size_t lengths[frame::kMaxSections] = {};
   for (std::size_t i = 0; i < out.section_count; ++i) lengths[i] = out.sections[i].size();
-  const bool checksum = link_->config().checksum;
-  const std::size_t bytes = frame::frame_bytes_for(out.word_count, {lengths, out.section_count}, checksum);
-  if (bytes == 0) return Status(StatusCode::kInvalidArgument, "request too large for one 32 KB frame");
-  uint64_t deadline = 0;  // the clock is read only once the send buffer is full
+  return frame::frame_bytes_for(out.word_count, {lengths, out.section_count}, checksum);
+}
+
+}  // namespace
+
+// The slow path of a reservation (the first attempt, inline at each caller,
+// almost always succeeds).
+Status Connection::wait_for_room(std::size_t bytes, std::span<std::byte>& space) {
+  const uint64_t deadline = monotonic_ns() + ms(options_.request_timeout_ms);
   for (;;) {
-    std::span<std::byte> space = link_->reserve(bytes);
-    if (!space.empty()) {
-      frame::pack_frame(space, {out.number, {block, instance}, {kApi, 0}, 0}, out.data(), out.section_list(), checksum);
-      link_->commit(bytes, 1);
-      return Status::ok();
-    }
     if (!link_->is_up()) return link_->down_reason();
-    if (deadline == 0) deadline = monotonic_ns() + ms(options_.request_timeout_ms);
     // The data node is not reading: keep receiving so it can make progress.
     (void)link_->flush();
     receive_once();
     if (monotonic_ns() > deadline) return Status(StatusCode::kTimeout, "send buffer to the data node stayed full");
+    space = link_->reserve(bytes);
+    if (!space.empty()) return Status::ok();
   }
+}
+
+Status Connection::send_frame(const SignalOut& out, uint16_t block, uint16_t instance) {
+  if (!link_ || !link_->is_up())
+    return Status(StatusCode::kLinkDown, "not connected to data node " + std::to_string(data_node_));
+  const bool checksum = link_->config().checksum;
+  const std::size_t bytes = frame_bytes_of(out, checksum);
+  if (bytes == 0) return Status(StatusCode::kInvalidArgument, "request too large for one 32 KB frame");
+  std::span<std::byte> space = link_->reserve(bytes);
+  if (space.empty())
+    if (Status s = wait_for_room(bytes, space); !s) return s;
+  const std::size_t packed =
+      frame::pack_frame(space, {out.number, {block, instance}, {kApi, 0}, 0}, out.data(), out.section_list(), checksum);
+  FJORD_ASSERT(packed == bytes);
+  link_->commit(bytes, 1);
+  return Status::ok();
+}
+
+// One reservation usually holds the whole batch: a reserve and a commit per
+// batch instead of per operation. What is packed is committed before any
+// wait for room, so whatever a callback run by that wait sends goes after it,
+// and before an error returns, as when each frame was committed at once.
+Status Connection::send_key_requests(const Transaction& tx, std::size_t batch) {
+  if (!link_ || !link_->is_up())
+    return Status(StatusCode::kLinkDown, "not connected to data node " + std::to_string(data_node_));
+  const bool checksum = link_->config().checksum;
+  std::span<std::byte> space;
+  std::size_t packed = 0;
+  uint32_t frames = 0;
+  for (std::size_t i = tx.batch_first_; i < tx.ops_used_; ++i) {
+    const SignalOut out = encode(tx.request_of(i, batch));
+    const std::size_t bytes = frame_bytes_of(out, checksum);
+    if (bytes == 0 || space.size() - packed < bytes) {
+      if (frames != 0) link_->commit(packed, frames);
+      packed = frames = 0;
+      if (bytes == 0) return Status(StatusCode::kInvalidArgument, "request too large for one 32 KB frame");
+      space = link_->reserve(bytes);
+      if (space.empty())
+        if (Status s = wait_for_room(bytes, space); !s) return s;
+    }
+    const std::size_t n = frame::pack_frame(space.subspan(packed), {out.number, {kTc, tx.tc_}, {kApi, 0}, 0},
+                                            out.data(), out.section_list(), checksum);
+    FJORD_ASSERT(n == bytes);
+    packed += bytes;
+    ++frames;
+  }
+  if (frames != 0) link_->commit(packed, frames);
+  return Status::ok();
 }
 
 Status Connection::flush() {

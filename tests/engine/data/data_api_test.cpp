@@ -254,6 +254,31 @@ TEST_F(DataApiTest, EachOperationOfAMixedBatchGetsItsOwnRequestAndRow) {
   EXPECT_EQ(balance_of(5), 50);
 }
 
+// A batch whose requests fill the link's 64 KB ring several times over: the
+// API waits for room (receiving meanwhile) and packs the rest into the next
+// reservations; every operation arrives once and in order.
+TEST_F(DataApiTest, ABatchLargerThanTheSendBufferIsSentWhole) {
+  ClusterOptions options;
+  options.medium = "shm";
+  options.extra_link = "ShmSize=64K\n";
+  start(options);
+  constexpr uint64_t kRows = 1500;  // about 200 KB of requests each way
+  const std::string name(30, 'x');
+  api::Transaction& tx = conn_->start_transaction();
+  for (uint64_t id = 0; id < kRows; ++id) tx.insert(*table_, account(id, static_cast<int64_t>(id), name));
+  ASSERT_TRUE(tx.execute(ExecType::kNoCommit));
+  std::vector<api::Operation*> reads;
+  for (uint64_t id = 0; id < kRows; ++id) reads.push_back(&tx.read(*table_, key_of(id), {}, LockMode::kShared));
+  ASSERT_TRUE(tx.execute(ExecType::kCommit));
+  for (uint64_t id = 0; id < kRows; ++id) {
+    ASSERT_TRUE(reads[id]->has_row()) << id;
+    EXPECT_EQ(reads[id]->value(kId).as_uint64(), id);
+    EXPECT_EQ(reads[id]->value(kBalance).as_int64(), static_cast<int64_t>(id));
+  }
+  tx.close();
+  EXPECT_EQ(balance_of(kRows - 1), static_cast<int64_t>(kRows - 1));
+}
+
 TEST_F(DataApiTest, UniqueIndexReadsAndConstraints) {
   ASSERT_TRUE(run([&](api::Transaction& tx) {
     tx.insert(*table_, account(1, 10));

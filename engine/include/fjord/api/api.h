@@ -297,6 +297,13 @@ class Connection {
   explicit Connection(ConnectOptions options);
   Status establish();
   Status send_frame(const engine::protocol::SignalOut& out, uint16_t block, uint16_t instance);
+  // Sends the TcKeyReq of each operation of tx's batch, packed one after
+  // another into as few reservations of the send buffer as it allows.
+  Status send_key_requests(const Transaction& tx, std::size_t batch);
+  // Room for a frame of `bytes` in the send buffer (at least that much; it
+  // may be more) once a reserve found none: waits, receiving, while the
+  // buffer is full, up to the request timeout.
+  Status wait_for_room(std::size_t bytes, std::span<std::byte>& space);
   Status flush();
   // Receives one batch of frames and dispatches them. Returns false if the
   // link is down.
