@@ -8,7 +8,9 @@
 //            poll(0, 0) until its callback (which closes the transaction) ran
 //
 // Each path reads --ops random rows of latency_bench's access table and
-// checks the id of every row read. Only those calls are counted: the program
+// checks the id of every row read. The node is single-threaded (one TC), or
+// with --tc-threads T multi-threaded with T TCs, where a hinted transaction
+// encodes and hashes its key to pick the TC. Only those calls are counted: the program
 // turns callgrind's collection on around them (CALLGRIND_TOGGLE_COLLECT), so
 // loading the table is not, and dumps each path's counters on their own,
 // named "<path> reads=N empty=E". The data node (fjord-datanode, started here
@@ -68,6 +70,7 @@ struct Params {
   uint32_t batch = 10;  // reads per batched transaction
   uint64_t rows = 10000;
   std::string transporter = "shm";
+  uint32_t tc_threads = 0;  // 0: a single-threaded node (one TC, as latency_bench starts)
 };
 
 bool g_counting = false;  // inside a Counted region
@@ -302,8 +305,19 @@ Result<std::unique_ptr<NodeProcess>> start_node(const Params& p, const std::stri
   c.data_memory_bytes = embedded_data_memory_bytes(p.rows, 100);
   c.api_nodes_per_transporter = 1;
   c.endpoint_base = static_cast<uint64_t>(::getpid()) << 8;
+  std::string text = embedded_config_text(c, tools::builtin_registry());
+  if (p.tc_threads != 0) {
+    // Several TCs, so a hinted transaction hashes its key to pick one; the
+    // node's threads sleep when idle rather than spin on a shared host.
+    const std::string single = "SingleThreaded=1\nSchedulerSpinTimer=" + std::to_string(c.spintime_us) + "\n";
+    const std::size_t at = text.find(single);
+    if (at == std::string::npos) return Status(StatusCode::kInternal, "the generated config changed its form");
+    text.replace(at, single.size(),
+                 "SingleThreaded=0\nSchedulerSpinTimer=0\nThreadConfig=ldm={count=1},tc={count=" +
+                     std::to_string(p.tc_threads) + "},recv={count=1}\n");
+  }
   const std::string config = dir + "/config.ini";
-  std::ofstream(config) << embedded_config_text(c, tools::builtin_registry());
+  std::ofstream(config) << text;
   return NodeProcess::start(NodeLaunch{*program, config, kEmbeddedDataNode, -1, c.control_socket,
                                        dir + "/ndb_1_out.log", dir, 10'000'000'000ULL});
 }
@@ -349,6 +363,8 @@ bool parse(int argc, char** argv, Params& p) {
       p.rows = std::strtoull(value, nullptr, 10);
     else if (flag == "--transporter")
       p.transporter = value;
+    else if (flag == "--tc-threads")
+      p.tc_threads = static_cast<uint32_t>(std::strtoul(value, nullptr, 10));
     else
       return false;
   }
@@ -361,7 +377,10 @@ bool parse(int argc, char** argv, Params& p) {
 int main(int argc, char** argv) {
   fjord::bench::Params params;
   if (!fjord::bench::parse(argc, argv, params)) {
-    std::fputs("usage: api_cpu [--ops N] [--batch K (divides N)] [--rows R] [--transporter shm|tcp|...]\n", stderr);
+    std::fputs(
+        "usage: api_cpu [--ops N] [--batch K (divides N)] [--rows R] [--transporter shm|tcp|...]\n"
+        "               [--tc-threads T (a multi-threaded node with T TCs)]\n",
+        stderr);
     return 2;
   }
   fjord::log_set_level(fjord::LogLevel::kWarn);
