@@ -7,6 +7,7 @@
 #include "fjord/base/clock.h"
 #include "fjord/base/log.h"
 #include "fjord/engine/cluster_config.h"
+#include "row_entries.h"
 
 namespace fjord::api {
 
@@ -368,25 +369,49 @@ void Connection::fail_everything(const Status& why) {
 
 // ---- transactions, scans, schema ------------------------------------------------------------
 
-const engine::KeyCodec& Connection::primary_key_codec(const TableDef& table) {
+const Connection::HintCodec& Connection::hint_codec(const TableDef& table) {
   for (const HintCodec& h : hint_codecs_)
-    if (h.table_id == table.table_id && h.version == table.version) return *h.codec;
-  hint_codecs_.push_back(
-      {table.table_id, table.version, std::make_unique<engine::KeyCodec>(engine::KeyCodec::for_primary_key(table))});
-  return *hint_codecs_.back().codec;
+    if (h.table_id == table.table_id && h.version == table.version) return h;
+  auto codec = std::make_unique<engine::KeyCodec>(engine::KeyCodec::for_primary_key(table));
+  std::vector<uint16_t> positions;
+  for (uint32_t i = 0; i < codec->column_count(); ++i) positions.push_back(codec->column(i).position);
+  hint_codecs_.push_back({table.table_id, table.version, std::move(codec), std::move(positions)});
+  return hint_codecs_.back();
+}
+
+// The key's values are taken from the Row's entries in key order (each key
+// column exactly once, no other column: encode_key_section's rule) and
+// encoded with the table's codec, which checks them against their columns.
+std::optional<uint16_t> Connection::hinted_tc(const TableDef& table, const Row& key) {
+  const HintCodec& hint = hint_codec(table);
+  const auto n = static_cast<uint32_t>(hint.positions.size());
+  ValueRef values[engine::kMaxKeyColumns];
+  bool seen[engine::kMaxKeyColumns] = {};
+  uint32_t given = 0;
+  std::size_t at = 0;
+  detail::RowEntry e;
+  while (detail::next_row_entry(key.entries(), at, e)) {
+    uint32_t slot = 0;
+    while (slot < n && hint.positions[slot] != e.column) ++slot;
+    if (slot == n || seen[slot]) return std::nullopt;
+    seen[slot] = true;
+    values[slot] = e.is_null ? ValueRef::null() : ValueRef::of_bytes(e.value);
+    ++given;
+  }
+  if (given != n) return std::nullopt;
+  std::byte buffer[engine::kMaxKeyBytes];
+  Result<uint32_t> encoded = hint.codec->encode({values, n}, buffer);
+  if (!encoded) return std::nullopt;
+  return static_cast<uint16_t>(engine::partition_of(engine::hash_key(buffer, *encoded), table.partitions) %
+                               tc_instances_);
 }
 
 uint16_t Connection::tc_for(const TableDef* table, const Row* key) {
   // One TC coordinates everything, whatever the key hashes to (and the round
   // robin below would pick it too): no need to encode and hash the key.
   if (tc_instances_ == 1) return 0;
-  if (table && key) {
-    const engine::KeyCodec& codec = primary_key_codec(*table);
-    std::byte buffer[engine::kMaxKeyBytes];
-    if (auto n = encode_key_section(codec, key->entries(), buffer))
-      return static_cast<uint16_t>(engine::partition_of(engine::hash_key(buffer, *n), table->partitions) %
-                                   tc_instances_);
-  }
+  if (table && key)
+    if (const std::optional<uint16_t> tc = hinted_tc(*table, *key)) return *tc;
   return static_cast<uint16_t>(next_tc_++ % tc_instances_);
 }
 

@@ -4,6 +4,7 @@
 #include "byte_buffer.h"
 #include "fjord/api/api.h"
 #include "fjord/base/clock.h"
+#include "row_entries.h"
 
 namespace fjord::api {
 
@@ -20,23 +21,16 @@ using namespace engine::protocol;
 std::span<std::byte> Row::place(uint16_t column, std::size_t entry_bytes) {
   const std::size_t size = entries_.size();
   std::size_t at = 0;
-  while (at < size) {
-    uint16_t entry_column;
-    uint32_t length;
-    std::memcpy(&entry_column, entries_.data() + at, 2);
-    std::memcpy(&length, entries_.data() + at + 4, 4);
-    const std::size_t n = value_entry_bytes(length);
-    FJORD_ASSERT(at + n <= size);
-    if (entry_column == column) {
-      if (n == entry_bytes) {
-        std::memmove(entries_.data() + at, entries_.data() + at + n, size - at - n);
-        return std::span(entries_).subspan(size - n);
-      }
-      entries_.erase(entries_.begin() + static_cast<std::ptrdiff_t>(at),
-                     entries_.begin() + static_cast<std::ptrdiff_t>(at + n));
-      break;
+  detail::RowEntry e;
+  while (detail::next_row_entry(entries_, at, e)) {
+    if (e.column != column) continue;
+    if (e.entry_bytes == entry_bytes) {
+      if (at != size) std::memmove(entries_.data() + e.offset, entries_.data() + at, size - at);
+      return std::span(entries_).subspan(size - entry_bytes);
     }
-    at += n;
+    entries_.erase(entries_.begin() + static_cast<std::ptrdiff_t>(e.offset),
+                   entries_.begin() + static_cast<std::ptrdiff_t>(at));
+    break;
   }
   const std::size_t end = entries_.size();
   entries_.resize(end + entry_bytes);
@@ -224,8 +218,7 @@ Status Transaction::execute_async(ExecType type, Callback done) {
   }
   state_ = State::kExecuting;
   ++conn_.in_flight_;
-  for (std::size_t i = batch_first_; i < ops_used_; ++i)
-    if (Status s = conn_.send_frame(encode(request_of(i, batch)), engine::block_numbers::kTc, tc); !s) return s;
+  if (Status s = conn_.send_key_requests(*this, batch); !s) return s;
   started_ = true;
   requests_used_ = 0;
   return conn_.flush();

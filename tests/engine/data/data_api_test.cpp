@@ -7,6 +7,7 @@
 #include <atomic>
 #include <optional>
 #include <set>
+#include <string>
 #include <thread>
 
 #include "builtin_transporters.h"
@@ -277,6 +278,59 @@ TEST_F(DataApiTest, ABatchLargerThanTheSendBufferIsSentWhole) {
   }
   tx.close();
   EXPECT_EQ(balance_of(kRows - 1), static_cast<int64_t>(kRows - 1));
+}
+
+// Signals executed so far by the data node's thread `name` ("tc 1"), from
+// its statistics text.
+uint64_t thread_signals(const std::string& stats, const std::string& name) {
+  const std::string label = "thread " + name + ": loops ";
+  const std::size_t at = stats.find(label);
+  if (at == std::string::npos) {
+    ADD_FAILURE() << "no " << name << " in " << stats;
+    return 0;
+  }
+  const std::size_t signals = stats.find("signals ", at);
+  return std::stoull(stats.substr(signals + 8));
+}
+
+// start_transaction(table, &key) picks the TC of the key's partition
+// (partition % TC count, the partition from the hash of the encoded key):
+// transactions whose keys all belong to one TC keep the other one idle.
+TEST_F(DataApiTest, AHintedTransactionGoesToTheTcOfItsKeysPartition) {
+  ClusterOptions options;
+  options.single_threaded = false;
+  options.thread_config = "ldm={count=1},tc={count=2},recv={count=1}";
+  start(options);
+  ASSERT_TRUE(run([&](api::Transaction& tx) {
+    for (uint64_t id = 0; id < 64; ++id) tx.insert(*table_, account(id, static_cast<int64_t>(id)));
+  }));
+  const engine::KeyCodec codec = engine::KeyCodec::for_primary_key(*table_);
+  auto tc_of = [&](uint64_t id) {
+    std::byte key[engine::kMaxKeyBytes];
+    const engine::ValueRef value = engine::ValueRef::of(id);
+    auto n = codec.encode({&value, 1}, key);
+    EXPECT_TRUE(n);
+    return engine::partition_of(engine::hash_key(key, *n), table_->partitions) % 2;
+  };
+  constexpr int kTransactions = 60;
+  for (uint32_t target = 0; target < 2; ++target) {
+    const std::string busy = "tc " + std::to_string(target), idle = "tc " + std::to_string(1 - target);
+    const std::string before = cluster_->node().stats_text();
+    int done = 0;
+    for (uint64_t id = 0; done < kTransactions; id = (id + 1) % 64) {
+      if (tc_of(id) != target) continue;
+      const Row key = key_of(id);
+      api::Transaction& tx = conn_->start_transaction(table_, &key);
+      api::Operation& read = tx.read(*table_, key);
+      ASSERT_TRUE(tx.execute(ExecType::kCommit));
+      EXPECT_EQ(read.value(kId).as_uint64(), id);
+      tx.close();
+      ++done;
+    }
+    const std::string after = cluster_->node().stats_text();
+    EXPECT_GE(thread_signals(after, busy) - thread_signals(before, busy), uint64_t{kTransactions});
+    EXPECT_LT(thread_signals(after, idle) - thread_signals(before, idle), uint64_t{kTransactions / 4}) << after;
+  }
 }
 
 TEST_F(DataApiTest, UniqueIndexReadsAndConstraints) {

@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -315,9 +316,13 @@ class Connection {
   void fail_everything(const Status& why);
   Result<std::vector<std::byte>> schema_call(uint16_t number, std::span<const std::byte> payload, uint16_t expected);
   uint16_t tc_for(const TableDef* table, const Row* key);
+  // The TC next to the partition of `key`, a primary key of `table`; nullopt
+  // when the Row is not exactly a key of the table (the hint is ignored).
+  std::optional<uint16_t> hinted_tc(const TableDef& table, const Row& key);
+  struct HintCodec;
   // The primary-key codec of a table for hinted transactions, built once per
   // table version (building one allocates).
-  const engine::KeyCodec& primary_key_codec(const TableDef& table);
+  const HintCodec& hint_codec(const TableDef& table);
 
   ConnectOptions options_;
   NodeId self_ = kNoNode;
@@ -348,6 +353,7 @@ class Connection {
     uint32_t table_id;
     uint32_t version;
     std::unique_ptr<engine::KeyCodec> codec;
+    std::vector<uint16_t> positions;  // of the key's columns in the table, in key order
   };
   std::vector<HintCodec> hint_codecs_;
   bool registered_ = false;
