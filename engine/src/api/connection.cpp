@@ -190,16 +190,12 @@ bool Connection::receive_once() {
   return true;
 }
 
-bool Connection::wait_until(const std::function<bool()>& done, uint32_t timeout_ms) {
-  const uint64_t deadline = monotonic_ns() + ms(timeout_ms);
-  while (!done()) {
-    if (!receive_once()) return done();
-    if (done()) return true;
-    const uint64_t now = monotonic_ns();
-    if (now > deadline) return false;
-    if (options_.poll_mode == PollMode::kSleep)
-      (void)link_->wait_for_receive(std::min<uint64_t>(deadline - now, 100'000'000), uint64_t{options_.spin_us} * 1000);
-  }
+bool Connection::wait_for_more(uint64_t& deadline, uint32_t timeout_ms) {
+  const uint64_t now = monotonic_ns();
+  if (deadline == 0) deadline = now + ms(timeout_ms);
+  if (now > deadline) return false;
+  if (options_.poll_mode == PollMode::kSleep)
+    (void)link_->wait_for_receive(std::min<uint64_t>(deadline - now, 100'000'000), uint64_t{options_.spin_us} * 1000);
   return true;
 }
 

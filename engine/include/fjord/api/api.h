@@ -310,7 +310,25 @@ class Connection {
   // link is down.
   bool receive_once();
   void dispatch(const engine::Signal& signal);
-  bool wait_until(const std::function<bool()>& done, uint32_t timeout_ms);
+  // Receives until done() (a callable returning bool) holds: false if
+  // timeout_ms passes first, or the link went down and done() still does
+  // not hold. Inline, so the predicate is called directly. The deadline is
+  // taken at the first poll that did not finish the wait, so a wait that the
+  // first poll finishes reads no clock.
+  template <typename Done>
+  bool wait_until(const Done& done, uint32_t timeout_ms) {
+    uint64_t deadline = 0;
+    while (!done()) {
+      if (!receive_once()) return done();
+      if (done()) return true;
+      if (!wait_for_more(deadline, timeout_ms)) return false;
+    }
+    return true;
+  }
+  // wait_until's step after a poll that did not finish: false once the
+  // deadline (set at the first step) has passed; with PollMode::kSleep,
+  // sleeps until frames arrive.
+  bool wait_for_more(uint64_t& deadline, uint32_t timeout_ms);
   Transaction* transaction_of(uint32_t handle);
   void complete(Transaction& tx);
   void fail_everything(const Status& why);
