@@ -88,8 +88,10 @@ void Transaction::reset(uint32_t handle, TxId tx) {
   conf_received_ = false;
   data_expected_ = data_received_ = 0;
   error_ = ErrorCode::kNone;
-  status_ = Status::ok();
-  callback_ = nullptr;
+  // Mostly already so (a transaction that succeeded, its callback run):
+  // replacing them would build and move a Status and a std::function.
+  if (!status_.is_ok()) status_ = Status::ok();
+  if (callback_) callback_ = nullptr;
 }
 
 Operation& Transaction::define(OpType type, const TableDef& table, std::span<const std::byte> key,
@@ -120,26 +122,23 @@ Operation& Transaction::define(OpType type, const TableDef& table, std::span<con
 
 TcKeyReq Transaction::request_of(std::size_t i, std::size_t batch) const {
   const Operation& op = *ops_[i];
-  TcKeyReq req;
-  req.api_conn = handle_;
-  req.tx = tx_;
-  req.table_id = op.table_id_;
-  req.table_version = op.table_version_;
-  req.op = op.type_;
-  req.lock = op.lock_;
-  req.index_id = op.index_id_;
-  req.op_index = static_cast<uint32_t>(i);
-  req.flags = (op.via_unique_ ? kFlagViaUnique : 0) | (!started_ && i == batch_first_ ? kFlagStartTx : 0);
-  if (i + 1 == ops_used_) {
-    req.flags |= kFlagExecute | (commit_ ? kFlagCommit : 0);
-    req.batch_ops = static_cast<uint32_t>(batch);
-  }
+  const bool last = i + 1 == ops_used_;
   const auto bytes =
       std::span(requests_).subspan(op.request_offset_, op.key_bytes_ + op.value_bytes_ + op.column_bytes_);
-  req.key = bytes.first(op.key_bytes_);
-  req.values = bytes.subspan(op.key_bytes_, op.value_bytes_);
-  req.columns = bytes.last(op.column_bytes_);
-  return req;
+  return TcKeyReq{.api_conn = handle_,
+                  .tx = tx_,
+                  .table_id = op.table_id_,
+                  .table_version = op.table_version_,
+                  .op = op.type_,
+                  .lock = op.lock_,
+                  .flags = (op.via_unique_ ? kFlagViaUnique : 0) | (!started_ && i == batch_first_ ? kFlagStartTx : 0) |
+                           (last ? kFlagExecute | (commit_ ? kFlagCommit : 0) : 0),
+                  .op_index = static_cast<uint32_t>(i),
+                  .index_id = op.index_id_,
+                  .batch_ops = last ? static_cast<uint32_t>(batch) : 0,
+                  .key = bytes.first(op.key_bytes_),
+                  .values = bytes.subspan(op.key_bytes_, op.value_bytes_),
+                  .columns = bytes.last(op.column_bytes_)};
 }
 
 Operation& Transaction::read(const TableDef& table, const Row& key, std::span<const uint16_t> columns, LockMode lock) {
