@@ -53,25 +53,25 @@ Row& Row::set_null(uint16_t column) {
 
 std::size_t Row::count() const {
   std::size_t n = 0;
-  ValueCursor c(entries_);
-  ValueEntry e;
-  while (c.next(e)) ++n;
+  std::size_t at = 0;
+  detail::RowEntry e;
+  while (detail::next_row_entry(entries_, at, e)) ++n;
   return n;
 }
 
 bool RowView::has(uint16_t column) const {
-  ValueCursor c(entries_);
-  ValueEntry e;
-  while (c.next(e))
+  std::size_t at = 0;
+  detail::RowEntry e;
+  while (detail::next_checked_entry(entries_, at, e))
     if (e.column == column) return true;
   return false;
 }
 
 ValueRef RowView::value(uint16_t column) const {
-  ValueCursor c(entries_);
-  ValueEntry e;
-  while (c.next(e))
-    if (e.column == column) return e.is_null ? ValueRef::null() : ValueRef::of_bytes(e.bytes);
+  std::size_t at = 0;
+  detail::RowEntry e;
+  while (detail::next_checked_entry(entries_, at, e))
+    if (e.column == column) return e.is_null ? ValueRef::null() : ValueRef::of_bytes(e.value);
   return ValueRef::null();
 }
 

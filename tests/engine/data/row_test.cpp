@@ -1,9 +1,12 @@
 // api::Row and api::RowView without a data node: the entries a Row holds
 // after any sequence of set/set_null, against a simple model (a list of
-// columns where setting one again removes it and appends it).
+// columns where setting one again removes it and appends it); and what a
+// RowView finds in entries from outside, corrupted ones included, against
+// protocol::ValueCursor.
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -15,6 +18,8 @@ namespace {
 
 using engine::protocol::put_value;
 using engine::protocol::value_entry_bytes;
+using engine::protocol::ValueCursor;
+using engine::protocol::ValueEntry;
 
 struct ModelEntry {
   uint16_t column = 0;
@@ -101,6 +106,56 @@ TEST(RowTest, AnySequenceOfSetsMatchesTheModel) {
       ASSERT_EQ(entries_of(row), encode_model(model)) << "seed " << seed << " step " << step;
     }
     EXPECT_EQ(row.count(), model.size());
+  }
+}
+
+// What RowView::value should give: the first entry of the column that
+// ValueCursor reaches before the end or the first malformed entry.
+std::optional<ValueEntry> reference_value(std::span<const std::byte> entries, uint16_t column) {
+  ValueCursor cursor(entries);
+  ValueEntry e;
+  while (cursor.next(e))
+    if (e.column == column) return e;
+  return std::nullopt;
+}
+
+// Valid entries of random columns and lengths, then one random corruption:
+// a byte changed (flags, length, column or value), or the end cut off.
+std::vector<std::byte> corrupted_entries(std::mt19937& rng) {
+  Row row;
+  const uint32_t count = 1 + rng() % 5;
+  for (uint32_t i = 0; i < count; ++i) {
+    const auto column = static_cast<uint16_t>(rng() % 8);
+    if (rng() % 4 == 0)
+      row.set_null(column);
+    else
+      row.set(column, std::string(rng() % 11, static_cast<char>('a' + rng() % 26)));
+  }
+  std::vector<std::byte> bytes = entries_of(row);
+  switch (rng() % 4) {
+    case 0: bytes[rng() % bytes.size()] = static_cast<std::byte>(rng()); break;
+    case 1: bytes[(rng() % count) * 8 % bytes.size() + 2] = static_cast<std::byte>(rng() % 3); break;  // flags
+    case 2: bytes[(rng() % bytes.size()) / 4 * 4 % bytes.size()] ^= std::byte{0x40}; break;
+    default: bytes.resize(rng() % bytes.size()); break;
+  }
+  return bytes;
+}
+
+TEST(RowViewTest, FindsWhatValueCursorFindsInAnyBytes) {
+  std::mt19937 rng(7);
+  for (int round = 0; round < 20000; ++round) {
+    const std::vector<std::byte> bytes = corrupted_entries(rng);
+    const RowView view(bytes);
+    for (uint16_t column = 0; column < 8; ++column) {
+      const std::optional<ValueEntry> want = reference_value(bytes, column);
+      const engine::ValueRef got = view.value(column);
+      ASSERT_EQ(view.has(column), want.has_value()) << "round " << round << " column " << column;
+      ASSERT_EQ(got.is_null, !want || want->is_null) << "round " << round << " column " << column;
+      if (want && !want->is_null) {
+        ASSERT_EQ(got.bytes.data(), want->bytes.data()) << "round " << round << " column " << column;
+        ASSERT_EQ(got.bytes.size(), want->bytes.size()) << "round " << round << " column " << column;
+      }
+    }
   }
 }
 
