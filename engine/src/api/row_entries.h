@@ -15,6 +15,9 @@
 
 namespace fjord::api::detail {
 
+// An entry's header: u16 column, u16 flags, u32 length (protocol.h).
+inline constexpr std::size_t kEntryHeaderBytes = 8;
+
 struct RowEntry {
   std::size_t offset = 0;       // where the entry starts in the Row's bytes
   std::size_t entry_bytes = 0;  // its whole length: header, value and padding
@@ -35,7 +38,7 @@ inline bool next_row_entry(std::span<const std::byte> entries, std::size_t& at, 
   out.entry_bytes = engine::protocol::value_entry_bytes(length);
   FJORD_ASSERT(at + out.entry_bytes <= entries.size());
   out.is_null = flags != 0;
-  out.value = entries.subspan(at + 8, length);
+  out.value = entries.subspan(at + kEntryHeaderBytes, length);
   at += out.entry_bytes;
   return true;
 }
@@ -47,19 +50,19 @@ inline bool next_row_entry(std::span<const std::byte> entries, std::size_t& at, 
 // Keep the two in step (row_test compares them on corrupted entries).
 inline bool next_checked_entry(std::span<const std::byte> entries, std::size_t& at, RowEntry& out) {
   const std::size_t rest = entries.size() - at;
-  if (rest < 8) return false;
+  if (rest < kEntryHeaderBytes) return false;
   uint16_t flags;
   uint32_t length;
   std::memcpy(&out.column, entries.data() + at, 2);
   std::memcpy(&flags, entries.data() + at + 2, 2);
   std::memcpy(&length, entries.data() + at + 4, 4);
-  if (flags > 1 || (flags == 1 && length != 0) || length > rest - 8) return false;
+  if (flags > 1 || (flags == 1 && length != 0) || length > rest - kEntryHeaderBytes) return false;
   const std::size_t n = engine::protocol::value_entry_bytes(length);
   if (n > rest) return false;
   out.offset = at;
   out.entry_bytes = n;
   out.is_null = flags == 1;
-  out.value = entries.subspan(at + 8, length);
+  out.value = entries.subspan(at + kEntryHeaderBytes, length);
   at += n;
   return true;
 }

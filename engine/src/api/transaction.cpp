@@ -17,16 +17,20 @@ using namespace engine::protocol;
 // Row writes every entry itself (put_value), so they are read here without
 // ValueCursor's checks. Replacing a value with one of the same padded length
 // (a key set again for the next operation) moves the entries after it down
-// and writes at the end: the same bytes, without erasing or growing.
-std::span<std::byte> Row::place(uint16_t column, std::size_t entry_bytes) {
+// and writes at the end: the same bytes, without erasing or growing. When
+// the old entry was already last and the new value as long (not NULL
+// either), its header stays as it is and only the value is copied.
+Row::Place Row::place(uint16_t column, bool is_null, std::size_t value_bytes) {
+  const std::size_t entry_bytes = value_entry_bytes(is_null ? 0 : value_bytes);
   const std::size_t size = entries_.size();
   std::size_t at = 0;
   detail::RowEntry e;
   while (detail::next_row_entry(entries_, at, e)) {
     if (e.column != column) continue;
     if (e.entry_bytes == entry_bytes) {
+      const bool header_kept = at == size && !e.is_null && !is_null && e.value.size() == value_bytes;
       if (at != size) std::memmove(entries_.data() + e.offset, entries_.data() + at, size - at);
-      return std::span(entries_).subspan(size - entry_bytes);
+      return {std::span(entries_).subspan(size - entry_bytes), header_kept};
     }
     entries_.erase(entries_.begin() + static_cast<std::ptrdiff_t>(e.offset),
                    entries_.begin() + static_cast<std::ptrdiff_t>(at));
@@ -34,20 +38,24 @@ std::span<std::byte> Row::place(uint16_t column, std::size_t entry_bytes) {
   }
   const std::size_t end = entries_.size();
   entries_.resize(end + entry_bytes);
-  return std::span(entries_).subspan(end);
+  return {std::span(entries_).subspan(end), false};
 }
 
 Row& Row::put(uint16_t column, const void* data, std::size_t bytes) {
-  const std::size_t n = value_entry_bytes(bytes);
-  const std::size_t written = put_value(place(column, n), column, false, {static_cast<const std::byte*>(data), bytes});
-  FJORD_ASSERT(written == n);
+  const Place p = place(column, false, bytes);
+  if (p.header_kept) {
+    if (bytes != 0) std::memcpy(p.entry.data() + detail::kEntryHeaderBytes, data, bytes);
+    return *this;
+  }
+  const std::size_t written = put_value(p.entry, column, false, {static_cast<const std::byte*>(data), bytes});
+  FJORD_ASSERT(written == p.entry.size());
   return *this;
 }
 
 Row& Row::set_null(uint16_t column) {
-  const std::size_t n = value_entry_bytes(0);
-  const std::size_t written = put_value(place(column, n), column, true, {});
-  FJORD_ASSERT(written == n);
+  const Place p = place(column, true, 0);
+  const std::size_t written = put_value(p.entry, column, true, {});
+  FJORD_ASSERT(written == p.entry.size());
   return *this;
 }
 

@@ -89,9 +89,14 @@ class Row {
 
  private:
   Row& put(uint16_t column, const void* data, std::size_t bytes);
-  // Where column's new entry of entry_bytes goes: the old entry (if any) is
-  // removed and the space is at the end.
-  std::span<std::byte> place(uint16_t column, std::size_t entry_bytes);
+  // Where column's new entry goes: the old entry (if any) is removed and the
+  // space is at the end. header_kept: it already holds this column's header
+  // for a non-NULL value of value_bytes, so only the value needs writing.
+  struct Place {
+    std::span<std::byte> entry;
+    bool header_kept;
+  };
+  Place place(uint16_t column, bool is_null, std::size_t value_bytes);
   std::vector<std::byte> entries_;
 };
 
