@@ -2,10 +2,12 @@
 #include <cstring>
 #include <thread>
 
+#include "byte_buffer.h"
 #include "fjord/api/api.h"
 #include "fjord/base/clock.h"
 #include "fjord/base/log.h"
 #include "fjord/engine/cluster_config.h"
+#include "row_entries.h"
 
 namespace fjord::api {
 
@@ -87,28 +89,78 @@ Status Connection::establish() {
 
 // ---- sending and receiving -----------------------------------------------------------
 
-Status Connection::send_frame(const SignalOut& out, uint16_t block, uint16_t instance) {
-  if (!link_ || !link_->is_up())
-    return Status(StatusCode::kLinkDown, "not connected to data node " + std::to_string(data_node_));
+namespace {
+
+// Bytes of the frame that carries `out`; 0 if it does not fit in one.
+std::size_t frame_bytes_of(const SignalOut& out, bool checksum) {
   std::size_t lengths[frame::kMaxSections] = {};
   for (std::size_t i = 0; i < out.section_count; ++i) lengths[i] = out.sections[i].size();
-  const bool checksum = link_->config().checksum;
-  const std::size_t bytes = frame::frame_bytes_for(out.word_count, {lengths, out.section_count}, checksum);
-  if (bytes == 0) return Status(StatusCode::kInvalidArgument, "request too large for one 32 KB frame");
+  return frame::frame_bytes_for(out.word_count, {lengths, out.section_count}, checksum);
+}
+
+}  // namespace
+
+// The slow path of a reservation (the first attempt, inline at each caller,
+// almost always succeeds).
+Status Connection::wait_for_room(std::size_t bytes, std::span<std::byte>& space) {
   const uint64_t deadline = monotonic_ns() + ms(options_.request_timeout_ms);
   for (;;) {
-    std::span<std::byte> space = link_->reserve(bytes);
-    if (!space.empty()) {
-      frame::pack_frame(space, {out.number, {block, instance}, {kApi, 0}, 0}, out.data(), out.section_list(), checksum);
-      link_->commit(bytes, 1);
-      return Status::ok();
-    }
     if (!link_->is_up()) return link_->down_reason();
     // The data node is not reading: keep receiving so it can make progress.
     (void)link_->flush();
     receive_once();
     if (monotonic_ns() > deadline) return Status(StatusCode::kTimeout, "send buffer to the data node stayed full");
+    space = link_->reserve(bytes);
+    if (!space.empty()) return Status::ok();
   }
+}
+
+Status Connection::send_frame(const SignalOut& out, uint16_t block, uint16_t instance) {
+  if (!link_ || !link_->is_up())
+    return Status(StatusCode::kLinkDown, "not connected to data node " + std::to_string(data_node_));
+  const bool checksum = link_->config().checksum;
+  const std::size_t bytes = frame_bytes_of(out, checksum);
+  if (bytes == 0) return Status(StatusCode::kInvalidArgument, "request too large for one 32 KB frame");
+  std::span<std::byte> space = link_->reserve(bytes);
+  if (space.empty())
+    if (Status s = wait_for_room(bytes, space); !s) return s;
+  const std::size_t packed =
+      frame::pack_frame(space, {out.number, {block, instance}, {kApi, 0}, 0}, out.data(), out.section_list(), checksum);
+  FJORD_ASSERT(packed == bytes);
+  link_->commit(bytes, 1);
+  return Status::ok();
+}
+
+// One reservation usually holds the whole batch: a reserve and a commit per
+// batch instead of per operation. What is packed is committed before any
+// wait for room, so whatever a callback run by that wait sends goes after it,
+// and before an error returns, as when each frame was committed at once.
+Status Connection::send_key_requests(const Transaction& tx, std::size_t batch) {
+  if (!link_ || !link_->is_up())
+    return Status(StatusCode::kLinkDown, "not connected to data node " + std::to_string(data_node_));
+  const bool checksum = link_->config().checksum;
+  std::span<std::byte> space;
+  std::size_t packed = 0;
+  uint32_t frames = 0;
+  for (std::size_t i = tx.batch_first_; i < tx.ops_used_; ++i) {
+    const SignalOut out = encode(tx.request_of(i, batch));
+    const std::size_t bytes = frame_bytes_of(out, checksum);
+    if (bytes == 0 || space.size() - packed < bytes) {
+      if (frames != 0) link_->commit(packed, frames);
+      packed = frames = 0;
+      if (bytes == 0) return Status(StatusCode::kInvalidArgument, "request too large for one 32 KB frame");
+      space = link_->reserve(bytes);
+      if (space.empty())
+        if (Status s = wait_for_room(bytes, space); !s) return s;
+    }
+    const std::size_t n = frame::pack_frame(space.subspan(packed), {out.number, {kTc, tx.tc_}, {kApi, 0}, 0},
+                                            out.data(), out.section_list(), checksum);
+    FJORD_ASSERT(n == bytes);
+    packed += bytes;
+    ++frames;
+  }
+  if (frames != 0) link_->commit(packed, frames);
+  return Status::ok();
 }
 
 Status Connection::flush() {
@@ -138,16 +190,12 @@ bool Connection::receive_once() {
   return true;
 }
 
-bool Connection::wait_until(const std::function<bool()>& done, uint32_t timeout_ms) {
-  const uint64_t deadline = monotonic_ns() + ms(timeout_ms);
-  while (!done()) {
-    if (!receive_once()) return done();
-    if (done()) return true;
-    const uint64_t now = monotonic_ns();
-    if (now > deadline) return false;
-    if (options_.poll_mode == PollMode::kSleep)
-      (void)link_->wait_for_receive(std::min<uint64_t>(deadline - now, 100'000'000), uint64_t{options_.spin_us} * 1000);
-  }
+bool Connection::wait_for_more(uint64_t& deadline, uint32_t timeout_ms) {
+  const uint64_t now = monotonic_ns();
+  if (deadline == 0) deadline = now + ms(timeout_ms);
+  if (now > deadline) return false;
+  if (options_.poll_mode == PollMode::kSleep)
+    (void)link_->wait_for_receive(std::min<uint64_t>(deadline - now, 100'000'000), uint64_t{options_.spin_us} * 1000);
   return true;
 }
 
@@ -202,9 +250,9 @@ void Connection::dispatch(const engine::Signal& s) {
       if (!tx || tx->tx_ != m->tx || m->op_index >= tx->ops_used_) return;
       Operation& op = *tx->ops_[m->op_index];
       op.has_row_ = true;
-      op.result_offset_ = tx->results_.size();
+      op.result_offset_ = tx->results_used_;
       op.result_bytes_ = m->values.size();
-      tx->results_.insert(tx->results_.end(), m->values.begin(), m->values.end());
+      detail::append_bytes(tx->results_, tx->results_used_, m->values);
       ++tx->data_received_;
       if (tx->conf_received_ && tx->data_received_ >= tx->data_expected_) complete(*tx);
       return;
@@ -317,22 +365,49 @@ void Connection::fail_everything(const Status& why) {
 
 // ---- transactions, scans, schema ------------------------------------------------------------
 
-const engine::KeyCodec& Connection::primary_key_codec(const TableDef& table) {
+const Connection::HintCodec& Connection::hint_codec(const TableDef& table) {
   for (const HintCodec& h : hint_codecs_)
-    if (h.table_id == table.table_id && h.version == table.version) return *h.codec;
-  hint_codecs_.push_back(
-      {table.table_id, table.version, std::make_unique<engine::KeyCodec>(engine::KeyCodec::for_primary_key(table))});
-  return *hint_codecs_.back().codec;
+    if (h.table_id == table.table_id && h.version == table.version) return h;
+  auto codec = std::make_unique<engine::KeyCodec>(engine::KeyCodec::for_primary_key(table));
+  std::vector<uint16_t> positions;
+  for (uint32_t i = 0; i < codec->column_count(); ++i) positions.push_back(codec->column(i).position);
+  hint_codecs_.push_back({table.table_id, table.version, std::move(codec), std::move(positions)});
+  return hint_codecs_.back();
+}
+
+// The key's values are taken from the Row's entries in key order (each key
+// column exactly once, no other column: encode_key_section's rule) and
+// encoded with the table's codec, which checks them against their columns.
+std::optional<uint16_t> Connection::hinted_tc(const TableDef& table, const Row& key) {
+  const HintCodec& hint = hint_codec(table);
+  const auto n = static_cast<uint32_t>(hint.positions.size());
+  ValueRef values[engine::kMaxKeyColumns];
+  bool seen[engine::kMaxKeyColumns] = {};
+  uint32_t given = 0;
+  std::size_t at = 0;
+  detail::RowEntry e;
+  while (detail::next_row_entry(key.entries(), at, e)) {
+    uint32_t slot = 0;
+    while (slot < n && hint.positions[slot] != e.column) ++slot;
+    if (slot == n || seen[slot]) return std::nullopt;
+    seen[slot] = true;
+    values[slot] = e.is_null ? ValueRef::null() : ValueRef::of_bytes(e.value);
+    ++given;
+  }
+  if (given != n) return std::nullopt;
+  std::byte buffer[engine::kMaxKeyBytes];
+  Result<uint32_t> encoded = hint.codec->encode({values, n}, buffer);
+  if (!encoded) return std::nullopt;
+  return static_cast<uint16_t>(engine::partition_of(engine::hash_key(buffer, *encoded), table.partitions) %
+                               tc_instances_);
 }
 
 uint16_t Connection::tc_for(const TableDef* table, const Row* key) {
-  if (table && key) {
-    const engine::KeyCodec& codec = primary_key_codec(*table);
-    std::byte buffer[engine::kMaxKeyBytes];
-    if (auto n = encode_key_section(codec, key->entries(), buffer))
-      return static_cast<uint16_t>(engine::partition_of(engine::hash_key(buffer, *n), table->partitions) %
-                                   tc_instances_);
-  }
+  // One TC coordinates everything, whatever the key hashes to (and the round
+  // robin below would pick it too): no need to encode and hash the key.
+  if (tc_instances_ == 1) return 0;
+  if (table && key)
+    if (const std::optional<uint16_t> tc = hinted_tc(*table, *key)) return *tc;
   return static_cast<uint16_t>(next_tc_++ % tc_instances_);
 }
 

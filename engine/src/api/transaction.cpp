@@ -1,91 +1,85 @@
 // API: rows, transactions and scans (the parts a program calls directly).
 #include <cstring>
 
+#include "byte_buffer.h"
 #include "fjord/api/api.h"
 #include "fjord/base/clock.h"
+#include "row_entries.h"
 
 namespace fjord::api {
 
 using namespace engine::protocol;
 
-namespace {
-
-// One defined operation, serialised in Transaction::requests_ until execute().
-struct OpHeader {
-  uint32_t table_id;
-  uint32_t table_version;
-  uint32_t index_id;
-  uint8_t op;
-  uint8_t lock;
-  uint8_t via_unique;
-  uint8_t pad;
-  uint32_t key_bytes;
-  uint32_t value_bytes;
-  uint32_t column_bytes;
-};
-
-void append(std::vector<std::byte>& out, const void* p, std::size_t n) {
-  const auto* b = static_cast<const std::byte*>(p);
-  out.insert(out.end(), b, b + n);
-}
-
-}  // namespace
-
 // ---- Row and RowView -----------------------------------------------------------
 
-// Setting a column again replaces its value.
-void Row::erase(uint16_t column) {
-  ValueCursor c(entries_);
-  ValueEntry e;
+// Setting a column again replaces its value: the old entry goes and the new
+// one is appended, so entries() lists each column where it was last set.
+// Row writes every entry itself (put_value), so they are read here without
+// ValueCursor's checks. Replacing a value with one of the same padded length
+// (a key set again for the next operation) moves the entries after it down
+// and writes at the end: the same bytes, without erasing or growing. When
+// the old entry was already last and the new value as long (not NULL
+// either), its header stays as it is and only the value is copied.
+Row::Place Row::place(uint16_t column, bool is_null, std::size_t value_bytes) {
+  const std::size_t entry_bytes = value_entry_bytes(is_null ? 0 : value_bytes);
+  const std::size_t size = entries_.size();
   std::size_t at = 0;
-  while (c.next(e)) {
-    const std::size_t n = value_entry_bytes(e.is_null ? 0 : e.bytes.size());
-    if (e.column == column) {
-      entries_.erase(entries_.begin() + static_cast<std::ptrdiff_t>(at),
-                     entries_.begin() + static_cast<std::ptrdiff_t>(at + n));
-      return;
+  detail::RowEntry e;
+  while (detail::next_row_entry(entries_, at, e)) {
+    if (e.column != column) continue;
+    if (e.entry_bytes == entry_bytes) {
+      const bool header_kept = at == size && !e.is_null && !is_null && e.value.size() == value_bytes;
+      if (at != size) std::memmove(entries_.data() + e.offset, entries_.data() + at, size - at);
+      return {std::span(entries_).subspan(size - entry_bytes), header_kept};
     }
-    at += n;
+    entries_.erase(entries_.begin() + static_cast<std::ptrdiff_t>(e.offset),
+                   entries_.begin() + static_cast<std::ptrdiff_t>(at));
+    break;
   }
+  const std::size_t end = entries_.size();
+  entries_.resize(end + entry_bytes);
+  return {std::span(entries_).subspan(end), false};
 }
 
 Row& Row::put(uint16_t column, const void* data, std::size_t bytes) {
-  erase(column);
-  const std::size_t at = entries_.size();
-  entries_.resize(at + value_entry_bytes(bytes));
-  put_value(std::span(entries_).subspan(at), column, false, {static_cast<const std::byte*>(data), bytes});
+  const Place p = place(column, false, bytes);
+  if (p.header_kept) {
+    if (bytes != 0) std::memcpy(p.entry.data() + detail::kEntryHeaderBytes, data, bytes);
+    return *this;
+  }
+  const std::size_t written = put_value(p.entry, column, false, {static_cast<const std::byte*>(data), bytes});
+  FJORD_ASSERT(written == p.entry.size());
   return *this;
 }
 
 Row& Row::set_null(uint16_t column) {
-  erase(column);
-  const std::size_t at = entries_.size();
-  entries_.resize(at + value_entry_bytes(0));
-  put_value(std::span(entries_).subspan(at), column, true, {});
+  const Place p = place(column, true, 0);
+  const std::size_t written = put_value(p.entry, column, true, {});
+  FJORD_ASSERT(written == p.entry.size());
   return *this;
 }
 
 std::size_t Row::count() const {
   std::size_t n = 0;
-  ValueCursor c(entries_);
-  ValueEntry e;
-  while (c.next(e)) ++n;
+  std::size_t at = 0;
+  detail::RowEntry e;
+  while (detail::next_row_entry(entries_, at, e)) ++n;
   return n;
 }
 
 bool RowView::has(uint16_t column) const {
-  ValueCursor c(entries_);
-  ValueEntry e;
-  while (c.next(e))
+  std::size_t at = 0;
+  detail::RowEntry e;
+  while (detail::next_checked_entry(entries_, at, e))
     if (e.column == column) return true;
   return false;
 }
 
 ValueRef RowView::value(uint16_t column) const {
-  ValueCursor c(entries_);
-  ValueEntry e;
-  while (c.next(e))
-    if (e.column == column) return e.is_null ? ValueRef::null() : ValueRef::of_bytes(e.bytes);
+  std::size_t at = 0;
+  detail::RowEntry e;
+  while (detail::next_checked_entry(entries_, at, e))
+    if (e.column == column) return e.is_null ? ValueRef::null() : ValueRef::of_bytes(e.value);
   return ValueRef::null();
 }
 
@@ -96,41 +90,63 @@ void Transaction::reset(uint32_t handle, TxId tx) {
   tx_ = tx;
   state_ = State::kOpen;
   started_ = false;
-  requests_.clear();
+  requests_used_ = 0;
   ops_used_ = batch_first_ = 0;
-  results_.clear();
+  results_used_ = 0;
   conf_received_ = false;
   data_expected_ = data_received_ = 0;
   error_ = ErrorCode::kNone;
-  status_ = Status::ok();
-  callback_ = nullptr;
+  // Mostly already so (a transaction that succeeded, its callback run):
+  // replacing them would build and move a Status and a std::function.
+  if (!status_.is_ok()) status_ = Status::ok();
+  if (callback_) callback_ = nullptr;
 }
 
 Operation& Transaction::define(OpType type, const TableDef& table, std::span<const std::byte> key,
                                std::span<const std::byte> values, std::span<const uint16_t> columns, LockMode lock,
                                const IndexDef* unique) {
   FJORD_ASSERT_MSG(state_ == State::kOpen, "operations defined on a transaction that is executing or finished");
-  const OpHeader h{table.table_id,
-                   table.version,
-                   unique ? unique->index_id : 0,
-                   static_cast<uint8_t>(type),
-                   static_cast<uint8_t>(lock),
-                   static_cast<uint8_t>(unique ? 1 : 0),
-                   0,
-                   static_cast<uint32_t>(key.size()),
-                   static_cast<uint32_t>(values.size()),
-                   static_cast<uint32_t>(columns.size() * 2)};
-  append(requests_, &h, sizeof h);
-  append(requests_, key.data(), key.size());
-  append(requests_, values.data(), values.size());
-  append(requests_, columns.data(), columns.size() * 2);
+  const std::size_t request_offset = requests_used_;
+  detail::append_bytes(requests_, requests_used_, key);
+  detail::append_bytes(requests_, requests_used_, values);
+  detail::append_bytes(requests_, requests_used_, std::as_bytes(columns));
   if (ops_used_ == ops_.size()) ops_.push_back(std::unique_ptr<Operation>(new Operation()));
   Operation& op = *ops_[ops_used_];
   op = Operation();
   op.type_ = type;
   op.index_ = static_cast<uint32_t>(ops_used_);
+  op.table_id_ = table.table_id;
+  op.table_version_ = table.version;
+  op.index_id_ = unique ? unique->index_id : 0;
+  op.lock_ = lock;
+  op.via_unique_ = unique != nullptr;
+  op.request_offset_ = request_offset;
+  op.key_bytes_ = static_cast<uint32_t>(key.size());
+  op.value_bytes_ = static_cast<uint32_t>(values.size());
+  op.column_bytes_ = static_cast<uint32_t>(columns.size_bytes());
   ++ops_used_;
   return op;
+}
+
+TcKeyReq Transaction::request_of(std::size_t i, std::size_t batch) const {
+  const Operation& op = *ops_[i];
+  const bool last = i + 1 == ops_used_;
+  const auto bytes =
+      std::span(requests_).subspan(op.request_offset_, op.key_bytes_ + op.value_bytes_ + op.column_bytes_);
+  return TcKeyReq{.api_conn = handle_,
+                  .tx = tx_,
+                  .table_id = op.table_id_,
+                  .table_version = op.table_version_,
+                  .op = op.type_,
+                  .lock = op.lock_,
+                  .flags = (op.via_unique_ ? kFlagViaUnique : 0) | (!started_ && i == batch_first_ ? kFlagStartTx : 0) |
+                           (last ? kFlagExecute | (commit_ ? kFlagCommit : 0) : 0),
+                  .op_index = static_cast<uint32_t>(i),
+                  .index_id = op.index_id_,
+                  .batch_ops = last ? static_cast<uint32_t>(batch) : 0,
+                  .key = bytes.first(op.key_bytes_),
+                  .values = bytes.subspan(op.key_bytes_, op.value_bytes_),
+                  .columns = bytes.last(op.column_bytes_)};
 }
 
 Operation& Transaction::read(const TableDef& table, const Row& key, std::span<const uint16_t> columns, LockMode lock) {
@@ -190,9 +206,9 @@ Status Transaction::execute_async(ExecType type, Callback done) {
   commit_ = type == ExecType::kCommit;
   conf_received_ = false;
   data_expected_ = data_received_ = 0;
-  results_.clear();
+  results_used_ = 0;
   if (type == ExecType::kRollback || batch == 0) {
-    requests_.clear();
+    requests_used_ = 0;
     ops_used_ = batch_first_;
     if (!started_ || (type == ExecType::kNoCommit)) {
       // Nothing at the data node to commit or roll back.
@@ -209,33 +225,9 @@ Status Transaction::execute_async(ExecType type, Callback done) {
   }
   state_ = State::kExecuting;
   ++conn_.in_flight_;
-  std::size_t at = 0;
-  for (std::size_t i = batch_first_; i < ops_used_; ++i) {
-    OpHeader h;
-    std::memcpy(&h, requests_.data() + at, sizeof h);
-    at += sizeof h;
-    TcKeyReq req;
-    req.api_conn = handle_;
-    req.tx = tx_;
-    req.table_id = h.table_id;
-    req.table_version = h.table_version;
-    req.op = static_cast<OpType>(h.op);
-    req.lock = static_cast<LockMode>(h.lock);
-    req.index_id = h.index_id;
-    req.op_index = static_cast<uint32_t>(i);
-    req.flags = (h.via_unique ? kFlagViaUnique : 0) | (!started_ && i == batch_first_ ? kFlagStartTx : 0);
-    if (i + 1 == ops_used_) {
-      req.flags |= kFlagExecute | (commit_ ? kFlagCommit : 0);
-      req.batch_ops = static_cast<uint32_t>(batch);
-    }
-    req.key = std::span(requests_).subspan(at, h.key_bytes);
-    req.values = std::span(requests_).subspan(at + h.key_bytes, h.value_bytes);
-    req.columns = std::span(requests_).subspan(at + h.key_bytes + h.value_bytes, h.column_bytes);
-    at += h.key_bytes + h.value_bytes + h.column_bytes;
-    if (Status s = conn_.send_frame(encode(req), engine::block_numbers::kTc, tc); !s) return s;
-  }
+  if (Status s = conn_.send_key_requests(*this, batch); !s) return s;
   started_ = true;
-  requests_.clear();
+  requests_used_ = 0;
   return conn_.flush();
 }
 

@@ -16,7 +16,8 @@ uint16_t free_tcp_port() {
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   socklen_t len = sizeof a;
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  // Best effort, as before: a failed bind leaves the port 0.
+  (void)::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
   ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
   ::close(fd);
   return ntohs(a.sin_port);
@@ -37,7 +38,7 @@ std::string cluster_config_text(const ClusterOptions& o, uint16_t port) {
   for (int i = 0; i < o.api_nodes; ++i) text += "[api]\nNodeId=" + std::to_string(50 + i) + "\nHostName=127.0.0.1\n";
   if (o.medium != "tcp")
     for (int i = 0; i < o.api_nodes; ++i) {
-      text += "[" + o.medium + "]\nNodeId1=1\nNodeId2=" + std::to_string(50 + i) + "\n";
+      text += "[" + o.medium + "]\nNodeId1=1\nNodeId2=" + std::to_string(50 + i) + "\n" + o.extra_link;
       if (o.medium == "shm") text += "ShmKey=" + std::to_string(uint64_t{unique} * 100 + i) + "\n";
       if (o.medium == "sim") {
         text += "SimEndpoint=" + std::to_string(uint64_t{unique} * 100 + i) + "\n";

@@ -21,6 +21,7 @@ struct ClusterOptions {
   uint32_t partitions = 8;
   int api_nodes = 6;       // [api] 50, 51, ...
   std::string extra_ndbd;  // more "Key=value" lines for [ndbd]
+  std::string extra_link;  // more "Key=value" lines for each link section (not tcp: it has none)
   // sim only: the fault seed, and delayed and partial deliveries (which must
   // not change any result).
   uint64_t sim_seed = 0;

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <optional>
 #include <set>
+#include <string>
 #include <thread>
 
 #include "builtin_transporters.h"
@@ -211,6 +212,127 @@ TEST_F(DataApiTest, BatchesNoCommitCommitAndRollback) {
   EXPECT_EQ(balance_of(14), 14);
 }
 
+// Each operation of a batch carries its own key, values, column list and
+// lock, and each read gets its own row back, in a batch that mixes them and
+// in the next batch of the same transaction (the buffers are reused).
+TEST_F(DataApiTest, EachOperationOfAMixedBatchGetsItsOwnRequestAndRow) {
+  ASSERT_TRUE(run([&](api::Transaction& tx) {
+    for (uint64_t id = 1; id <= 4; ++id)
+      tx.insert(*table_, account(id, static_cast<int64_t>(id) * 10, "n" + std::to_string(id)));
+  }));
+  const uint16_t name_only[] = {kName};
+  const uint16_t balance_and_id[] = {kBalance, kId};
+  api::Transaction& tx = conn_->start_transaction();
+  api::Operation& all = tx.read(*table_, key_of(3));
+  tx.update(*table_, key_of(1), Row().set(kBalance, int64_t{-1}));
+  api::Operation& name = tx.read(*table_, key_of(2), name_only);
+  tx.insert(*table_, account(5, 50, "five"));
+  api::Operation& by_email = tx.read_unique(*table_, index("by_email"), Row().set(kEmail, "user4@example.com"),
+                                            balance_and_id, LockMode::kShared);
+  ASSERT_TRUE(tx.execute(ExecType::kNoCommit));
+  EXPECT_EQ(all.value(kId).as_uint64(), 3u);
+  EXPECT_EQ(all.value(kName).as_string(), "n3");
+  EXPECT_EQ(all.value(kBalance).as_int64(), 30);
+  EXPECT_EQ(name.value(kName).as_string(), "n2");
+  EXPECT_FALSE(name.row().has(kBalance));
+  EXPECT_EQ(by_email.value(kId).as_uint64(), 4u);
+  EXPECT_EQ(by_email.value(kBalance).as_int64(), 40);
+  EXPECT_FALSE(by_email.row().has(kName));
+  // A second batch: its own writes and reads, and the first batch's rows.
+  tx.write(*table_, account(2, 22, "two"));
+  api::Operation& own_insert = tx.read(*table_, key_of(5), name_only, LockMode::kShared);
+  api::Operation& own_update = tx.read(*table_, key_of(1), balance_and_id, LockMode::kExclusive);
+  api::Operation& own_write = tx.read(*table_, key_of(2), {}, LockMode::kShared);
+  ASSERT_TRUE(tx.execute(ExecType::kCommit));
+  EXPECT_EQ(own_insert.value(kName).as_string(), "five");
+  EXPECT_EQ(own_update.value(kBalance).as_int64(), -1);
+  EXPECT_EQ(own_update.value(kId).as_uint64(), 1u);
+  EXPECT_EQ(own_write.value(kName).as_string(), "two");
+  EXPECT_EQ(own_write.value(kBalance).as_int64(), 22);
+  EXPECT_EQ(tx.operation_count(), 9u);
+  tx.close();
+  EXPECT_EQ(balance_of(2), 22);
+  EXPECT_EQ(balance_of(5), 50);
+}
+
+// A batch whose requests fill the link's 64 KB ring several times over: the
+// API waits for room (receiving meanwhile) and packs the rest into the next
+// reservations; every operation arrives once and in order.
+TEST_F(DataApiTest, ABatchLargerThanTheSendBufferIsSentWhole) {
+  ClusterOptions options;
+  options.medium = "shm";
+  options.extra_link = "ShmSize=64K\n";
+  start(options);
+  constexpr uint64_t kRows = 1500;  // about 200 KB of requests each way
+  const std::string name(30, 'x');
+  api::Transaction& tx = conn_->start_transaction();
+  for (uint64_t id = 0; id < kRows; ++id) tx.insert(*table_, account(id, static_cast<int64_t>(id), name));
+  ASSERT_TRUE(tx.execute(ExecType::kNoCommit));
+  std::vector<api::Operation*> reads;
+  for (uint64_t id = 0; id < kRows; ++id) reads.push_back(&tx.read(*table_, key_of(id), {}, LockMode::kShared));
+  ASSERT_TRUE(tx.execute(ExecType::kCommit));
+  for (uint64_t id = 0; id < kRows; ++id) {
+    ASSERT_TRUE(reads[id]->has_row()) << id;
+    EXPECT_EQ(reads[id]->value(kId).as_uint64(), id);
+    EXPECT_EQ(reads[id]->value(kBalance).as_int64(), static_cast<int64_t>(id));
+  }
+  tx.close();
+  EXPECT_EQ(balance_of(kRows - 1), static_cast<int64_t>(kRows - 1));
+}
+
+// Signals executed so far by the data node's thread `name` ("tc 1"), from
+// its statistics text.
+uint64_t thread_signals(const std::string& stats, const std::string& name) {
+  const std::string label = "thread " + name + ": loops ";
+  const std::size_t at = stats.find(label);
+  if (at == std::string::npos) {
+    ADD_FAILURE() << "no " << name << " in " << stats;
+    return 0;
+  }
+  const std::size_t signals = stats.find("signals ", at);
+  return std::stoull(stats.substr(signals + 8));
+}
+
+// start_transaction(table, &key) picks the TC of the key's partition
+// (partition % TC count, the partition from the hash of the encoded key):
+// transactions whose keys all belong to one TC keep the other one idle.
+TEST_F(DataApiTest, AHintedTransactionGoesToTheTcOfItsKeysPartition) {
+  ClusterOptions options;
+  options.single_threaded = false;
+  options.thread_config = "ldm={count=1},tc={count=2},recv={count=1}";
+  start(options);
+  ASSERT_TRUE(run([&](api::Transaction& tx) {
+    for (uint64_t id = 0; id < 64; ++id) tx.insert(*table_, account(id, static_cast<int64_t>(id)));
+  }));
+  const engine::KeyCodec codec = engine::KeyCodec::for_primary_key(*table_);
+  auto tc_of = [&](uint64_t id) {
+    std::byte key[engine::kMaxKeyBytes];
+    const engine::ValueRef value = engine::ValueRef::of(id);
+    auto n = codec.encode({&value, 1}, key);
+    EXPECT_TRUE(n);
+    return engine::partition_of(engine::hash_key(key, *n), table_->partitions) % 2;
+  };
+  constexpr int kTransactions = 60;
+  for (uint32_t target = 0; target < 2; ++target) {
+    const std::string busy = "tc " + std::to_string(target), idle = "tc " + std::to_string(1 - target);
+    const std::string before = cluster_->node().stats_text();
+    int done = 0;
+    for (uint64_t id = 0; done < kTransactions; id = (id + 1) % 64) {
+      if (tc_of(id) != target) continue;
+      const Row key = key_of(id);
+      api::Transaction& tx = conn_->start_transaction(table_, &key);
+      api::Operation& read = tx.read(*table_, key);
+      ASSERT_TRUE(tx.execute(ExecType::kCommit));
+      EXPECT_EQ(read.value(kId).as_uint64(), id);
+      tx.close();
+      ++done;
+    }
+    const std::string after = cluster_->node().stats_text();
+    EXPECT_GE(thread_signals(after, busy) - thread_signals(before, busy), uint64_t{kTransactions});
+    EXPECT_LT(thread_signals(after, idle) - thread_signals(before, idle), uint64_t{kTransactions / 4}) << after;
+  }
+}
+
 TEST_F(DataApiTest, UniqueIndexReadsAndConstraints) {
   ASSERT_TRUE(run([&](api::Transaction& tx) {
     tx.insert(*table_, account(1, 10));
@@ -349,6 +471,7 @@ TEST_F(DataApiTest, ConcurrentIncrementsLoseNoUpdate) {
   constexpr int kThreads = 4, kIncrements = 150;
   std::atomic<int> committed{0}, retried{0};
   std::vector<std::thread> threads;
+  threads.reserve(kThreads);
   for (int t = 0; t < kThreads; ++t)
     threads.emplace_back([&, t] {
       auto c = cluster_->connect(static_cast<NodeId>(51 + t));

@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -88,7 +89,14 @@ class Row {
 
  private:
   Row& put(uint16_t column, const void* data, std::size_t bytes);
-  void erase(uint16_t column);
+  // Where column's new entry goes: the old entry (if any) is removed and the
+  // space is at the end. header_kept: it already holds this column's header
+  // for a non-NULL value of value_bytes, so only the value needs writing.
+  struct Place {
+    std::span<std::byte> entry;
+    bool header_kept;
+  };
+  Place place(uint16_t column, bool is_null, std::size_t value_bytes);
   std::vector<std::byte> entries_;
 };
 
@@ -127,6 +135,18 @@ class Operation {
   std::size_t result_offset_ = 0;  // where its values start in the transaction's result buffer
   std::size_t result_bytes_ = 0;
   RowView row_;
+  // Its request until execute(): the table, how to reach the row, and where
+  // its key, values and columns (in that order) lie in the transaction's
+  // request buffer.
+  uint32_t table_id_ = 0;
+  uint32_t table_version_ = 0;
+  uint32_t index_id_ = 0;  // with via_unique_
+  LockMode lock_ = LockMode::kCommitted;
+  bool via_unique_ = false;
+  std::size_t request_offset_ = 0;
+  uint32_t key_bytes_ = 0;
+  uint32_t value_bytes_ = 0;
+  uint32_t column_bytes_ = 0;
 };
 
 class Transaction {
@@ -166,6 +186,8 @@ class Transaction {
   Operation& define(engine::protocol::OpType type, const TableDef& table, std::span<const std::byte> key,
                     std::span<const std::byte> values, std::span<const uint16_t> columns, LockMode lock,
                     const IndexDef* unique);
+  // The TcKeyReq of operation i of a batch of `batch` operations.
+  engine::protocol::TcKeyReq request_of(std::size_t i, std::size_t batch) const;
   void reset(uint32_t handle, engine::protocol::TxId tx);
 
   Connection& conn_;
@@ -174,12 +196,15 @@ class Transaction {
   uint16_t tc_ = 0;  // the TC instance coordinating it
   State state_ = State::kIdle;
   bool started_ = false;  // TC knows the transaction
-  // The batch being defined: each operation's request, serialised.
+  // The batch being defined: the key, values and columns of each operation
+  // (the first requests_used_ bytes; the storage is kept between batches).
   std::vector<std::byte> requests_;
+  std::size_t requests_used_ = 0;
   std::vector<std::unique_ptr<Operation>> ops_;
   std::size_t ops_used_ = 0;
   std::size_t batch_first_ = 0;     // first operation of the batch in flight
-  std::vector<std::byte> results_;  // values of reads in the batch
+  std::vector<std::byte> results_;  // values of reads in the batch (the first results_used_ bytes)
+  std::size_t results_used_ = 0;
   // Completion of the batch in flight.
   bool conf_received_ = false;
   uint32_t data_expected_ = 0;
@@ -278,20 +303,49 @@ class Connection {
   explicit Connection(ConnectOptions options);
   Status establish();
   Status send_frame(const engine::protocol::SignalOut& out, uint16_t block, uint16_t instance);
+  // Sends the TcKeyReq of each operation of tx's batch, packed one after
+  // another into as few reservations of the send buffer as it allows.
+  Status send_key_requests(const Transaction& tx, std::size_t batch);
+  // Room for a frame of `bytes` in the send buffer (at least that much; it
+  // may be more) once a reserve found none: waits, receiving, while the
+  // buffer is full, up to the request timeout.
+  Status wait_for_room(std::size_t bytes, std::span<std::byte>& space);
   Status flush();
   // Receives one batch of frames and dispatches them. Returns false if the
   // link is down.
   bool receive_once();
   void dispatch(const engine::Signal& signal);
-  bool wait_until(const std::function<bool()>& done, uint32_t timeout_ms);
+  // Receives until done() (a callable returning bool) holds: false if
+  // timeout_ms passes first, or the link went down and done() still does
+  // not hold. Inline, so the predicate is called directly. The deadline is
+  // taken at the first poll that did not finish the wait, so a wait that the
+  // first poll finishes reads no clock.
+  template <typename Done>
+  bool wait_until(const Done& done, uint32_t timeout_ms) {
+    uint64_t deadline = 0;
+    while (!done()) {
+      if (!receive_once()) return done();
+      if (done()) return true;
+      if (!wait_for_more(deadline, timeout_ms)) return false;
+    }
+    return true;
+  }
+  // wait_until's step after a poll that did not finish: false once the
+  // deadline (set at the first step) has passed; with PollMode::kSleep,
+  // sleeps until frames arrive.
+  bool wait_for_more(uint64_t& deadline, uint32_t timeout_ms);
   Transaction* transaction_of(uint32_t handle);
   void complete(Transaction& tx);
   void fail_everything(const Status& why);
   Result<std::vector<std::byte>> schema_call(uint16_t number, std::span<const std::byte> payload, uint16_t expected);
   uint16_t tc_for(const TableDef* table, const Row* key);
+  // The TC next to the partition of `key`, a primary key of `table`; nullopt
+  // when the Row is not exactly a key of the table (the hint is ignored).
+  std::optional<uint16_t> hinted_tc(const TableDef& table, const Row& key);
+  struct HintCodec;
   // The primary-key codec of a table for hinted transactions, built once per
   // table version (building one allocates).
-  const engine::KeyCodec& primary_key_codec(const TableDef& table);
+  const HintCodec& hint_codec(const TableDef& table);
 
   ConnectOptions options_;
   NodeId self_ = kNoNode;
@@ -322,6 +376,7 @@ class Connection {
     uint32_t table_id;
     uint32_t version;
     std::unique_ptr<engine::KeyCodec> codec;
+    std::vector<uint16_t> positions;  // of the key's columns in the table, in key order
   };
   std::vector<HintCodec> hint_codecs_;
   bool registered_ = false;
