@@ -126,21 +126,6 @@ const char* op_type_name(OpType type) noexcept {
 
 // ---- values -------------------------------------------------------------------
 
-std::size_t value_entry_bytes(std::size_t value_bytes) { return 8 + (value_bytes + 3) / 4 * 4; }
-
-std::size_t put_value(std::span<std::byte> out, uint16_t column, bool is_null, std::span<const std::byte> bytes) {
-  const std::size_t n = value_entry_bytes(is_null ? 0 : bytes.size());
-  if (out.size() < n) return 0;
-  const uint16_t flags = is_null ? 1 : 0;
-  const auto length = static_cast<uint32_t>(is_null ? 0 : bytes.size());
-  std::memcpy(out.data(), &column, 2);
-  std::memcpy(out.data() + 2, &flags, 2);
-  std::memcpy(out.data() + 4, &length, 4);
-  if (length) std::memcpy(out.data() + 8, bytes.data(), length);
-  std::memset(out.data() + 8 + length, 0, n - 8 - length);
-  return n;
-}
-
 bool ValueCursor::next(ValueEntry& out) {
   if (rest_.empty() || !error_.is_ok()) return false;
   if (rest_.size() < 8) {

@@ -100,6 +100,28 @@ TEST(ProtocolTest, TcKeyReqRefusesMalformedRequests) {
   EXPECT_EQ(err({1, 0, 0, 1, 1, 5, 0, 0, 0, 0}, {key, key}), "signal 200: delete carries values");
 }
 
+TEST(ProtocolTest, PutValueWritesExactlyItsEntryOverADirtyBuffer) {
+  // Every length 0..12 and NULL: the header, the bytes, zero padding to 4,
+  // nothing past the entry; too small a buffer is refused untouched.
+  for (std::size_t length = 0; length <= 13; ++length) {
+    const bool is_null = length == 13;
+    std::vector<std::byte> value(is_null ? 0 : length);
+    for (std::size_t i = 0; i < value.size(); ++i) value[i] = static_cast<std::byte>(0xA0 + i);
+    std::vector<std::byte> out(64, std::byte{0xEE});
+    const std::size_t n = put_value(out, 0x1234, is_null, value);
+    ASSERT_EQ(n, value_entry_bytes(value.size())) << length;
+    std::vector<std::byte> want(n, std::byte{0});
+    const uint8_t head[] = {0x34, 0x12, uint8_t(is_null ? 1 : 0), 0, uint8_t(value.size()), 0, 0, 0};
+    std::memcpy(want.data(), head, 8);
+    std::memcpy(want.data() + 8, value.data(), value.size());
+    EXPECT_EQ(std::vector<std::byte>(out.begin(), out.begin() + static_cast<long>(n)), want) << length;
+    EXPECT_EQ(out[n], std::byte{0xEE}) << "wrote past its entry, length " << length;
+    std::vector<std::byte> small(n - 1, std::byte{0xEE});
+    EXPECT_EQ(put_value(small, 1, is_null, value), 0u);
+    EXPECT_EQ(small, std::vector<std::byte>(n - 1, std::byte{0xEE})) << "a refused entry wrote";
+  }
+}
+
 TEST(ProtocolTest, ValueCursorRefusesTruncatedAndInconsistentEntries) {
   auto v = values_of({{3, "hello"}});
   ValueEntry e;

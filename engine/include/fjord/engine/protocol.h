@@ -22,6 +22,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -127,9 +128,24 @@ class ValueCursor {
   std::span<const std::byte> rest_;
   Status error_;
 };
+inline std::size_t value_entry_bytes(std::size_t value_bytes) { return 8 + (value_bytes + 3) / 4 * 4; }
 // Writes one entry; returns bytes written or 0 if `out` is too small.
-std::size_t put_value(std::span<std::byte> out, uint16_t column, bool is_null, std::span<const std::byte> bytes);
-std::size_t value_entry_bytes(std::size_t value_bytes);
+// Inline: every value a read returns passes through it.
+inline std::size_t put_value(std::span<std::byte> out, uint16_t column, bool is_null,
+                             std::span<const std::byte> bytes) {
+  const std::size_t length = is_null ? 0 : bytes.size();
+  const std::size_t n = value_entry_bytes(length);
+  if (out.size() < n) return 0;
+  FJORD_ASSERT(length <= UINT32_MAX);
+  const uint64_t head = uint64_t{column} | uint64_t{is_null ? 1u : 0u} << 16 | uint64_t{length} << 32;
+  std::memcpy(out.data(), &head, sizeof head);
+  if (length % 4 != 0) {  // the padding: zero its word first, the value's last bytes go over it
+    const uint32_t zero = 0;
+    std::memcpy(out.data() + n - 4, &zero, sizeof zero);
+  }
+  if (length != 0) std::memcpy(out.data() + 8, bytes.data(), length);
+  return n;
+}
 
 // A transaction id: the API node in the top 16 bits, a counter below.
 struct TxId {
