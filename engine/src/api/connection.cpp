@@ -7,7 +7,6 @@
 #include "fjord/base/clock.h"
 #include "fjord/base/log.h"
 #include "fjord/engine/cluster_config.h"
-#include "row_entries.h"
 
 namespace fjord::api {
 
@@ -365,38 +364,19 @@ void Connection::fail_everything(const Status& why) {
 
 // ---- transactions, scans, schema ------------------------------------------------------------
 
-const Connection::HintCodec& Connection::hint_codec(const TableDef& table) {
+const engine::KeyCodec& Connection::primary_key_codec(const TableDef& table) {
   for (const HintCodec& h : hint_codecs_)
-    if (h.table_id == table.table_id && h.version == table.version) return h;
-  auto codec = std::make_unique<engine::KeyCodec>(engine::KeyCodec::for_primary_key(table));
-  std::vector<uint16_t> positions;
-  for (uint32_t i = 0; i < codec->column_count(); ++i) positions.push_back(codec->column(i).position);
-  hint_codecs_.push_back({table.table_id, table.version, std::move(codec), std::move(positions)});
-  return hint_codecs_.back();
+    if (h.table_id == table.table_id && h.version == table.version) return *h.codec;
+  hint_codecs_.push_back(
+      {table.table_id, table.version, std::make_unique<engine::KeyCodec>(engine::KeyCodec::for_primary_key(table))});
+  return *hint_codecs_.back().codec;
 }
 
-// The key's values are taken from the Row's entries in key order (each key
-// column exactly once, no other column: encode_key_section's rule) and
-// encoded with the table's codec, which checks them against their columns.
+// The key is encoded as TC will (each key column exactly once, no other
+// column) and hashed to its partition; anything else is no key of the table.
 std::optional<uint16_t> Connection::hinted_tc(const TableDef& table, const Row& key) {
-  const HintCodec& hint = hint_codec(table);
-  const auto n = static_cast<uint32_t>(hint.positions.size());
-  ValueRef values[engine::kMaxKeyColumns];
-  bool seen[engine::kMaxKeyColumns] = {};
-  uint32_t given = 0;
-  std::size_t at = 0;
-  detail::RowEntry e;
-  while (detail::next_row_entry(key.entries(), at, e)) {
-    uint32_t slot = 0;
-    while (slot < n && hint.positions[slot] != e.column) ++slot;
-    if (slot == n || seen[slot]) return std::nullopt;
-    seen[slot] = true;
-    values[slot] = e.is_null ? ValueRef::null() : ValueRef::of_bytes(e.value);
-    ++given;
-  }
-  if (given != n) return std::nullopt;
   std::byte buffer[engine::kMaxKeyBytes];
-  Result<uint32_t> encoded = hint.codec->encode({values, n}, buffer);
+  auto encoded = encode_key_section(primary_key_codec(table), key.entries(), buffer);
   if (!encoded) return std::nullopt;
   return static_cast<uint16_t>(engine::partition_of(engine::hash_key(buffer, *encoded), table.partitions) %
                                tc_instances_);

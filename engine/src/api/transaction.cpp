@@ -68,18 +68,18 @@ std::size_t Row::count() const {
 }
 
 bool RowView::has(uint16_t column) const {
-  std::size_t at = 0;
-  detail::RowEntry e;
-  while (detail::next_checked_entry(entries_, at, e))
+  ValueCursor c(entries_);
+  ValueEntry e;
+  while (c.next(e))
     if (e.column == column) return true;
   return false;
 }
 
 ValueRef RowView::value(uint16_t column) const {
-  std::size_t at = 0;
-  detail::RowEntry e;
-  while (detail::next_checked_entry(entries_, at, e))
-    if (e.column == column) return e.is_null ? ValueRef::null() : ValueRef::of_bytes(e.value);
+  ValueCursor c(entries_);
+  ValueEntry e;
+  while (c.next(e))
+    if (e.column == column) return e.is_null ? ValueRef::null() : ValueRef::of_bytes(e.bytes);
   return ValueRef::null();
 }
 

@@ -126,35 +126,21 @@ const char* op_type_name(OpType type) noexcept {
 
 // ---- values -------------------------------------------------------------------
 
-bool ValueCursor::next(ValueEntry& out) {
-  if (rest_.empty() || !error_.is_ok()) return false;
-  if (rest_.size() < 8) {
-    error_ = Status(StatusCode::kProtocolError, "value entry shorter than its 8-byte header");
-    return false;
+Status ValueCursor::error() const {
+  const std::string column = std::to_string(column_);
+  switch (problem_) {
+    case Problem::kNone: return Status::ok();
+    case Problem::kShortHeader: return Status(StatusCode::kProtocolError, "value entry shorter than its 8-byte header");
+    case Problem::kBadFlags:
+      return Status(StatusCode::kProtocolError,
+                    "value entry for column " + column + " has flags " + std::to_string(flags_));
+    case Problem::kNullWithLength:
+      return Status(StatusCode::kProtocolError, "NULL value with length for column " + column);
+    case Problem::kPastTheEnd:
+      return Status(StatusCode::kProtocolError, "value for column " + column + " claims " + std::to_string(length_) +
+                                                    " bytes, past the end of its section");
   }
-  uint16_t flags;
-  uint32_t length;
-  std::memcpy(&out.column, rest_.data(), 2);
-  std::memcpy(&flags, rest_.data() + 2, 2);
-  std::memcpy(&length, rest_.data() + 4, 4);
-  if (flags > 1) {
-    error_ = Status(StatusCode::kProtocolError,
-                    "value entry for column " + std::to_string(out.column) + " has flags " + std::to_string(flags));
-    return false;
-  }
-  out.is_null = flags == 1;
-  if (out.is_null && length != 0) {
-    error_ = Status(StatusCode::kProtocolError, "NULL value with length for column " + std::to_string(out.column));
-    return false;
-  }
-  if (length > rest_.size() - 8 || value_entry_bytes(length) > rest_.size()) {
-    error_ = Status(StatusCode::kProtocolError, "value for column " + std::to_string(out.column) + " claims " +
-                                                    std::to_string(length) + " bytes, past the end of its section");
-    return false;
-  }
-  out.bytes = rest_.subspan(8, length);
-  rest_ = rest_.subspan(value_entry_bytes(length));
-  return true;
+  return Status(StatusCode::kInternal, "unknown value cursor problem");
 }
 
 // ---- key operations -------------------------------------------------------------

@@ -342,10 +342,9 @@ class Connection {
   // The TC next to the partition of `key`, a primary key of `table`; nullopt
   // when the Row is not exactly a key of the table (the hint is ignored).
   std::optional<uint16_t> hinted_tc(const TableDef& table, const Row& key);
-  struct HintCodec;
   // The primary-key codec of a table for hinted transactions, built once per
   // table version (building one allocates).
-  const HintCodec& hint_codec(const TableDef& table);
+  const engine::KeyCodec& primary_key_codec(const TableDef& table);
 
   ConnectOptions options_;
   NodeId self_ = kNoNode;
@@ -376,7 +375,6 @@ class Connection {
     uint32_t table_id;
     uint32_t version;
     std::unique_ptr<engine::KeyCodec> codec;
-    std::vector<uint16_t> positions;  // of the key's columns in the table, in key order
   };
   std::vector<HintCodec> hint_codecs_;
   bool registered_ = false;

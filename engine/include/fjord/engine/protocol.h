@@ -116,19 +116,48 @@ struct ValueEntry {
   bool is_null = false;
   std::span<const std::byte> bytes;
 };
+inline std::size_t value_entry_bytes(std::size_t value_bytes) { return 8 + (value_bytes + 3) / 4 * 4; }
+// Walks a section's entries, checking each (the bytes may come from a
+// peer). Inline: every key and every value read passes through it; what
+// was wrong is kept as a few numbers and worded only when error() is asked.
 class ValueCursor {
  public:
   explicit ValueCursor(std::span<const std::byte> section) : rest_(section) {}
-  // Next entry; false at the end or on a malformed entry (then error() says why).
-  bool next(ValueEntry& out);
-  const Status& error() const { return error_; }
+  // Next entry; false at the end or on a malformed entry (then error() says
+  // why, and every later call is false too).
+  bool next(ValueEntry& out) {
+    if (rest_.empty() || problem_ != Problem::kNone) return false;
+    if (rest_.size() < 8) return stop(Problem::kShortHeader);
+    uint16_t flags;
+    std::memcpy(&column_, rest_.data(), 2);
+    std::memcpy(&flags, rest_.data() + 2, 2);
+    std::memcpy(&length_, rest_.data() + 4, 4);
+    flags_ = flags;
+    if (flags > 1) return stop(Problem::kBadFlags);
+    if (flags == 1 && length_ != 0) return stop(Problem::kNullWithLength);
+    if (length_ > rest_.size() - 8 || value_entry_bytes(length_) > rest_.size()) return stop(Problem::kPastTheEnd);
+    out.column = column_;
+    out.is_null = flags == 1;
+    out.bytes = rest_.subspan(8, length_);
+    rest_ = rest_.subspan(value_entry_bytes(length_));
+    return true;
+  }
+  // ok, or what stopped next() (kProtocolError, naming the column).
+  Status error() const;
   std::size_t remaining_bytes() const { return rest_.size(); }
 
  private:
+  enum class Problem : uint8_t { kNone, kShortHeader, kBadFlags, kNullWithLength, kPastTheEnd };
+  bool stop(Problem problem) {
+    problem_ = problem;
+    return false;
+  }
   std::span<const std::byte> rest_;
-  Status error_;
+  Problem problem_ = Problem::kNone;
+  uint16_t column_ = 0;
+  uint16_t flags_ = 0;
+  uint32_t length_ = 0;
 };
-inline std::size_t value_entry_bytes(std::size_t value_bytes) { return 8 + (value_bytes + 3) / 4 * 4; }
 // Writes one entry; returns bytes written or 0 if `out` is too small.
 // Inline: every value a read returns passes through it.
 inline std::size_t put_value(std::span<std::byte> out, uint16_t column, bool is_null,
