@@ -91,7 +91,8 @@ class Driver {
       case gsn::kSchemaInstallConf:
         if (++installs_ == 2) finish();
         return;
-      case gsn::kKeyData: return key_data(s);
+      case gsn::kKeyData:
+      case gsn::kKeyDataConf: return key_data(s, c);
       case gsn::kTcKeyConf: return tc_key_conf(s, c);
       case gsn::kTcKeyRef: {
         const auto ref = decode_tc_key_ref(s);
@@ -145,7 +146,7 @@ class Driver {
       const uint64_t id = phase_ == kLoad ? issued_ : rng_() % g_rows;
       ++issued_;
       TcKeyReq r;
-      r.api_conn = static_cast<uint32_t>(id);
+      r.api_conn = static_cast<uint32_t>(tx_counter_);  // one handle per transaction, as the API gives
       r.tx = tx;
       r.table_id = t_.table_id;
       r.table_version = t_.version;
@@ -168,8 +169,9 @@ class Driver {
     }
   }
 
-  // A read's values: id, qty and payload, in column order.
-  void key_data(const Signal& s) {
+  // A read's values: id, qty and payload, in column order; and, with
+  // kKeyDataConf, the end of its transaction.
+  void key_data(const Signal& s, BlockContext& c) {
     const auto data = decode_key_data(s);
     if (!data) return fail("malformed KeyData: " + data.status().message());
     ValueCursor cursor(data->values);
@@ -180,12 +182,17 @@ class Driver {
     if (id >= g_rows) return fail("KeyData for id " + std::to_string(id) + ", which was never loaded");
     if (!cursor.next(e) || !cursor.next(e) || e.bytes.size() != kPayloadBytes) return fail("KeyData payload");
     ++completed_reads;
+    if (data->ends_batch) transaction_done(data->batch_ops, c);
   }
 
   void tc_key_conf(const Signal& s, BlockContext& c) {
     const auto conf = decode_tc_key_conf(s);
     if (!conf || !conf->committed) return fail("TcKeyConf malformed or not committed");
-    finished_ += conf->ops;
+    transaction_done(conf->ops, c);
+  }
+
+  void transaction_done(uint32_t ops, BlockContext& c) {
+    finished_ += ops;
     if (finished_ >= target_) return finish();
     issue(c);
   }

@@ -18,10 +18,11 @@ using namespace fjord::engine::protocol;
 namespace {
 
 const uint16_t kNumbers[] = {
-    gsn::kTcKeyReq,    gsn::kTcKeyConf,       gsn::kTcKeyRef,     gsn::kKeyData,      gsn::kLqhKeyReq,
-    gsn::kLqhKeyConf,  gsn::kLqhKeyRef,       gsn::kLqhCommitReq, gsn::kLqhAbortConf, gsn::kScanReq,
-    gsn::kScanFragReq, gsn::kScanFragNextReq, gsn::kScanFragConf, gsn::kScanFragRef,  gsn::kScanRows,
-    gsn::kScanConf,    gsn::kScanRef,         gsn::kScanNextReq,  gsn::kSchemaRef,    gsn::kCreateTableReq,
+    gsn::kTcKeyReq,       gsn::kTcKeyConf,   gsn::kTcKeyRef,        gsn::kKeyData,      gsn::kKeyDataConf,
+    gsn::kLqhKeyReq,      gsn::kLqhKeyConf,  gsn::kLqhKeyRef,       gsn::kLqhCommitReq, gsn::kLqhAbortConf,
+    gsn::kScanReq,        gsn::kScanFragReq, gsn::kScanFragNextReq, gsn::kScanFragConf, gsn::kScanFragRef,
+    gsn::kScanRows,       gsn::kScanConf,    gsn::kScanRef,         gsn::kScanNextReq,  gsn::kSchemaRef,
+    gsn::kCreateTableReq,
 };
 
 void walk_values(std::span<const std::byte> section) {
@@ -75,7 +76,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   (void)decode_tc_key_conf(s);
   (void)decode_tc_key_ref(s);
-  if (auto m = decode_key_data(s)) walk_values(m->values);
+  if (auto m = decode_key_data(s)) {
+    walk_values(m->values);
+    const SignalOut again = encode(*m);  // kKeyData or kKeyDataConf, as it came
+    if (again.number != number || again.word_count != words ||
+        std::memcmp(again.words, word_values.data(), 4 * words) != 0)
+      std::abort();
+  }
   if (auto m = decode_lqh_key_req(s)) walk_values(m->key);
   if (auto m = decode_lqh_key_conf(s)) walk_values(m->unique_after);
   (void)decode_lqh_key_ref(s);

@@ -243,7 +243,8 @@ void Connection::dispatch(const engine::Signal& s) {
       if (tx->data_received_ >= tx->data_expected_) complete(*tx);
       return;
     }
-    case gsn::kKeyData: {
+    case gsn::kKeyData:
+    case gsn::kKeyDataConf: {  // the second: the batch's TcKeyConf too
       auto m = decode_key_data(s);
       Transaction* tx = m ? transaction_of(m->api_conn) : nullptr;
       if (!tx || tx->tx_ != m->tx || m->op_index >= tx->ops_used_) return;
@@ -253,6 +254,10 @@ void Connection::dispatch(const engine::Signal& s) {
       op.result_bytes_ = m->values.size();
       detail::append_bytes(tx->results_, tx->results_used_, m->values);
       ++tx->data_received_;
+      if (m->ends_batch) {
+        tx->conf_received_ = true;
+        tx->data_expected_ = m->data_messages;
+      }
       if (tx->conf_received_ && tx->data_received_ >= tx->data_expected_) complete(*tx);
       return;
     }

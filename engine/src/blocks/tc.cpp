@@ -198,13 +198,23 @@ void TcBlock::Impl::issue_user_op(uint32_t tx_ref, uint32_t op_index, LqhKeyReq&
 // Running it ahead of signals still queued for that LDM changes nothing a
 // read-committed read can see: it reads the last committed version, and no
 // commit it could miss has been confirmed to anyone yet.
+// When it is the last of a committed batch with nothing else outstanding
+// and nothing held to commit, the batch ends with it: its KeyData carries
+// the TcKeyConf that finish_tx() would have sent (one signal, not two), if
+// both name the API's transaction handle alike (an API may give each
+// operation a handle of its own; ours does not).
 void TcBlock::Impl::read_now(uint32_t tx_ref, uint32_t op_index, LqhKeyReq& lqh, LdmBlock& ldm, BlockContext& c) {
   Tx& tx = txs[tx_ref];
   lqh.tx = tx.id;
   ++counters.operations;
-  const ErrorCode error = ldm.read_committed_now(lqh, c);
+  const bool ends_batch = tx.state == TxState::kActive && tx.execute_pending && tx.commit_requested &&
+                          tx.outstanding == 0 && tx.ldm_held == 0 && lqh.api_conn == tx.api_conn;
+  TcKeyConf end;
+  if (ends_batch) end = {tx.api_conn, tx.id, tx.batch_ops, tx.data_messages + 1, true};
+  const ErrorCode error = ldm.read_committed_now(lqh, c, ends_batch ? &end : nullptr);
   if (error != ErrorCode::kNone) return start_abort(tx_ref, error, op_index, c);
   ++tx.data_messages;
+  if (ends_batch) return finish_tx(tx_ref, c, /*answered=*/true);
   ++tx.outstanding;  // op_done() counts it answered
   op_done(tx_ref, c);
 }
@@ -532,10 +542,12 @@ void TcBlock::Impl::abort_ready(uint32_t tx_ref, BlockContext& c) {
   free_tx(tx_ref);
 }
 
-void TcBlock::Impl::finish_tx(uint32_t tx_ref, BlockContext& c) {
+// Committed. `answered`: the API already has its TcKeyConf (read_now).
+void TcBlock::Impl::finish_tx(uint32_t tx_ref, BlockContext& c, bool answered) {
   Tx& tx = txs[tx_ref];
   ++counters.transactions_committed;
-  send_out(c, api_address(tx.api_node), TcKeyConf{tx.api_conn, tx.id, tx.batch_ops, tx.data_messages, true});
+  if (!answered)
+    send_out(c, api_address(tx.api_node), TcKeyConf{tx.api_conn, tx.id, tx.batch_ops, tx.data_messages, true});
   free_tx(tx_ref);
 }
 

@@ -144,7 +144,7 @@ struct TcBlock::Impl {
   void start_commit(uint32_t tx_ref, BlockContext& c);
   void start_abort(uint32_t tx_ref, protocol::ErrorCode error, uint32_t op_index, BlockContext& c);
   void abort_ready(uint32_t tx_ref, BlockContext& c);
-  void finish_tx(uint32_t tx_ref, BlockContext& c);
+  void finish_tx(uint32_t tx_ref, BlockContext& c, bool answered = false);
   void free_tx(uint32_t tx_ref);
 };
 

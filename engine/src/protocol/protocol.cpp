@@ -213,12 +213,29 @@ Result<TcKeyRef> decode_tc_key_ref(const Signal& s) {
 }
 
 SignalOut encode(const KeyData& m) {
-  return Out(gsn::kKeyData).w(m.api_conn).tx(m.tx).w(m.op_index).sections({m.values}).done();
+  if (!m.ends_batch) return Out(gsn::kKeyData).w(m.api_conn).tx(m.tx).w(m.op_index).sections({m.values}).done();
+  FJORD_ASSERT(m.data_messages >= 1);
+  return Out(gsn::kKeyDataConf)
+      .w(m.api_conn)
+      .tx(m.tx)
+      .w(m.op_index)
+      .w(m.batch_ops)
+      .w(m.data_messages)
+      .sections({m.values})
+      .done();
 }
 
 Result<KeyData> decode_key_data(const Signal& s) {
-  if (Status st = shape(s, gsn::kKeyData, 4, 1); !st) return st;
-  return KeyData{s.word(0), TxId::from(s.word(1), s.word(2)), s.word(3), section_or_empty(s, 0)};
+  const bool ends_batch = s.number() == gsn::kKeyDataConf;
+  if (Status st = shape(s, ends_batch ? gsn::kKeyDataConf : gsn::kKeyData, ends_batch ? 6 : 4, 1); !st) return st;
+  KeyData m{s.word(0), TxId::from(s.word(1), s.word(2)), s.word(3), section_or_empty(s, 0)};
+  if (ends_batch) {
+    m.ends_batch = true;
+    m.batch_ops = s.word(4);
+    m.data_messages = s.word(5);
+    if (m.data_messages == 0) return bad(gsn::kKeyDataConf, "ends a batch but counts no data message, itself included");
+  }
+  return m;
 }
 
 SignalOut encode(const TcTxMessage& m) {

@@ -112,7 +112,8 @@ class Cluster {
 struct TxResult {
   bool ok = false;
   ErrorCode error = ErrorCode::kNone;
-  std::vector<RowValues> rows;  // KeyData received for the batch
+  std::vector<RowValues> rows;   // KeyData received for the batch
+  bool ended_with_data = false;  // the batch's end came as a KeyDataConf
 };
 
 class Api {
@@ -179,6 +180,7 @@ class Api {
     const Captured c = c_.inbox().take([&](const Captured& x) {
       if (x.number() == gsn::kTcKeyConf) return decode_tc_key_conf(x.signal())->api_conn == conn;
       if (x.number() == gsn::kTcKeyRef) return decode_tc_key_ref(x.signal())->api_conn == conn;
+      if (x.number() == gsn::kKeyDataConf) return decode_key_data(x.signal())->api_conn == conn;
       return false;
     });
     TxResult out;
@@ -190,9 +192,19 @@ class Api {
       });
       return out;
     }
-    const TcKeyConf conf = decode_tc_key_conf(c.signal()).value();
+    // The batch's end: a TcKeyConf, or a KeyDataConf (its last read's values
+    // and the TcKeyConf in one, from a read run directly in the LDM).
+    uint32_t data_messages = 0;
     out.ok = true;
-    for (uint32_t i = 0; i < conf.data_messages; ++i) {
+    if (c.number() == gsn::kKeyDataConf) {
+      const KeyData end = decode_key_data(c.signal()).value();
+      out.rows.push_back(decode_values(end.values));
+      out.ended_with_data = true;
+      data_messages = end.data_messages - 1;
+    } else {
+      data_messages = decode_tc_key_conf(c.signal()).value().data_messages;
+    }
+    for (uint32_t i = 0; i < data_messages; ++i) {
       const Captured d = c_.inbox().take([&](const Captured& x) {
         return x.number() == gsn::kKeyData && decode_key_data(x.signal())->api_conn == conn;
       });
@@ -394,6 +406,10 @@ TEST(LdmWithTcTest, ReadCommittedRunsInACoLocatedLdmDirectlyWithTheSameAnswers) 
     for (uint64_t id = 0; id < 50; ++id) {  // 40..49 do not exist
       results.push_back(api.run(t, OpType::kRead, item_key(id)));
       ++(id < 40 ? found : missing)[ldm_of(id)];
+      // A read run directly ends its transaction itself: its values and the
+      // TcKeyConf in one KeyDataConf.
+      EXPECT_EQ(results.back().ended_with_data, layout == Layout::kTcWithLdm0 && ldm_of(id) == 0 && id < 40)
+          << "id " << id;
     }
     ASSERT_GT(found[0] * found[1] * missing[0] * missing[1], 0u) << "keys on both instances, found and not";
     for (uint32_t i = 0; i < 2; ++i) {
@@ -457,6 +473,35 @@ TEST(LdmWithTcTest, DirectReadsSeeCommittedRowsAndTheirFailureAbortsTheBatch) {
     ASSERT_TRUE(r.ok);
     EXPECT_EQ(item_of(r.rows.at(0)).qty, 2);
   }
+  // A batch of direct reads ends with its last read's KeyDataConf, counting
+  // them all; one that must still commit a write ends with a TcKeyConf; with
+  // a read of LDM 1 among them it depends on whether LDM 1 answered before
+  // the last read ran, and every row arrives either way.
+  const KeyCodec pk = KeyCodec::for_primary_key(t);
+  const auto on_ldm0 = [&](uint64_t id) {
+    std::array<std::byte, kMaxKeyBytes> key{};
+    const uint32_t n = encode_key_section(pk, item_key(id).bytes(), key).value();
+    return partition_of(hash_key(key.data(), n), t.partitions) % 2 == 0;
+  };
+  std::vector<uint64_t> here, there;
+  for (uint64_t id = 0; id < 16; ++id) (on_ldm0(id) ? here : there).push_back(id);
+  ASSERT_GE(here.size(), 2u);
+  ASSERT_GE(there.size(), 1u);
+  const auto read = [&](uint64_t id) { return Api::BatchOp{OpType::kRead, LockMode::kCommitted, item_key(id), {}}; };
+  TxResult b = api.run_batch(t, {read(here[0]), read(there[0]), read(here[1])});
+  ASSERT_TRUE(b.ok);
+  EXPECT_EQ(b.rows.size(), 3u);
+  b = api.run_batch(t, {read(there[0]), read(here[0]), read(here[1])});
+  ASSERT_TRUE(b.ok);
+  EXPECT_EQ(b.rows.size(), 3u);
+  b = api.run_batch(t, {read(here[0]), read(here[1])});
+  ASSERT_TRUE(b.ok);
+  EXPECT_EQ(b.rows.size(), 2u);
+  EXPECT_TRUE(b.ended_with_data);
+  b = api.run_batch(t,
+                    {{OpType::kUpdate, LockMode::kExclusive, item_key(here[0]), Values().i32(kQty, 4)}, read(here[1])});
+  ASSERT_TRUE(b.ok);
+  EXPECT_FALSE(b.ended_with_data) << "the update still had to commit";
   // Reads sent all at once queue together, so TC prefetches them in windows
   // and routes them by the notes its prefetch left: every one still finds
   // its own row (or none).

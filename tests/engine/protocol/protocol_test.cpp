@@ -122,6 +122,42 @@ TEST(ProtocolTest, PutValueWritesExactlyItsEntryOverADirtyBuffer) {
   }
 }
 
+TEST(ProtocolTest, KeyDataAndKeyDataConfRoundTrip) {
+  Wire w;
+  const auto values = values_of({{0, "row"}});
+  KeyData plain{9, TxId::from(0x320000, 5), 3, values};
+  SignalOut out = encode(plain);
+  EXPECT_EQ(out.number, gsn::kKeyData);
+  auto back = decode_key_data(w.carry(out));
+  ASSERT_TRUE(back) << back.status().to_string();
+  EXPECT_FALSE(back->ends_batch);
+  EXPECT_EQ(back->op_index, 3u);
+  EXPECT_EQ(back->values.size(), values.size());
+  // The batch's last read with its TcKeyConf.
+  KeyData end = plain;
+  end.ends_batch = true;
+  end.batch_ops = 4;
+  end.data_messages = 2;
+  out = encode(end);
+  EXPECT_EQ(out.number, gsn::kKeyDataConf);
+  back = decode_key_data(w.carry(out));
+  ASSERT_TRUE(back) << back.status().to_string();
+  EXPECT_TRUE(back->ends_batch);
+  EXPECT_EQ(back->tx, end.tx);
+  EXPECT_EQ(back->batch_ops, 4u);
+  EXPECT_EQ(back->data_messages, 2u);
+  EXPECT_EQ(back->values.size(), values.size());
+  // Refused: a KeyDataConf that counts no data message, either with the
+  // other's word count, a TcKeyConf.
+  const std::vector<std::vector<std::byte>> sections = {values};
+  auto bad = decode_key_data(w.raw(gsn::kKeyDataConf, {9, 0x320000, 5, 3, 4, 0}, sections));
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.status().message().find("counts no data message"), std::string::npos) << bad.status().message();
+  EXPECT_FALSE(decode_key_data(w.raw(gsn::kKeyDataConf, {9, 0x320000, 5, 3}, sections)));
+  EXPECT_FALSE(decode_key_data(w.raw(gsn::kKeyData, {9, 0x320000, 5, 3, 4, 1}, sections)));
+  EXPECT_FALSE(decode_key_data(w.raw(gsn::kTcKeyConf, {9, 0x320000, 5, 1, 1, 1})));
+}
+
 TEST(ProtocolTest, ValueCursorRefusesTruncatedAndInconsistentEntries) {
   auto v = values_of({{3, "hello"}});
   ValueEntry e;

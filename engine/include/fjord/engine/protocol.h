@@ -11,6 +11,9 @@
 //   LDM --KeyData--> API (read results, straight to the API node)
 //   LDM --LqhKeyConf/Ref--> TC
 //   TC  --TcKeyConf (ops done, data messages to expect) / TcKeyRef--> API
+// When the batch's last read runs in the LDM directly (TC and LDM on one
+// thread, docs/ldm.md) and it ends a committed batch, its KeyData carries
+// the TcKeyConf too (kKeyDataConf): one signal to the API instead of two.
 // Commit and abort go TC -> each LDM that holds the transaction's operations
 // (LqhCommitReq / LqhAbortReq, one per transaction and LDM instance).
 //
@@ -58,6 +61,7 @@ inline constexpr uint16_t kTcRollbackConf = 204;
 inline constexpr uint16_t kTcAbortRep = 205;   // TC aborted on its own (timeout, deadlock, node)
 inline constexpr uint16_t kTcCommitReq = 206;  // commit with no new operations
 inline constexpr uint16_t kKeyData = 210;      // LDM -> API: a read's values
+inline constexpr uint16_t kKeyDataConf = 211;  // ... that also ends its batch, committed (KeyData + TcKeyConf)
 inline constexpr uint16_t kLqhKeyReq = 300;
 inline constexpr uint16_t kLqhKeyConf = 301;
 inline constexpr uint16_t kLqhKeyRef = 302;
@@ -237,11 +241,16 @@ struct TcAbortRep {  // TC -> API: TC aborted the transaction on its own
   ErrorCode error = ErrorCode::kNone;
 };
 
-struct KeyData {  // LDM -> API
+struct KeyData {  // LDM -> API (kKeyData, or kKeyDataConf when `ends_batch`)
   uint32_t api_conn = 0;
   TxId tx;
   uint32_t op_index = 0;
   std::span<const std::byte> values;
+  // kKeyDataConf: this is also the batch's TcKeyConf, committed: the batch
+  // had batch_ops operations and data_messages KeyData, this one included.
+  bool ends_batch = false;
+  uint32_t batch_ops = 0;
+  uint32_t data_messages = 0;
 };
 
 // ---- TC <-> LDM -------------------------------------------------------------

@@ -82,8 +82,9 @@ void LdmBlock::prefetch(const Signal& s, int stage) const {
     impl_->prefetch_key(r.table_id, r.partition, r.key_hash, stage);
 }
 
-protocol::ErrorCode LdmBlock::read_committed_now(const protocol::LqhKeyReq& req, BlockContext& c) {
-  return impl_->read_committed_now(req, c);
+protocol::ErrorCode LdmBlock::read_committed_now(const protocol::LqhKeyReq& req, BlockContext& c,
+                                                 const protocol::TcKeyConf* batch_end) {
+  return impl_->read_committed_now(req, c, batch_end);
 }
 
 void LdmBlock::prefetch_key(uint32_t table_id, uint32_t partition, uint32_t key_hash, int stage) const {

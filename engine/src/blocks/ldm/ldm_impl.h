@@ -315,7 +315,8 @@ struct LdmBlock::Impl {
   // the rows in it whose hash bits match.
   void prefetch_key(uint32_t table_id, uint32_t partition, uint32_t key_hash, int stage) const;
   ldm::KeyOutcome execute_key(const protocol::LqhKeyReq& req, Address from, bool resumed, BlockContext& c);
-  protocol::ErrorCode read_committed_now(const protocol::LqhKeyReq& req, BlockContext& c);
+  protocol::ErrorCode read_committed_now(const protocol::LqhKeyReq& req, BlockContext& c,
+                                         const protocol::TcKeyConf* batch_end);
   protocol::ErrorCode resolve_key(ldm::KeyOp& op);
   protocol::ErrorCode check_values(const ldm::KeyOp& op) const;
   bool columns_valid(const ldm::LdmTable& t, std::span<const std::byte> columns) const;
@@ -331,7 +332,8 @@ struct LdmBlock::Impl {
   std::size_t put_unique_columns(const ldm::LdmTable& t, std::span<const std::byte> record,
                                  std::span<std::byte> out) const;
   void reply_read(const ldm::KeyOp& op, std::span<const std::byte> record, BlockContext& c);
-  void send_key_data(const ldm::KeyOp& op, std::span<const std::byte> record, BlockContext& c);
+  void send_key_data(const ldm::KeyOp& op, std::span<const std::byte> record, BlockContext& c,
+                     const protocol::TcKeyConf* batch_end = nullptr);
   void reply_write(const ldm::KeyOp& op, std::size_t before_bytes, std::size_t after_bytes, BlockContext& c);
   ldm::KeyOutcome refuse(ldm::KeyOp& op, protocol::ErrorCode error, BlockContext& c);
 

@@ -78,7 +78,7 @@ KeyOutcome LdmBlock::Impl::execute_key(const LqhKeyReq& req, Address from, bool 
   return perform(op, c);
 }
 
-ErrorCode LdmBlock::Impl::read_committed_now(const LqhKeyReq& req, BlockContext& c) {
+ErrorCode LdmBlock::Impl::read_committed_now(const LqhKeyReq& req, BlockContext& c, const TcKeyConf* batch_end) {
   FJORD_ASSERT(req.op == OpType::kRead && req.lock == LockMode::kCommitted && req.result_to == ResultTo::kApi);
   bump(counters.key_operations);
   KeyOp op;
@@ -91,7 +91,7 @@ ErrorCode LdmBlock::Impl::read_committed_now(const LqhKeyReq& req, BlockContext&
     return error;
   }
   bump(counters.reads);
-  send_key_data(op, op.part->record(op.anchor), c);
+  send_key_data(op, op.part->record(op.anchor), c, batch_end);
   return ErrorCode::kNone;
 }
 
@@ -331,11 +331,19 @@ void LdmBlock::Impl::reply_read(const KeyOp& op, std::span<const std::byte> reco
   c.send(op.from, out.number, out.data(), out.section_list());
 }
 
-// A read's values, straight to the API node.
-void LdmBlock::Impl::send_key_data(const KeyOp& op, std::span<const std::byte> record, BlockContext& c) {
+// A read's values, straight to the API node (with the batch's end, when given).
+void LdmBlock::Impl::send_key_data(const KeyOp& op, std::span<const std::byte> record, BlockContext& c,
+                                   const TcKeyConf* batch_end) {
   const LqhKeyReq& req = *op.req;
   const std::size_t n = put_columns(*op.table, record, req.columns, out_data);
-  const SignalOut data = encode(KeyData{req.api_conn, req.tx, req.op_index, std::span(out_data).first(n)});
+  KeyData m{req.api_conn, req.tx, req.op_index, std::span(out_data).first(n)};
+  if (batch_end != nullptr) {
+    FJORD_ASSERT(batch_end->committed && batch_end->api_conn == req.api_conn && batch_end->tx == req.tx);
+    m.ends_batch = true;
+    m.batch_ops = batch_end->ops;
+    m.data_messages = batch_end->data_messages;
+  }
+  const SignalOut data = encode(m);
   c.send({req.api_node, {block_numbers::kApi, 0}}, data.number, data.data(), data.section_list());
 }
 

@@ -103,8 +103,11 @@ class LdmBlock final : public Block {
   // kCommitted, req.result_to kApi). It holds nothing here and never waits,
   // so it runs at once, checked as an LqhKeyReq is; the KeyData goes to
   // req.api_node through `context`. Returns kNone, or the error an
-  // LqhKeyRef would have carried (nothing is sent then). Hot path.
-  protocol::ErrorCode read_committed_now(const protocol::LqhKeyReq& req, BlockContext& context);
+  // LqhKeyRef would have carried (nothing is sent then). `batch_end`, when
+  // given, is the TcKeyConf this read ends (a committed batch, nothing else
+  // outstanding): the KeyData carries it (kKeyDataConf). Hot path.
+  protocol::ErrorCode read_committed_now(const protocol::LqhKeyReq& req, BlockContext& context,
+                                         const protocol::TcKeyConf* batch_end = nullptr);
   // prefetch() for a request a co-located TC is about to run that way.
   void prefetch_key(uint32_t table_id, uint32_t partition, uint32_t key_hash, int stage) const;
 
