@@ -130,10 +130,16 @@ Status Connection::send_frame(const SignalOut& out, uint16_t block, uint16_t ins
   return Status::ok();
 }
 
-// One reservation usually holds the whole batch: a reserve and a commit per
-// batch instead of per operation. What is packed is committed before any
-// wait for room, so whatever a callback run by that wait sends goes after it,
-// and before an error returns, as when each frame was committed at once.
+// A batch goes out kFramesPerFlush requests at a time: the data node starts
+// on the first ones while the rest are packed, instead of after the last
+// (batched pk reads of 20: 0.73-0.74 -> 0.62-0.63 us per row over SHM in
+// three interleaved pairs; 2 did as well, 8 less well).
+constexpr uint32_t kFramesPerFlush = 4;
+
+// One reservation usually holds those requests: a reserve and a commit per
+// few operations instead of per operation. What is packed is committed before
+// any wait for room, so whatever a callback run by that wait sends goes
+// after it, and before an error returns, as when each frame was committed at once.
 Status Connection::send_key_requests(const Transaction& tx, std::size_t batch) {
   if (!link_ || !link_->is_up())
     return Status(StatusCode::kLinkDown, "not connected to data node " + std::to_string(data_node_));
@@ -144,6 +150,12 @@ Status Connection::send_key_requests(const Transaction& tx, std::size_t batch) {
   for (std::size_t i = tx.batch_first_; i < tx.ops_used_; ++i) {
     const SignalOut out = encode(tx.request_of(i, batch));
     const std::size_t bytes = frame_bytes_of(out, checksum);
+    if (frames == kFramesPerFlush) {
+      link_->commit(packed, frames);
+      if (Status s = flush(); !s) return s;
+      space = {};
+      packed = frames = 0;
+    }
     if (bytes == 0 || space.size() - packed < bytes) {
       if (frames != 0) link_->commit(packed, frames);
       packed = frames = 0;
