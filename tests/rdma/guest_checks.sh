@@ -2,7 +2,8 @@
 # Runs inside the soft-RDMA guest (run_vm_checks.sh boots it): the contract
 # suite's rdma cases and rdma_test on soft-RoCE (rxe0) and on soft-iWARP
 # (siw0), then perftest's ib_write_lat / ib_send_lat beside rdma_pingpong on
-# rxe0, then the device-removal case (it takes siw0 away for good). Writes gtest JSON, logs and perf output into OUT (a read-write share);
+# rxe0 and latency_bench's ping once, then the device-removal case (it takes
+# siw0 away for good). Writes gtest JSON, logs and perf output into OUT (a read-write share);
 # the host turns them into PASS/FAIL lines.
 #
 #   guest_checks.sh BUILD_DIR OUT [ITERS] [ROUNDS]
@@ -66,6 +67,14 @@ if [ -d /sys/class/infiniband/rxe0 ]; then
     echo "rdma_pingpong round $round: $(grep RTT_US "$OUT/pingpong-$round.log")"
   done
   cat "$OUT/pingpong-1.log"
+  # latency_bench itself over the same device: its ping command with the
+  # link from a config file (an [rdma] section on rxe0's address).
+  printf '[rdma]\nNodeId1=1\nNodeId2=2\nNodeIdServer=1\nHostName1=%s\nHostName2=%s\nPortNumber=11861\n' \
+    "$RXE_IP" "$RXE_IP" > "$OUT/latency_bench-rdma.ini"
+  stamp "latency_bench ping over rdma"
+  timeout 120 "$BUILD/latency_bench/latency_bench" ping --config "$OUT/latency_bench-rdma.ini" --size 64 \
+    --iterations "$ITERS" --json > "$OUT/latency_bench-ping.json" 2> "$OUT/latency_bench-ping.log"
+  echo $? > "$OUT/latency_bench-ping.rc"
 fi
 # Last, because siw0 does not come back: delete the interface under siw0
 # while links run on both devices.

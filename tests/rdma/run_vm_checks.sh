@@ -133,6 +133,27 @@ if write_r and send_r and ping_r:
            f"target <= 1.2; each round's ratio: {' '.join(f'{x:.2f}' for x in paired)})")
 else:
     record("FAIL", "rdma-vm/latency", f"(a latency run produced no figure: see {out}/*.log)")
+# latency_bench's own ping over the same device, once, after the rounds. It
+# stamps each round trip with two CLOCK_MONOTONIC reads, which the guest
+# serves from its emulated HPET (clock_read_ns in its JSON); perftest and
+# rdma_pingpong stamp with the cycle counter, so its figure is also given
+# net of those two reads.
+lb_rc_path = os.path.join(out, "latency_bench-ping.rc")
+if write_r and os.path.exists(lb_rc_path):
+    lb_rc = open(lb_rc_path).read().strip()
+    try:
+        lb = json.load(open(os.path.join(out, "latency_bench-ping.json")))
+        p50, p99 = lb["rtt_ns"]["p50"] / 1000, lb["rtt_ns"]["p99"] / 1000
+        clock = lb["machine"]["clock_read_ns"] / 1000
+        write = medians(write_r)
+        net = p50 - 2 * clock
+        record("PASS" if lb_rc == "0" and lb["status"] == "measured" else "FAIL", "rdma-vm/latency_bench-ping",
+               f"(latency_bench ping --config [rdma] on rxe0, 64 B, RTT p50/p99 {p50:.1f}/{p99:.1f} us with two "
+               f"clock reads of {clock:.2f} us each inside; net of them {net:.1f} us = {net / (2 * write[0]):.2f} x "
+               f"ib_write_lat's median)")
+    except (OSError, ValueError, KeyError) as e:
+        record("FAIL", "rdma-vm/latency_bench-ping",
+               f"(exit {lb_rc}, no figure: {e}; see {out}/latency_bench-ping.log)")
 if vm_rc not in (0,):
     record("FAIL", "rdma-vm/guest", f"(guest exit {vm_rc}: 124 = timeout, 255 = guest failure; see {out}/guest.log)")
 
