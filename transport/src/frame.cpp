@@ -110,12 +110,18 @@ std::size_t frame_bytes_for(std::size_t data_words, std::span<const std::size_t>
   return total <= kMaxFrameBytes ? total : 0;
 }
 
-std::size_t pack_frame(std::span<std::byte> dest, const SignalHeader& header, std::span<const uint32_t> data,
-                       std::span<const std::span<const std::byte>> sections, bool checksum) noexcept {
-  if (header.signal_number == 0 || sections.size() > kMaxSections) return 0;
+std::size_t frame_bytes_for(std::size_t data_words, std::span<const std::span<const std::byte>> sections,
+                            bool checksum) noexcept {
+  if (sections.size() > kMaxSections) return 0;
   std::size_t lengths[kMaxSections] = {};
   for (std::size_t i = 0; i < sections.size(); ++i) lengths[i] = sections[i].size();
-  const std::size_t total = frame_bytes_for(data.size(), {lengths, sections.size()}, checksum);
+  return frame_bytes_for(data_words, {lengths, sections.size()}, checksum);
+}
+
+std::size_t pack_frame(std::span<std::byte> dest, const SignalHeader& header, std::span<const uint32_t> data,
+                       std::span<const std::span<const std::byte>> sections, bool checksum) noexcept {
+  if (header.signal_number == 0) return 0;
+  const std::size_t total = frame_bytes_for(data.size(), sections, checksum);
   if (total == 0 || total > dest.size()) return 0;
 
   std::byte* p = dest.data();
@@ -124,7 +130,8 @@ std::size_t pack_frame(std::span<std::byte> dest, const SignalHeader& header, st
   std::size_t cursor = kHeaderBytes;
   if (!data.empty()) std::memcpy(p + cursor, data.data(), 4 * data.size());
   cursor += 4 * data.size();
-  for (std::size_t i = 0; i < sections.size(); ++i) store32(p + cursor + 4 * i, static_cast<uint32_t>(lengths[i]));
+  for (std::size_t i = 0; i < sections.size(); ++i)
+    store32(p + cursor + 4 * i, static_cast<uint32_t>(sections[i].size()));
   cursor += 4 * sections.size();
   for (const auto& section : sections) {
     if (!section.empty()) std::memcpy(p + cursor, section.data(), section.size());

@@ -50,10 +50,8 @@ SendPressure Transporter::send_pressure() const {
 
 bool Transporter::send_signal(const frame::SignalHeader& header, std::span<const uint32_t> data,
                               std::span<const std::span<const std::byte>> sections, bool flush_now) {
-  std::size_t lengths[frame::kMaxSections] = {};
   if (sections.size() > frame::kMaxSections) return false;
-  for (std::size_t i = 0; i < sections.size(); ++i) lengths[i] = sections[i].size();
-  const std::size_t bytes = frame::frame_bytes_for(data.size(), {lengths, sections.size()}, config_.checksum);
+  const std::size_t bytes = frame::frame_bytes_for(data.size(), sections, config_.checksum);
   FJORD_ASSERT_MSG(bytes != 0, "signal too large for one frame");
   std::span<std::byte> space = reserve(bytes);
   if (space.empty()) return false;

@@ -88,17 +88,6 @@ Status Connection::establish() {
 
 // ---- sending and receiving -----------------------------------------------------------
 
-namespace {
-
-// Bytes of the frame that carries `out`; 0 if it does not fit in one.
-std::size_t frame_bytes_of(const SignalOut& out, bool checksum) {
-  std::size_t lengths[frame::kMaxSections] = {};
-  for (std::size_t i = 0; i < out.section_count; ++i) lengths[i] = out.sections[i].size();
-  return frame::frame_bytes_for(out.word_count, {lengths, out.section_count}, checksum);
-}
-
-}  // namespace
-
 // The slow path of a reservation (the first attempt, inline at each caller,
 // almost always succeeds).
 Status Connection::wait_for_room(std::size_t bytes, std::span<std::byte>& space) {
@@ -118,7 +107,7 @@ Status Connection::send_frame(const SignalOut& out, uint16_t block, uint16_t ins
   if (!link_ || !link_->is_up())
     return Status(StatusCode::kLinkDown, "not connected to data node " + std::to_string(data_node_));
   const bool checksum = link_->config().checksum;
-  const std::size_t bytes = frame_bytes_of(out, checksum);
+  const std::size_t bytes = frame::frame_bytes_for(out.word_count, out.section_list(), checksum);
   if (bytes == 0) return Status(StatusCode::kInvalidArgument, "request too large for one 32 KB frame");
   std::span<std::byte> space = link_->reserve(bytes);
   if (space.empty())
@@ -149,7 +138,7 @@ Status Connection::send_key_requests(const Transaction& tx, std::size_t batch) {
   uint32_t frames = 0;
   for (std::size_t i = tx.batch_first_; i < tx.ops_used_; ++i) {
     const SignalOut out = encode(tx.request_of(i, batch));
-    const std::size_t bytes = frame_bytes_of(out, checksum);
+    const std::size_t bytes = frame::frame_bytes_for(out.word_count, out.section_list(), checksum);
     if (frames == kFramesPerFlush) {
       link_->commit(packed, frames);
       if (Status s = flush(); !s) return s;

@@ -200,10 +200,8 @@ Status Runtime::inject(Address to, uint16_t signal_number, std::span<const uint3
   if (dest < 0)
     return Status(StatusCode::kNotFound,
                   "no block " + std::to_string(to.block.block) + " instance " + std::to_string(to.block.instance));
-  std::size_t lengths[frame::kMaxSections] = {};
   if (sections.size() > frame::kMaxSections) return Status(StatusCode::kInvalidArgument, "too many sections");
-  for (std::size_t i = 0; i < sections.size(); ++i) lengths[i] = sections[i].size();
-  const std::size_t frame_len = frame::frame_bytes_for(data.size(), {lengths, sections.size()}, false);
+  const std::size_t frame_len = frame::frame_bytes_for(data.size(), sections, false);
   if (frame_len == 0) return Status(StatusCode::kInvalidArgument, "signal does not fit one frame");
   std::lock_guard lock(s.inject_mutex);
   WorkerThread& t = *s.threads[static_cast<std::size_t>(dest)];

@@ -29,10 +29,7 @@ void write_envelope(std::byte* at, std::size_t frame_bytes, NodeId sender_node) 
 
 std::size_t frame_bytes_of(std::span<const uint32_t> data, std::span<const std::span<const std::byte>> sections,
                            bool checksum = false) {
-  std::size_t lengths[frame::kMaxSections] = {};
-  FJORD_ASSERT(sections.size() <= frame::kMaxSections);
-  for (std::size_t i = 0; i < sections.size(); ++i) lengths[i] = sections[i].size();
-  const std::size_t n = frame::frame_bytes_for(data.size(), {lengths, sections.size()}, checksum);
+  const std::size_t n = frame::frame_bytes_for(data.size(), sections, checksum);
   FJORD_ASSERT_MSG(n != 0, "signal does not fit one frame (25 words, 3 sections, 32 KB)");
   return n;
 }

@@ -93,6 +93,9 @@ struct SignalView {
 // Bytes a frame with these parts occupies. Returns 0 if the parts cannot form
 // a frame (too many words or sections, or longer than kMaxFrameBytes).
 std::size_t frame_bytes_for(std::size_t data_words, std::span<const std::size_t> section_bytes, bool checksum) noexcept;
+// The same for the sections themselves (what a sender has in hand).
+std::size_t frame_bytes_for(std::size_t data_words, std::span<const std::span<const std::byte>> sections,
+                            bool checksum) noexcept;
 
 namespace detail {
 // Writes the 24-byte header (the table above) at p as three little-endian
