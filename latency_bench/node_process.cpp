@@ -156,9 +156,15 @@ std::string embedded_config_text(const EmbeddedConfig& c, const transport::Trans
     const std::string& type = c.transporters[i];
     if (type == "tcp") continue;  // the default link between a data node and an API node
     const transport::TransporterFactory* factory = registry.find(type);
+    // Both ends on this machine, at the address the medium can use (an RDMA
+    // device's, not 127.0.0.1; the factory knows which).
+    const std::string host = factory ? factory->local_host() : "127.0.0.1";
+    std::string hosts = "HostName1=";
+    hosts.append(host).append("\nHostName2=").append(host).append("\n");
     for (uint32_t a = 0; a < c.api_nodes_per_transporter; ++a) {
       t += "[" + type + "]\nNodeId1=" + std::to_string(kEmbeddedDataNode) +
            "\nNodeId2=" + std::to_string(embedded_api_node(i, a)) + "\n";
+      t += hosts;
       if (factory)
         for (const config::ParamSpec& spec : factory->parameters())
           if (endpoint_key(spec.name)) t += std::string(spec.name) + "=" + std::to_string(++endpoint) + "\n";

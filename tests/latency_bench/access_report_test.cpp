@@ -254,6 +254,10 @@ TEST(LatencyBenchEmbeddedNode, ConfigLoadsWithAnApiNodePerTransporterAndUniqueSh
   EXPECT_NE(text.find("ThreadConfig=ldm={cpubind=1,spintime=500}"), std::string::npos);
   EXPECT_NE(text.find("ShmKey=778"), std::string::npos) << text;
   EXPECT_NE(text.find("ShmKey=779"), std::string::npos) << text;
+  // A link section names both ends at the address its medium uses (an RDMA
+  // device's, in the soft-RoCE guest).
+  const std::string host = tools::builtin_registry().find("shm")->local_host();
+  EXPECT_NE(text.find("HostName1=" + host + "\nHostName2=" + host + "\n"), std::string::npos) << text;
   auto file = config::parse_text(text, "<embedded>");
   ASSERT_TRUE(file) << file.status().to_string();
   auto cluster = engine::load_cluster_config(*file, tools::builtin_registry());

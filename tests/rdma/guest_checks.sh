@@ -2,7 +2,7 @@
 # Runs inside the soft-RDMA guest (run_vm_checks.sh boots it): the contract
 # suite's rdma cases and rdma_test on soft-RoCE (rxe0) and on soft-iWARP
 # (siw0), then perftest's ib_write_lat / ib_send_lat beside rdma_pingpong on
-# rxe0 and latency_bench's ping once, then the device-removal case (it takes
+# rxe0 and latency_bench's ping and access table once, then the device-removal case (it takes
 # siw0 away for good). Writes gtest JSON, logs and perf output into OUT (a read-write share);
 # the host turns them into PASS/FAIL lines.
 #
@@ -75,6 +75,12 @@ if [ -d /sys/class/infiniband/rxe0 ]; then
   timeout 120 "$BUILD/latency_bench/latency_bench" ping --config "$OUT/latency_bench-rdma.ini" --size 64 \
     --iterations "$ITERS" --json > "$OUT/latency_bench-ping.json" 2> "$OUT/latency_bench-ping.log"
   echo $? > "$OUT/latency_bench-ping.rc"
+  # And its access table against a data node (fjord-datanode, started by
+  # latency_bench in its own process) over rxe0: every method must measure.
+  stamp "latency_bench access over rdma"
+  timeout 300 "$BUILD/latency_bench/latency_bench" access --transporter rdma --rows 2000 --iterations 500 \
+    --no-compare --json > "$OUT/latency_bench-access.json" 2> "$OUT/latency_bench-access.log"
+  echo $? > "$OUT/latency_bench-access.rc"
 fi
 # Last, because siw0 does not come back: delete the interface under siw0
 # while links run on both devices.

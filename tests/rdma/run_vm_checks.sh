@@ -154,6 +154,22 @@ if write_r and os.path.exists(lb_rc_path):
     except (OSError, ValueError, KeyError) as e:
         record("FAIL", "rdma-vm/latency_bench-ping",
                f"(exit {lb_rc}, no figure: {e}; see {out}/latency_bench-ping.log)")
+access_rc_path = os.path.join(out, "latency_bench-access.rc")
+if os.path.exists(access_rc_path):
+    access_rc = open(access_rc_path).read().strip()
+    try:
+        rows = json.load(open(os.path.join(out, "latency_bench-access.json")))["results"]
+        measured = {r["access"]: r["us_per_row"]["p50"] for r in rows
+                    if r["transporter"] == "rdma" and r["status"] == "measured"}
+        ok = access_rc == "0" and rows and len(measured) == len(rows)
+        record("PASS" if ok else "FAIL", "rdma-vm/latency_bench-access",
+               f"(latency_bench access --transporter rdma on rxe0, 2000 rows, us per row p50: "
+               + ", ".join(f"{k} {v:.1f}" for k, v in measured.items())
+               + ("" if ok else f"; exit {access_rc}, {len(rows) - len(measured)} methods not measured")
+               + f"; see {out}/latency_bench-access.log)")
+    except (OSError, ValueError, KeyError) as e:
+        record("FAIL", "rdma-vm/latency_bench-access",
+               f"(exit {access_rc}, no figures: {e}; see {out}/latency_bench-access.log)")
 if vm_rc not in (0,):
     record("FAIL", "rdma-vm/guest", f"(guest exit {vm_rc}: 124 = timeout, 255 = guest failure; see {out}/guest.log)")
 
