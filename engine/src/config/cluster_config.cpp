@@ -15,6 +15,8 @@ const ParamSpec kDataNodeParams[] = {
     {"HostName", Kind::kString, 0, 255, "localhost", false, "where the node runs; API nodes connect here"},
     {"ServerPort", Kind::kUint, 0, 65535, "0", false, "port for incoming links; 0 = 11860 + NodeId"},
     {"DataMemory", Kind::kBytes, 1 << 20, 1ULL << 40, "64M", false, "memory for rows and indexes"},
+    {"DataMemoryHugePages", Kind::kBool, 0, 1, "true", false,
+     "back DataMemory with transparent 2 MB pages where the kernel allows (fewer TLB misses)"},
     {"DataDir", Kind::kString, 0, 4096, ".", false, "where the node writes its log (ndb_<id>_out.log)"},
     {"NoOfReplicas", Kind::kUint, 1, 1, "1", false, "copies of each row (only 1 in this version)"},
     {"ThreadConfig", Kind::kString, 0, 4096, "", false, "thread layout in NDB's grammar (docs/configuration.md)"},

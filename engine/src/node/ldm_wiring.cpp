@@ -9,6 +9,7 @@ namespace fjord::engine {
 Status DataNode::Impl::add_ldm_blocks() {
   storage::PagePoolConfig pool_config;
   pool_config.data_memory_bytes = node->params.get_uint("DataMemory");
+  pool_config.huge_pages = node->params.get_bool("DataMemoryHugePages");
   auto created = storage::PagePool::create(pool_config);
   if (!created) return Status(created.status().code(), node->origin + ": DataMemory: " + created.status().message());
   pool = std::move(created).value();

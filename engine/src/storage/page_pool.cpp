@@ -59,13 +59,30 @@ Result<std::unique_ptr<PagePool>> PagePool::create(const PagePoolConfig& config)
   const std::size_t bytes = static_cast<std::size_t>(pages) * kPageBytes;
   // NORESERVE unless prefaulting: the pool's own free list bounds use, and the
   // kernel need not set swap aside for pages never touched.
-  const int flags = MAP_PRIVATE | MAP_ANONYMOUS | (config.prefault ? MAP_POPULATE : MAP_NORESERVE);
-  void* base = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, flags, -1, 0);
-  if (base == MAP_FAILED) {
+  // With huge pages the pool starts on a 2 MB boundary (the kernel can back
+  // only whole aligned 2 MB ranges with one), so map 2 MB more and trim; and
+  // it is populated only after the advice, or the faults take 4 KB pages.
+  const bool populate_now = config.prefault && !config.huge_pages;
+  const std::size_t slack = config.huge_pages ? kHugePageBytes : 0;
+  const int flags = MAP_PRIVATE | MAP_ANONYMOUS | (populate_now ? MAP_POPULATE : MAP_NORESERVE);
+  void* mapped = ::mmap(nullptr, bytes + slack, PROT_READ | PROT_WRITE, flags, -1, 0);
+  if (mapped == MAP_FAILED) {
     return io_error("DataMemory: mmap of " + format_memory_size(config.data_memory_bytes), errno);
   }
-  if (config.huge_pages && ::madvise(base, bytes, MADV_HUGEPAGE) != 0) {
-    FJORD_LOG_WARN("DataMemory: madvise(MADV_HUGEPAGE) failed: %s", std::strerror(errno));
+  auto* base = static_cast<std::byte*>(mapped);
+  if (config.huge_pages) {
+    const std::size_t head = (kHugePageBytes - reinterpret_cast<uintptr_t>(base) % kHugePageBytes) % kHugePageBytes;
+    if (head > 0) ::munmap(base, head);
+    if (slack - head > 0) ::munmap(base + head + bytes, slack - head);
+    base += head;
+    // Not fatal: a kernel without THP (or with it set to "never") keeps 4 KB pages.
+    if (::madvise(base, bytes, MADV_HUGEPAGE) != 0)
+      FJORD_LOG_WARN("DataMemory: madvise(MADV_HUGEPAGE) failed, keeping 4 KB pages: %s", std::strerror(errno));
+    if (config.prefault && ::madvise(base, bytes, MADV_POPULATE_WRITE) != 0) {
+      const int err = errno;
+      ::munmap(base, bytes);
+      return io_error("DataMemory: populating " + format_memory_size(config.data_memory_bytes), err);
+    }
   }
   if (config.numa_node >= 0) {
     if (Status s = bind_to_numa_node(base, bytes, config.numa_node); !s) {
@@ -73,8 +90,7 @@ Result<std::unique_ptr<PagePool>> PagePool::create(const PagePoolConfig& config)
       return s;
     }
   }
-  return std::unique_ptr<PagePool>(
-      new PagePool(static_cast<std::byte*>(base), static_cast<uint32_t>(pages), config.data_memory_bytes));
+  return std::unique_ptr<PagePool>(new PagePool(base, static_cast<uint32_t>(pages), config.data_memory_bytes));
 }
 
 PagePool::PagePool(std::byte* base, uint32_t capacity_pages, uint64_t data_memory_bytes)

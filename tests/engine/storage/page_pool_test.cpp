@@ -1,13 +1,17 @@
-// PagePool: capacity, the DataMemory-full message, reuse, and many threads
-// allocating and freeing without ever sharing a page.
+// PagePool: capacity, the DataMemory-full message, reuse, many threads
+// allocating and freeing without ever sharing a page, and huge pages.
 #include "fjord/engine/storage/page_pool.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <random>
 #include <set>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -114,6 +118,64 @@ TEST(PagePoolTest, PrefaultAndHugePagesAreHonouredQuietly) {
   const PageId page = pool->allocate().value();
   std::memset(pool->address(page), 0x5A, kPage);
   EXPECT_EQ(pool->address(page)[kPage - 1], std::byte{0x5A});
+}
+
+// THP as this kernel has it: "always", "madvise" or "never" (the word in
+// brackets), or "" where the file does not exist.
+std::string thp_mode() {
+  std::ifstream in("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::string line;
+  std::getline(in, line);
+  const auto open = line.find('['), close = line.find(']');
+  return open == std::string::npos || close == std::string::npos ? "" : line.substr(open + 1, close - open - 1);
+}
+
+// kB of anonymous huge pages backing the mapping that contains `p`
+// (/proc/self/smaps), or -1 if the mapping is not found.
+long anon_huge_kb(const void* p) {
+  std::ifstream in("/proc/self/smaps");
+  const auto at = reinterpret_cast<uintptr_t>(p);
+  bool inside = false;
+  for (std::string line; std::getline(in, line);) {
+    uintptr_t lo = 0, hi = 0;
+    if (std::sscanf(line.c_str(), "%lx-%lx ", &lo, &hi) == 2 && line.find('-') < line.find(' ')) {
+      inside = lo <= at && at < hi;
+    } else if (inside && line.rfind("AnonHugePages:", 0) == 0) {
+      return std::strtol(line.c_str() + 14, nullptr, 10);
+    }
+  }
+  return -1;
+}
+
+TEST(PagePoolTest, HugePagesStartOnA2MBBoundaryAndBackTheRows) {
+  constexpr uint64_t kBytes = 16ULL << 20;
+  PagePoolConfig config{kBytes};
+  config.huge_pages = true;
+  auto pool = PagePool::create(config).value();
+  std::byte* first = pool->address(pool->allocate().value());
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(first) % PagePool::kHugePageBytes, 0u);
+  // Every page is usable, up to the last byte of the last one (the trimmed
+  // mapping ends exactly there).
+  for (uint32_t i = 1; i < kBytes / kPage; ++i) ASSERT_TRUE(pool->allocate().is_ok());
+  std::memset(first, 0x33, kBytes);
+  EXPECT_EQ(first[kBytes - 1], std::byte{0x33});
+  EXPECT_FALSE(pool->allocate().is_ok());
+  const std::string mode = thp_mode();
+  if (mode != "always" && mode != "madvise") {
+    GTEST_SKIP() << "transparent huge pages are '" << (mode.empty() ? "absent" : mode)
+                 << "' on this kernel: only the alignment was checked";
+  }
+  EXPECT_GT(anon_huge_kb(first), 0) << "THP is '" << mode << "' but the pool got no huge page";
+}
+
+TEST(PagePoolTest, WithoutHugePagesThePoolGetsNone) {
+  PagePoolConfig config{16ULL << 20};
+  config.prefault = true;
+  auto pool = PagePool::create(config).value();
+  std::byte* first = pool->address(pool->allocate().value());
+  std::memset(first, 1, kPage);
+  if (thp_mode() == "always") GTEST_SKIP() << "THP is 'always' here: every large mapping may get huge pages";
+  EXPECT_EQ(anon_huge_kb(first), 0);
 }
 
 TEST(PagePoolTest, FormatsSizesAsConfigIniDoes) {

@@ -29,7 +29,9 @@ struct PagePoolConfig {
   uint64_t data_memory_bytes = 0;  // rounded down to whole pages
   // Touch every page now (MAP_POPULATE), so no page faults on the data path.
   bool prefault = false;
-  // Ask for transparent huge pages (fewer TLB misses on random row access).
+  // Ask for transparent huge pages (fewer TLB misses on random row access):
+  // the pool starts on a 2 MB boundary and is advised MADV_HUGEPAGE; where
+  // the kernel has no THP it keeps 4 KB pages (a warning, not an error).
   bool huge_pages = false;
   // Bind the memory to this NUMA node (needs libnuma); -1: the kernel's choice.
   int numa_node = -1;
@@ -38,6 +40,7 @@ struct PagePoolConfig {
 class PagePool {
  public:
   static constexpr uint32_t kPageBytes = 32 * 1024;
+  static constexpr std::size_t kHugePageBytes = 2 << 20;
   // PageDirectory keeps a tag in the top bit of a PageId: 64 TB of DataMemory.
   static constexpr uint32_t kMaxPages = (1u << 31) - 1;
 
