@@ -25,6 +25,7 @@
 //   callgrind_annotate cg.PID.1     (totals of the first measured run)
 // Never a test: benchmarks do not fail on time.
 #include <benchmark/benchmark.h>
+#include <sys/mman.h>
 
 #include <atomic>
 #include <cstdio>
@@ -43,11 +44,13 @@
 #define FJORD_CALLGRIND_STOP() ((void)0)
 #endif
 
+#include "fjord/base/assert.h"
 #include "fjord/base/clock.h"
 #include "fjord/engine/blocks/ldm.h"
 #include "fjord/engine/blocks/tc.h"
 #include "fjord/engine/protocol.h"
 #include "fjord/engine/runtime/runtime.h"
+#include "fjord/engine/storage/page_pool.h"
 #include "machine.h"
 
 namespace fjord::engine {
@@ -237,7 +240,9 @@ bool run_phase(Runtime& rt, Driver& d, Phase phase, uint64_t count, std::string&
 void BM_NodePkReads(benchmark::State& state) {
   const auto ops_per_tx = static_cast<uint32_t>(state.range(0));
   const TableDef table = bench_table();
-  auto pool = storage::PagePool::create({g_rows * 256 + (64 << 20)});
+  storage::PagePoolConfig pool_config{g_rows * 256 + (64 << 20)};
+  pool_config.huge_pages = true;  // as the data node's default (DataMemoryHugePages)
+  auto pool = storage::PagePool::create(pool_config);
   RuntimeOptions o;
   o.self = kSelf;
   o.single_threaded = true;
@@ -292,15 +297,43 @@ void BM_NodePkReads(benchmark::State& state) {
 // open-addressing table of row indexes (load factor 1/2) hashed with the
 // engine's hash_key, a key compare and a 100-byte copy out, keys drawn as
 // the node benchmark draws them. No locks, no signals, no transactions.
+// An array of trivially copyable T on anonymous memory advised
+// MADV_HUGEPAGE (2 MB aligned), zero-filled.
+template <class T>
+class HugeArray {
+ public:
+  explicit HugeArray(std::size_t n) : bytes_((n * sizeof(T) + kHuge - 1) / kHuge * kHuge) {
+    void* p = ::mmap(nullptr, bytes_ + kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    FJORD_ASSERT_MSG(p != MAP_FAILED, "node_bench: mmap failed");
+    auto* raw = static_cast<std::byte*>(p);
+    const std::size_t head = (kHuge - reinterpret_cast<uintptr_t>(raw) % kHuge) % kHuge;
+    if (head > 0) ::munmap(raw, head);
+    if (kHuge - head > 0) ::munmap(raw + head + bytes_, kHuge - head);
+    data_ = reinterpret_cast<T*>(raw + head);
+    (void)::madvise(data_, bytes_, MADV_HUGEPAGE);
+  }
+  ~HugeArray() { ::munmap(data_, bytes_); }
+  HugeArray(const HugeArray&) = delete;
+  HugeArray& operator=(const HugeArray&) = delete;
+  T& operator[](std::size_t i) { return data_[i]; }
+
+ private:
+  static constexpr std::size_t kHuge = storage::PagePool::kHugePageBytes;
+  std::size_t bytes_;
+  T* data_ = nullptr;
+};
+
 void BM_StorageReadFloor(benchmark::State& state) {
   struct RowBytes {
     uint64_t id;
     std::byte rest[92];
   };
-  std::vector<RowBytes> rows(g_rows);
   std::size_t slots = 1;
   while (slots < g_rows * 2) slots <<= 1;
-  std::vector<uint32_t> table(slots, UINT32_MAX);
+  // On huge pages, as the node's DataMemory.
+  HugeArray<RowBytes> rows(g_rows);
+  HugeArray<uint32_t> table(slots);
+  for (std::size_t i = 0; i < slots; ++i) table[i] = UINT32_MAX;
   for (uint64_t id = 0; id < g_rows; ++id) {
     rows[id].id = id;
     std::memset(rows[id].rest, static_cast<int>(id), sizeof rows[id].rest);
