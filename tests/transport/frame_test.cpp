@@ -78,7 +78,29 @@ TEST(FrameTest, PackFrameZeroesEveryPadOverADirtyBuffer) {
     for (std::size_t i = 0; i < bodies.size(); ++i)
       EXPECT_EQ(std::vector<std::byte>(v.sections[i].begin(), v.sections[i].end()), bodies[i]) << "round " << round;
     EXPECT_EQ(buf[n], std::byte{0xFF}) << "wrote past its frame";
+    // The sized packer, given frame_bytes_for()'s answer, writes the same
+    // bytes over a differently dirty buffer; both size functions agree.
+    std::vector<std::size_t> lengths;
+    for (const auto& body : bodies) lengths.push_back(body.size());
+    ASSERT_EQ(frame_bytes_for(data.size(), sections, checksum), n);
+    ASSERT_EQ(frame_bytes_for(data.size(), lengths, checksum), n);
+    std::vector<std::byte> other(512, std::byte{0x5A});
+    ASSERT_EQ(pack_frame_sized(other.data(), n, h, data, sections, checksum), n);
+    ASSERT_EQ(0, std::memcmp(buf.data(), other.data(), n)) << "round " << round;
+    EXPECT_EQ(other[n], std::byte{0x5A}) << "wrote past its frame";
   }
+}
+
+TEST(FrameDeathTest, PackFrameSizedRefusesALengthThatIsNotTheFrames) {
+  const uint32_t data[] = {1, 2, 3};
+  const auto body = bytes_of("twelve bytes");
+  const std::span<const std::byte> sections[] = {body};
+  const std::size_t n = frame_bytes_for(3, sections, false);
+  std::vector<std::byte> buf(256);
+  EXPECT_DEATH(pack_frame_sized(buf.data(), n + kFrameAlign, {9, {1, 0}, {2, 0}, 0}, data, sections, false),
+               "not this frame's length");
+  EXPECT_DEATH(pack_frame_sized(buf.data(), n - kFrameAlign, {9, {1, 0}, {2, 0}, 0}, data, sections, false),
+               "not this frame's length");
 }
 
 TEST(FrameTest, SmallFramesPackToTheSameBytesAsPackFrame) {

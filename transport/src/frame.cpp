@@ -29,6 +29,7 @@ uint32_t load32(const std::byte* p) noexcept {
   return v;
 }
 void store32(std::byte* p, uint32_t v) noexcept { std::memcpy(p, &v, sizeof v); }
+void store64(std::byte* p, uint64_t v) noexcept { std::memcpy(p, &v, sizeof v); }
 
 constexpr std::size_t align_up(std::size_t n, std::size_t a) noexcept { return (n + a - 1) / a * a; }
 
@@ -101,30 +102,24 @@ const char* frame_error_name(FrameError error) noexcept {
   return "unknown frame error";
 }
 
-std::size_t frame_bytes_for(std::size_t data_words, std::span<const std::size_t> section_bytes,
-                            bool checksum) noexcept {
-  if (data_words > kMaxDataWords || section_bytes.size() > kMaxSections) return 0;
-  for (std::size_t b : section_bytes)
-    if (b > kMaxFrameBytes) return 0;
-  const std::size_t total = total_for(body_end(data_words, section_bytes.size(), section_bytes.data()), checksum);
-  return total <= kMaxFrameBytes ? total : 0;
-}
-
-std::size_t frame_bytes_for(std::size_t data_words, std::span<const std::span<const std::byte>> sections,
-                            bool checksum) noexcept {
-  if (sections.size() > kMaxSections) return 0;
-  std::size_t lengths[kMaxSections] = {};
-  for (std::size_t i = 0; i < sections.size(); ++i) lengths[i] = sections[i].size();
-  return frame_bytes_for(data_words, {lengths, sections.size()}, checksum);
-}
-
 std::size_t pack_frame(std::span<std::byte> dest, const SignalHeader& header, std::span<const uint32_t> data,
                        std::span<const std::span<const std::byte>> sections, bool checksum) noexcept {
   if (header.signal_number == 0) return 0;
   const std::size_t total = frame_bytes_for(data.size(), sections, checksum);
   if (total == 0 || total > dest.size()) return 0;
+  return pack_frame_sized(dest.data(), total, header, data, sections, checksum);
+}
 
-  std::byte* p = dest.data();
+std::size_t pack_frame_sized(std::byte* p, std::size_t total, const SignalHeader& header,
+                             std::span<const uint32_t> data, std::span<const std::span<const std::byte>> sections,
+                             bool checksum) noexcept {
+  FJORD_ASSERT(header.signal_number != 0 && total >= kHeaderBytes && total % kFrameAlign == 0);
+  // Padding is zero: the frame's last 8 bytes (its end padding is at most 7,
+  // or 3 before a checksum) and each section's last word are zeroed before
+  // anything is copied, and the copies then overwrite what is not padding.
+  // Fixed-size stores, not memsets of 0-7 bytes.
+  static_assert(kHeaderBytes >= 8 && kFrameAlign == 8);
+  store64(p + total - 8, 0);
   detail::write_header(p, header, total, checksum, data.size(), sections.size());
 
   std::size_t cursor = kHeaderBytes;
@@ -134,12 +129,14 @@ std::size_t pack_frame(std::span<std::byte> dest, const SignalHeader& header, st
     store32(p + cursor + 4 * i, static_cast<uint32_t>(sections[i].size()));
   cursor += 4 * sections.size();
   for (const auto& section : sections) {
-    if (!section.empty()) std::memcpy(p + cursor, section.data(), section.size());
     const std::size_t padded = align_up(section.size(), 4);
-    std::memset(p + cursor + section.size(), 0, padded - section.size());
+    if (padded != section.size()) store32(p + cursor + padded - 4, 0);
+    if (!section.empty()) std::memcpy(p + cursor, section.data(), section.size());
     cursor += padded;
   }
-  std::memset(p + cursor, 0, total - cursor);
+  // `total` was frame_bytes_for() these parts: the end padding is 0-7 bytes.
+  const std::size_t end = cursor + (checksum ? 4 : 0);
+  FJORD_ASSERT_MSG(end <= total && total - end < kFrameAlign, "pack_frame_sized: total is not this frame's length");
   if (checksum) store32(p + total - 4, crc32c(p, total - 4));
   return total;
 }

@@ -55,9 +55,7 @@ bool Transporter::send_signal(const frame::SignalHeader& header, std::span<const
   FJORD_ASSERT_MSG(bytes != 0, "signal too large for one frame");
   std::span<std::byte> space = reserve(bytes);
   if (space.empty()) return false;
-  const std::size_t written = frame::pack_frame(space, header, data, sections, config_.checksum);
-  FJORD_ASSERT(written == bytes);
-  commit(written, 1);
+  commit(frame::pack_frame_sized(space.data(), bytes, header, data, sections, config_.checksum), 1);
   if (flush_now) return flush() != FlushStatus::kDown;
   return true;
 }

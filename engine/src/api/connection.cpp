@@ -112,9 +112,8 @@ Status Connection::send_frame(const SignalOut& out, uint16_t block, uint16_t ins
   std::span<std::byte> space = link_->reserve(bytes);
   if (space.empty())
     if (Status s = wait_for_room(bytes, space); !s) return s;
-  const std::size_t packed =
-      frame::pack_frame(space, {out.number, {block, instance}, {kApi, 0}, 0}, out.data(), out.section_list(), checksum);
-  FJORD_ASSERT(packed == bytes);
+  frame::pack_frame_sized(space.data(), bytes, {out.number, {block, instance}, {kApi, 0}, 0}, out.data(),
+                          out.section_list(), checksum);
   link_->commit(bytes, 1);
   return Status::ok();
 }
@@ -153,9 +152,8 @@ Status Connection::send_key_requests(const Transaction& tx, std::size_t batch) {
       if (space.empty())
         if (Status s = wait_for_room(bytes, space); !s) return s;
     }
-    const std::size_t n = frame::pack_frame(space.subspan(packed), {out.number, {kTc, tx.tc_}, {kApi, 0}, 0},
-                                            out.data(), out.section_list(), checksum);
-    FJORD_ASSERT(n == bytes);
+    frame::pack_frame_sized(space.data() + packed, bytes, {out.number, {kTc, tx.tc_}, {kApi, 0}, 0}, out.data(),
+                            out.section_list(), checksum);
     packed += bytes;
     ++frames;
   }

@@ -208,7 +208,7 @@ Status Runtime::inject(Address to, uint16_t signal_number, std::span<const uint3
   JobBuffer& q = t.in_queue(s.injector_row);
   std::span<std::byte> space = q.reserve(frame_len);
   if (space.empty()) return Status(StatusCode::kResourceExhausted, "job buffer to " + t.name() + " is full");
-  frame::pack_frame(space, {signal_number, to.block, {0, 0}, 0}, data, sections, false);
+  frame::pack_frame_sized(space.data(), frame_len, {signal_number, to.block, {0, 0}, 0}, data, sections, false);
   q.commit(frame_len, s.options.self);
   t.waker().wake();
   return Status::ok();

@@ -513,7 +513,7 @@ bool WorkerThread::place_local(uint32_t thread, NodeId sender_node, const frame:
   std::span<std::byte> space = spill_.empty() ? q.reserve(frame_len) : std::span<std::byte>();
   if (!space.empty()) {
     const std::size_t n = small ? frame::pack_small_frame(space.data(), header, data)
-                                : frame::pack_frame(space, header, data, sections, false);
+                                : frame::pack_frame_sized(space.data(), frame_len, header, data, sections, false);
     FJORD_ASSERT(n == frame_len);
     q.commit(frame_len, sender_node);
     return true;
@@ -521,8 +521,7 @@ bool WorkerThread::place_local(uint32_t thread, NodeId sender_node, const frame:
   space = spill_.append(thread, JobBuffer::entry_bytes(frame_len));
   counters_.spill_events.store(counters_.spill_events.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   write_envelope(space.data(), frame_len, sender_node);
-  const std::size_t n = frame::pack_frame(space.subspan(sizeof(Envelope)), header, data, sections, false);
-  FJORD_ASSERT(n == frame_len);
+  frame::pack_frame_sized(space.data() + sizeof(Envelope), frame_len, header, data, sections, false);
   return true;
 }
 
@@ -546,9 +545,7 @@ bool WorkerThread::place_remote(NodeId node, const frame::SignalHeader& header, 
     const std::size_t wire_len = checksum ? frame_bytes_of(data, sections, true) : frame_len;
     std::span<std::byte> space = t->reserve(wire_len);
     if (!space.empty()) {
-      const std::size_t n = frame::pack_frame(space, header, data, sections, checksum);
-      FJORD_ASSERT(n != 0);
-      t->commit(n, 1);
+      t->commit(frame::pack_frame_sized(space.data(), wire_len, header, data, sections, checksum), 1);
       slot.send_lock.unlock();
       if (!flush_marks_[node]) {
         flush_marks_[node] = 1;
@@ -561,7 +558,7 @@ bool WorkerThread::place_remote(NodeId node, const frame::SignalHeader& header, 
   // No room on the link now: keep it, in order, until the link drains.
   std::span<std::byte> space = spill_.append(kToLinkBit | node, JobBuffer::entry_bytes(frame_len));
   write_envelope(space.data(), frame_len, shared_.options.self);
-  frame::pack_frame(space.subspan(sizeof(Envelope)), header, data, sections, false);
+  frame::pack_frame_sized(space.data() + sizeof(Envelope), frame_len, header, data, sections, false);
   counters_.spill_events.store(counters_.spill_events.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   if (!flush_marks_[node]) {
     flush_marks_[node] = 1;

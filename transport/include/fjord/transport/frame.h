@@ -90,12 +90,35 @@ struct SignalView {
   }
 };
 
+namespace detail {
+// frame_bytes_for() over anything with a size() per section. Inline: every
+// signal sent asks it once or twice.
+template <class Sections, class SizeOf>
+std::size_t frame_bytes_of(std::size_t data_words, const Sections& sections, bool checksum, SizeOf size_of) noexcept {
+  if (data_words > kMaxDataWords || sections.size() > kMaxSections) return 0;
+  std::size_t body = kHeaderBytes + 4 * (data_words + sections.size());
+  for (const auto& section : sections) {
+    const std::size_t n = size_of(section);
+    if (n > kMaxFrameBytes) return 0;  // bounds before sums
+    body += (n + 3) & ~std::size_t{3};
+  }
+  const std::size_t total = (body + (checksum ? 4 : 0) + kFrameAlign - 1) & ~(kFrameAlign - 1);
+  return total <= kMaxFrameBytes ? total : 0;
+}
+}  // namespace detail
+
 // Bytes a frame with these parts occupies. Returns 0 if the parts cannot form
 // a frame (too many words or sections, or longer than kMaxFrameBytes).
-std::size_t frame_bytes_for(std::size_t data_words, std::span<const std::size_t> section_bytes, bool checksum) noexcept;
+inline std::size_t frame_bytes_for(std::size_t data_words, std::span<const std::size_t> section_bytes,
+                                   bool checksum) noexcept {
+  return detail::frame_bytes_of(data_words, section_bytes, checksum, [](std::size_t n) { return n; });
+}
 // The same for the sections themselves (what a sender has in hand).
-std::size_t frame_bytes_for(std::size_t data_words, std::span<const std::span<const std::byte>> sections,
-                            bool checksum) noexcept;
+inline std::size_t frame_bytes_for(std::size_t data_words, std::span<const std::span<const std::byte>> sections,
+                                   bool checksum) noexcept {
+  return detail::frame_bytes_of(data_words, sections, checksum,
+                                [](std::span<const std::byte> section) { return section.size(); });
+}
 
 namespace detail {
 // Writes the 24-byte header (the table above) at p as three little-endian
@@ -137,6 +160,13 @@ inline std::size_t pack_small_frame(std::byte* dest, const SignalHeader& header,
 // the parts cannot form a frame or dest is too small (nothing is written then).
 std::size_t pack_frame(std::span<std::byte> dest, const SignalHeader& header, std::span<const uint32_t> data,
                        std::span<const std::span<const std::byte>> sections, bool checksum) noexcept;
+// pack_frame() for a sender that already asked frame_bytes_for() and holds
+// room for its answer: `total` is that answer (not 0) for these very parts
+// and checksum, and dest has `total` bytes. Nothing is checked again
+// (assertions aside). Returns total.
+std::size_t pack_frame_sized(std::byte* dest, std::size_t total, const SignalHeader& header,
+                             std::span<const uint32_t> data, std::span<const std::span<const std::byte>> sections,
+                             bool checksum) noexcept;
 
 struct PeekResult {
   FrameError error = FrameError::kIncomplete;
