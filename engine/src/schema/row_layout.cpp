@@ -9,7 +9,7 @@ namespace fjord::engine {
 
 namespace {
 
-constexpr uint32_t kVarLengthBytes = 2;
+constexpr uint32_t kVarLengthBytes = 2;  // RowLayout::get() reads it inline
 static_assert(kMaxColumnBytes < (1u << (8 * kVarLengthBytes)), "a var length must fit its length field");
 
 uint64_t slot_bytes(const ColumnDef& column) {
@@ -21,10 +21,6 @@ uint64_t null_bitmap_bytes(const TableDef& table) {
   uint64_t nullable = 0;
   for (const ColumnDef& column : table.columns) nullable += column.nullable ? 1 : 0;
   return (nullable + 7) / 8;
-}
-
-uint16_t read_var_length(const std::byte* slot) {
-  return static_cast<uint16_t>(std::to_integer<uint16_t>(slot[0]) | (std::to_integer<uint16_t>(slot[1]) << 8));
 }
 
 }  // namespace
@@ -45,6 +41,7 @@ Result<RowLayout> RowLayout::create(const TableDef& table) {
     Slot slot{column, offset, column.nullable ? null_bit++ : -1};
     if (integer_width(column.type) != 0) slot.def.length = integer_width(column.type);
     offset += static_cast<uint32_t>(slot_bytes(column));
+    layout.reads_.push_back({slot.offset, slot.def.length, slot.null_bit, is_variable_length(column.type)});
     layout.slots_.push_back(std::move(slot));
   }
   layout.record_bytes_ = offset;
@@ -75,18 +72,6 @@ void RowLayout::init_record(std::span<std::byte> record) const {
   FJORD_ASSERT(record.size() == record_bytes_);
   std::memset(record.data(), 0, record.size());
   for (const Slot& slot : slots_) set_null(record, slot, slot.def.nullable);
-}
-
-ValueRef RowLayout::get(std::span<const std::byte> record, uint32_t column) const {
-  FJORD_ASSERT(record.size() == record_bytes_);
-  FJORD_ASSERT(column < slots_.size());
-  const Slot& slot = slots_[column];
-  if (is_null(record, slot)) return ValueRef::null();
-  const std::byte* start = record.data() + slot.offset;
-  if (!is_variable_length(slot.def.type)) return ValueRef::of_bytes({start, slot.def.length});
-  const uint16_t length = read_var_length(start);
-  FJORD_ASSERT_MSG(length <= slot.def.length, "corrupt record: var length beyond the column");
-  return ValueRef::of_bytes({start + kVarLengthBytes, length});
 }
 
 Status RowLayout::set(std::span<std::byte> record, uint32_t column, const ValueRef& value) const {

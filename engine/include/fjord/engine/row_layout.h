@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "fjord/base/assert.h"
 #include "fjord/base/status.h"
 #include "fjord/engine/key_codec.h"
 #include "fjord/engine/schema.h"
@@ -46,8 +47,21 @@ class RowLayout {
   void init_record(std::span<std::byte> record) const;
 
   // The column's value, borrowing the record's bytes. Asserts that the record
-  // has record_bytes() bytes and the column exists.
-  ValueRef get(std::span<const std::byte> record, uint32_t column) const;
+  // has record_bytes() bytes and the column exists. Inline over a compact
+  // copy of the slots: every column a read returns passes through it.
+  ValueRef get(std::span<const std::byte> record, uint32_t column) const {
+    FJORD_ASSERT(record.size() == record_bytes_ && column < reads_.size());
+    const ReadSlot& slot = reads_[column];
+    if (slot.null_bit >= 0 &&
+        (std::to_integer<unsigned>(record[static_cast<uint32_t>(slot.null_bit) / 8]) >> (slot.null_bit % 8) & 1u) != 0)
+      return ValueRef::null();
+    const std::byte* start = record.data() + slot.offset;
+    if (!slot.variable) return ValueRef::of_bytes({start, slot.length});
+    const auto length =
+        static_cast<uint16_t>(std::to_integer<uint16_t>(start[0]) | (std::to_integer<uint16_t>(start[1]) << 8));
+    FJORD_ASSERT_MSG(length <= slot.length, "corrupt record: var length beyond the column");
+    return ValueRef::of_bytes({start + 2, length});
+  }
   // Sets the column; an unfitting value (check_value) is an error and leaves
   // the record unchanged.
   Status set(std::span<std::byte> record, uint32_t column, const ValueRef& value) const;
@@ -58,6 +72,13 @@ class RowLayout {
     uint32_t offset = 0;    // of the slot within the record
     int32_t null_bit = -1;  // bit in the null bitmap, -1 if not nullable
   };
+  // What get() needs of a slot, 16 bytes (a Slot carries the column's name).
+  struct ReadSlot {
+    uint32_t offset = 0;
+    uint32_t length = 0;  // fixed: the slot's bytes; variable: the most after the 2-byte length
+    int32_t null_bit = -1;
+    bool variable = false;
+  };
   RowLayout() = default;
 
   bool is_null(std::span<const std::byte> record, const Slot& slot) const;
@@ -65,6 +86,7 @@ class RowLayout {
 
   std::string owner_;  // "table 't1'"
   std::vector<Slot> slots_;
+  std::vector<ReadSlot> reads_;  // one per slot
   uint32_t record_bytes_ = 0;
 };
 
