@@ -8,21 +8,8 @@
 namespace fjord::frame {
 namespace {
 
-// The header fields the validators check, by byte offset (frame.h's table).
-constexpr std::size_t kOffVersion = 0;
-constexpr std::size_t kOffFlags = 1;
-constexpr std::size_t kOffSignal = 2;
-constexpr std::size_t kOffLength = 4;
-constexpr std::size_t kOffDataWords = 16;
-constexpr std::size_t kOffSections = 17;
-constexpr std::size_t kOffReserved = 18;
 static_assert(kMaxFrameBytes % kFrameAlign == 0);
 
-uint16_t load16(const std::byte* p) noexcept {
-  uint16_t v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
 uint32_t load32(const std::byte* p) noexcept {
   uint32_t v;
   std::memcpy(&v, p, sizeof v);
@@ -32,13 +19,6 @@ void store32(std::byte* p, uint32_t v) noexcept { std::memcpy(p, &v, sizeof v); 
 void store64(std::byte* p, uint64_t v) noexcept { std::memcpy(p, &v, sizeof v); }
 
 constexpr std::size_t align_up(std::size_t n, std::size_t a) noexcept { return (n + a - 1) / a * a; }
-
-// Length of everything up to (not including) the final padding/checksum.
-std::size_t body_end(std::size_t data_words, std::size_t section_count, const std::size_t* section_bytes) noexcept {
-  std::size_t n = kHeaderBytes + 4 * data_words + 4 * section_count;
-  for (std::size_t i = 0; i < section_count; ++i) n += align_up(section_bytes[i], 4);
-  return n;
-}
 
 std::size_t total_for(std::size_t body, bool checksum) noexcept {
   return align_up(body + (checksum ? 4 : 0), kFrameAlign);
@@ -50,36 +30,56 @@ bool all_zero(const std::byte* p, std::size_t n) noexcept {
   return true;
 }
 
-// Full validation of a frame whose header peek_frame() accepted and whose
-// announced length is available. Decoding is decode_validated()'s.
-FrameError validate_body(const std::byte* p, std::size_t frame_bytes) noexcept {
-  const uint8_t flags = static_cast<uint8_t>(p[kOffFlags]);
-  const std::size_t data_words = static_cast<uint8_t>(p[kOffDataWords]);
-  const std::size_t section_count = static_cast<uint8_t>(p[kOffSections]);
-  const bool checksum = (flags & kFlagChecksum) != 0;
+// The header's checks, in the order peek_frame() reports them, from the
+// header's first and third words (detail::write_header's layout).
+FrameError check_header(uint64_t h0, uint64_t h2) noexcept {
+  const auto length = static_cast<uint32_t>(h0 >> 32);
+  if (static_cast<uint8_t>(h0) != kFrameVersion) return FrameError::kBadVersion;
+  if ((static_cast<uint8_t>(h0 >> 8) & ~kKnownFlags) != 0) return FrameError::kBadFlags;
+  if (static_cast<uint16_t>(h0 >> 16) == 0) return FrameError::kZeroSignalNumber;
+  if (length < kHeaderBytes || length > kMaxFrameBytes || length % kFrameAlign != 0) return FrameError::kBadLength;
+  if (static_cast<uint8_t>(h2) > kMaxDataWords) return FrameError::kTooManyDataWords;
+  if (static_cast<uint8_t>(h2 >> 8) > kMaxSections) return FrameError::kTooManySections;
+  if (static_cast<uint16_t>(h2 >> 16) != 0) return FrameError::kReservedNonZero;
+  return FrameError::kNone;
+}
 
-  std::size_t cursor = kHeaderBytes + 4 * data_words;
-  const std::size_t lengths_end = cursor + 4 * section_count;
-  if (lengths_end > frame_bytes) return FrameError::kLengthMismatch;
-  std::size_t section_bytes[kMaxSections] = {};
+// Full validation of a frame whose header check_header() accepted (h0, h2)
+// and whose announced length is available. Decoding is decode_validated()'s.
+FrameError validate_body(const std::byte* p, std::size_t frame_bytes, uint64_t h0, uint64_t h2) noexcept {
+  const std::size_t data_words = static_cast<uint8_t>(h2);
+  const std::size_t section_count = static_cast<uint8_t>(h2 >> 8);
+  const bool checksum = ((h0 >> 8) & kFlagChecksum) != 0;
+  const std::size_t lengths_at = kHeaderBytes + 4 * data_words;
+  const std::size_t sections_at = lengths_at + 4 * section_count;
+  if (sections_at > frame_bytes) return FrameError::kLengthMismatch;
+  // The parts must add up to the length: each section bounded by what is
+  // left (so no sum can wrap), then the whole rounded as frame_bytes_for().
+  std::size_t body = sections_at;
   for (std::size_t i = 0; i < section_count; ++i) {
-    section_bytes[i] = load32(p + cursor + 4 * i);
-    if (section_bytes[i] > frame_bytes) return FrameError::kLengthMismatch;  // bounds before sums
+    const std::size_t n = load32(p + lengths_at + 4 * i);
+    if (n > frame_bytes - body) return FrameError::kLengthMismatch;
+    body += align_up(n, 4);
   }
-  const std::size_t body = body_end(data_words, section_count, section_bytes);
   if (total_for(body, checksum) != frame_bytes) return FrameError::kLengthMismatch;
 
   // Section padding, then final padding, must be zero.
-  cursor = lengths_end;
+  std::size_t cursor = sections_at;
   for (std::size_t i = 0; i < section_count; ++i) {
-    const std::size_t padded = align_up(section_bytes[i], 4);
-    if (!all_zero(p + cursor + section_bytes[i], padded - section_bytes[i])) return FrameError::kBadPadding;
+    const std::size_t n = load32(p + lengths_at + 4 * i);
+    const std::size_t padded = align_up(n, 4);
+    if (!all_zero(p + cursor + n, padded - n)) return FrameError::kBadPadding;
     cursor += padded;
   }
   const std::size_t pad_end = checksum ? frame_bytes - 4 : frame_bytes;
   if (!all_zero(p + body, pad_end - body)) return FrameError::kBadPadding;
   if (checksum && crc32c(p, frame_bytes - 4) != load32(p + frame_bytes - 4)) return FrameError::kBadChecksum;
   return FrameError::kNone;
+}
+
+void load_header_words(const std::byte* p, uint64_t& h0, uint64_t& h2) noexcept {
+  std::memcpy(&h0, p, sizeof h0);
+  std::memcpy(&h2, p + 16, sizeof h2);
 }
 
 }  // namespace
@@ -144,27 +144,12 @@ std::size_t pack_frame_sized(std::byte* p, std::size_t total, const SignalHeader
 PeekResult peek_frame(std::span<const std::byte> bytes) noexcept {
   PeekResult r;
   if (bytes.size() < kHeaderBytes) return r;  // kIncomplete
-  const std::byte* p = bytes.data();
-  const auto version = static_cast<uint8_t>(p[kOffVersion]);
-  const auto flags = static_cast<uint8_t>(p[kOffFlags]);
-  const uint32_t length = load32(p + kOffLength);
-  if (version != kFrameVersion)
-    r.error = FrameError::kBadVersion;
-  else if ((flags & ~kKnownFlags) != 0)
-    r.error = FrameError::kBadFlags;
-  else if (load16(p + kOffSignal) == 0)
-    r.error = FrameError::kZeroSignalNumber;
-  else if (length < kHeaderBytes || length > kMaxFrameBytes || length % kFrameAlign != 0)
-    r.error = FrameError::kBadLength;
-  else if (static_cast<uint8_t>(p[kOffDataWords]) > kMaxDataWords)
-    r.error = FrameError::kTooManyDataWords;
-  else if (static_cast<uint8_t>(p[kOffSections]) > kMaxSections)
-    r.error = FrameError::kTooManySections;
-  else if (load16(p + kOffReserved) != 0)
-    r.error = FrameError::kReservedNonZero;
-  else {
-    r.frame_bytes = length;
-    r.error = bytes.size() < length ? FrameError::kIncomplete : FrameError::kNone;
+  uint64_t h0, h2;
+  load_header_words(bytes.data(), h0, h2);
+  r.error = check_header(h0, h2);
+  if (r.error == FrameError::kNone) {
+    r.frame_bytes = static_cast<uint32_t>(h0 >> 32);
+    if (bytes.size() < r.frame_bytes) r.error = FrameError::kIncomplete;
   }
   return r;
 }
@@ -172,7 +157,9 @@ PeekResult peek_frame(std::span<const std::byte> bytes) noexcept {
 FrameError unpack_frame(std::span<const std::byte> bytes, SignalView& out, std::size_t* frame_bytes) noexcept {
   const PeekResult peek = peek_frame(bytes);
   if (peek.error != FrameError::kNone) return peek.error;
-  const FrameError error = validate_body(bytes.data(), peek.frame_bytes);
+  uint64_t h0, h2;
+  load_header_words(bytes.data(), h0, h2);
+  const FrameError error = validate_body(bytes.data(), peek.frame_bytes, h0, h2);
   if (error != FrameError::kNone) return error;
   decode_validated(bytes.first(peek.frame_bytes), out);
   if (frame_bytes) *frame_bytes = peek.frame_bytes;
@@ -181,17 +168,27 @@ FrameError unpack_frame(std::span<const std::byte> bytes, SignalView& out, std::
 
 ScanResult scan_frames(std::span<const std::byte> bytes) noexcept {
   ScanResult r;
+  const std::byte* const base = bytes.data();
   while (r.whole_bytes < bytes.size()) {
-    const auto rest = bytes.subspan(r.whole_bytes);
-    const PeekResult peek = peek_frame(rest);
-    FrameError error = peek.error;
-    if (error == FrameError::kNone) error = validate_body(rest.data(), peek.frame_bytes);
+    const std::size_t left = bytes.size() - r.whole_bytes;
+    const std::byte* p = base + r.whole_bytes;
+    FrameError error = FrameError::kIncomplete;
+    std::size_t length = 0;
+    if (left >= kHeaderBytes) {
+      uint64_t h0, h2;
+      load_header_words(p, h0, h2);
+      error = check_header(h0, h2);
+      if (error == FrameError::kNone) {
+        length = static_cast<uint32_t>(h0 >> 32);
+        error = left < length ? FrameError::kIncomplete : validate_body(p, length, h0, h2);
+      }
+    }
     if (error != FrameError::kNone) {
       r.error = error;
       r.error_offset = r.whole_bytes;
       return r;
     }
-    r.whole_bytes += peek.frame_bytes;
+    r.whole_bytes += length;
     ++r.frames;
   }
   return r;
