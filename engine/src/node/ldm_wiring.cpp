@@ -1,5 +1,6 @@
 // Creates DataMemory (the page pool every LDM instance shares) and one LDM
 // block per ldm thread (the single thread in single-threaded mode).
+#include "fjord/base/log.h"
 #include "fjord/engine/blocks/ldm.h"
 #include "fjord/engine/storage/page_pool.h"
 #include "node_internal.h"
@@ -13,6 +14,15 @@ Status DataNode::Impl::add_ldm_blocks() {
   auto created = storage::PagePool::create(pool_config);
   if (!created) return Status(created.status().code(), node->origin + ": DataMemory: " + created.status().message());
   pool = std::move(created).value();
+  if (pool_config.huge_pages) {
+    const std::string mode = storage::transparent_huge_page_mode();
+    if (mode == "always" || mode == "madvise")
+      FJORD_LOG_INFO("DataMemory %s on transparent huge pages (THP mode %s)",
+                     storage::format_memory_size(pool_config.data_memory_bytes).c_str(), mode.c_str());
+    else
+      FJORD_LOG_WARN("DataMemory: DataMemoryHugePages is set but transparent huge pages are %s here: 4 KB pages",
+                     (mode.empty() ? std::string("absent") : "'" + mode + "'").c_str());
+  }
   for (uint32_t i = 0; i < ldm_count; ++i) {
     LdmOptions o;
     o.instance = static_cast<uint16_t>(i);

@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
 
 #include "fjord/base/assert.h"
 #include "fjord/base/log.h"
@@ -21,6 +22,16 @@ std::string format_memory_size(uint64_t bytes) {
   if (bytes != 0 && bytes % kM == 0) return std::to_string(bytes / kM) + "M";
   if (bytes != 0 && bytes % kK == 0) return std::to_string(bytes / kK) + "K";
   return std::to_string(bytes);
+}
+
+std::string transparent_huge_page_mode() {
+  std::ifstream in("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::string line;
+  std::getline(in, line);
+  const auto open = line.find('['), close = line.find(']');
+  return open == std::string::npos || close == std::string::npos || close < open
+             ? std::string()
+             : line.substr(open + 1, close - open - 1);
 }
 
 namespace {

@@ -120,16 +120,6 @@ TEST(PagePoolTest, PrefaultAndHugePagesAreHonouredQuietly) {
   EXPECT_EQ(pool->address(page)[kPage - 1], std::byte{0x5A});
 }
 
-// THP as this kernel has it: "always", "madvise" or "never" (the word in
-// brackets), or "" where the file does not exist.
-std::string thp_mode() {
-  std::ifstream in("/sys/kernel/mm/transparent_hugepage/enabled");
-  std::string line;
-  std::getline(in, line);
-  const auto open = line.find('['), close = line.find(']');
-  return open == std::string::npos || close == std::string::npos ? "" : line.substr(open + 1, close - open - 1);
-}
-
 // kB of anonymous huge pages backing the mapping that contains `p`
 // (/proc/self/smaps), or -1 if the mapping is not found.
 long anon_huge_kb(const void* p) {
@@ -160,7 +150,7 @@ TEST(PagePoolTest, HugePagesStartOnA2MBBoundaryAndBackTheRows) {
   std::memset(first, 0x33, kBytes);
   EXPECT_EQ(first[kBytes - 1], std::byte{0x33});
   EXPECT_FALSE(pool->allocate().is_ok());
-  const std::string mode = thp_mode();
+  const std::string mode = transparent_huge_page_mode();
   if (mode != "always" && mode != "madvise") {
     GTEST_SKIP() << "transparent huge pages are '" << (mode.empty() ? "absent" : mode)
                  << "' on this kernel: only the alignment was checked";
@@ -174,7 +164,8 @@ TEST(PagePoolTest, WithoutHugePagesThePoolGetsNone) {
   auto pool = PagePool::create(config).value();
   std::byte* first = pool->address(pool->allocate().value());
   std::memset(first, 1, kPage);
-  if (thp_mode() == "always") GTEST_SKIP() << "THP is 'always' here: every large mapping may get huge pages";
+  if (transparent_huge_page_mode() == "always")
+    GTEST_SKIP() << "THP is 'always' here: every large mapping may get huge pages";
   EXPECT_EQ(anon_huge_kb(first), 0);
 }
 

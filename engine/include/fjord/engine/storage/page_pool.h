@@ -37,6 +37,12 @@ struct PagePoolConfig {
   int numa_node = -1;
 };
 
+// The kernel's transparent huge page mode ("always", "madvise" or "never",
+// the bracketed word of /sys/kernel/mm/transparent_hugepage/enabled), or ""
+// where the kernel has no THP. PagePoolConfig::huge_pages takes effect under
+// "always" and "madvise".
+std::string transparent_huge_page_mode();
+
 class PagePool {
  public:
   static constexpr uint32_t kPageBytes = 32 * 1024;
