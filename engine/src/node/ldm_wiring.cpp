@@ -17,10 +17,10 @@ Status DataNode::Impl::add_ldm_blocks() {
   if (pool_config.huge_pages) {
     const std::string mode = storage::transparent_huge_page_mode();
     if (mode == "always" || mode == "madvise")
-      FJORD_LOG_INFO("DataMemory %s on transparent huge pages (THP mode %s)",
+      FJORD_LOG_INFO("node %u: DataMemory %s on transparent huge pages (THP mode %s)", self,
                      storage::format_memory_size(pool_config.data_memory_bytes).c_str(), mode.c_str());
     else
-      FJORD_LOG_WARN("DataMemory: DataMemoryHugePages is set but transparent huge pages are %s here: 4 KB pages",
+      FJORD_LOG_WARN("node %u: DataMemoryHugePages is set but transparent huge pages are %s here: 4 KB pages", self,
                      (mode.empty() ? std::string("absent") : "'" + mode + "'").c_str());
   }
   for (uint32_t i = 0; i < ldm_count; ++i) {
