@@ -91,8 +91,11 @@ Result<std::unique_ptr<PagePool>> PagePool::create(const PagePoolConfig& config)
       FJORD_LOG_WARN("DataMemory: madvise(MADV_HUGEPAGE) failed, keeping 4 KB pages: %s", std::strerror(errno));
     if (config.prefault && ::madvise(base, bytes, MADV_POPULATE_WRITE) != 0) {
       const int err = errno;
-      ::munmap(base, bytes);
-      return io_error("DataMemory: populating " + format_memory_size(config.data_memory_bytes), err);
+      if (err != EINVAL) {  // EINVAL: a kernel before 5.14; touch the pages instead
+        ::munmap(base, bytes);
+        return io_error("DataMemory: populating " + format_memory_size(config.data_memory_bytes), err);
+      }
+      for (std::size_t at = 0; at < bytes; at += 4096) base[at] = std::byte{0};
     }
   }
   if (config.numa_node >= 0) {
