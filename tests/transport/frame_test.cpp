@@ -86,6 +86,10 @@ TEST(FrameTest, PackFrameZeroesEveryPadOverADirtyBuffer) {
     ASSERT_EQ(frame_bytes_for(data.size(), lengths, checksum), n);
     std::vector<std::byte> other(512, std::byte{0x5A});
     ASSERT_EQ(pack_frame_sized(other.data(), n, h, data, sections, checksum), n);
+    const FrameRoute route = route_of_validated({buf.data(), n});
+    EXPECT_EQ(route.signal_number, h.signal_number);
+    EXPECT_EQ(route.receiver, h.receiver);
+    EXPECT_EQ(route.frame_bytes, n);
     ASSERT_EQ(0, std::memcmp(buf.data(), other.data(), n)) << "round " << round;
     EXPECT_EQ(other[n], std::byte{0x5A}) << "wrote past its frame";
   }

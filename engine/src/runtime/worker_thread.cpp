@@ -309,18 +309,15 @@ bool WorkerThread::poll_one_link(NodeId node) {
     const transport::ReceiveBatch batch = t.receive();
     if (batch.bytes.empty()) return received;
     std::size_t consumed = 0;
-    frame::FrameCursor cursor(batch.bytes);
-    frame::SignalView view;
-    while (frames < kMaxFramesPerLinkPoll) {
-      const std::size_t at = batch.bytes.size() - cursor.remaining_bytes();
-      if (!cursor.next(view)) break;
-      const std::size_t frame_len = batch.bytes.size() - cursor.remaining_bytes() - at;
-      const int dest = shared_.thread_of(view.header.receiver);
+    // Frames are copied whole; routing needs only each one's header.
+    for (std::size_t at = 0; frames < kMaxFramesPerLinkPoll && at < batch.bytes.size();) {
+      const frame::FrameRoute route = frame::route_of_validated(batch.bytes.subspan(at));
+      const std::size_t frame_len = route.frame_bytes;
+      const int dest = shared_.thread_of(route.receiver);
       if (dest < 0) {
-        t.close("node " + std::to_string(node) + " sent signal " + std::to_string(view.header.signal_number) +
-                " to block " + std::to_string(view.header.receiver.block) + " instance " +
-                std::to_string(view.header.receiver.instance) + ", which does not exist on node " +
-                std::to_string(shared_.options.self));
+        t.close("node " + std::to_string(node) + " sent signal " + std::to_string(route.signal_number) + " to block " +
+                std::to_string(route.receiver.block) + " instance " + std::to_string(route.receiver.instance) +
+                ", which does not exist on node " + std::to_string(shared_.options.self));
         t.release(batch.bytes.size());  // nothing from this peer is trusted any more
         return true;
       }
@@ -342,7 +339,8 @@ bool WorkerThread::poll_one_link(NodeId node) {
         wake_marks_[static_cast<std::size_t>(dest)] = 1;
         wake_list_.push_back(static_cast<uint32_t>(dest));
       }
-      consumed = at + frame_len;
+      at += frame_len;
+      consumed = at;
       ++frames;
     }
     if (consumed > 0) {

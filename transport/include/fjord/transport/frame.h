@@ -223,6 +223,24 @@ inline std::size_t decode_validated(std::span<const std::byte> bytes, SignalView
   return length;
 }
 
+// What routing a validated frame needs, read from its header alone (no
+// section table): a receive thread forwards frames by these.
+struct FrameRoute {
+  uint16_t signal_number = 0;
+  BlockRef receiver;
+  std::size_t frame_bytes = 0;
+};
+inline FrameRoute route_of_validated(std::span<const std::byte> bytes) noexcept {
+  FJORD_ASSERT(bytes.size() >= kHeaderBytes);
+  uint64_t head[2];  // detail::write_header's first two words
+  std::memcpy(head, bytes.data(), sizeof head);
+  const FrameRoute r{static_cast<uint16_t>(head[0] >> 16),
+                     {static_cast<uint16_t>(head[1]), static_cast<uint16_t>(head[1] >> 16)},
+                     static_cast<std::size_t>(head[0] >> 32)};
+  FJORD_ASSERT(r.frame_bytes >= kHeaderBytes && r.frame_bytes <= bytes.size());
+  return r;
+}
+
 // Iterates the frames of a span that scan_frames() validated, e.g. a
 // Transporter::receive() batch:  for (FrameCursor c(batch.bytes); c.next(view);) ...
 class FrameCursor {
