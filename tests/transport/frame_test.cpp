@@ -258,6 +258,42 @@ TEST_F(CorruptionTest, BodyInconsistenciesAreChecked) {
   EXPECT_EQ(check(), FrameError::kLengthMismatch);
 }
 
+TEST(FrameTest, EveryPaddingByteIsChecked) {
+  // Random frames (every section length modulo 4, every word-count parity,
+  // with and without a checksum): each padding byte in turn set to a
+  // non-zero value is kBadPadding, wherever it sits.
+  std::mt19937 rng(23);
+  uint32_t checked = 0;
+  for (int round = 0; round < 300; ++round) {
+    const bool checksum = rng() % 2 == 0;
+    std::vector<uint32_t> data(rng() % (kMaxDataWords + 1));
+    std::vector<std::vector<std::byte>> bodies(rng() % (kMaxSections + 1));
+    for (auto& body : bodies) body.assign(rng() % 13, std::byte{0x11});
+    const std::vector<std::span<const std::byte>> sections(bodies.begin(), bodies.end());
+    std::vector<std::byte> buf(512);
+    const std::size_t n = pack_frame(buf, {7, {1, 0}, {2, 0}, 0}, data, sections, checksum);
+    ASSERT_GT(n, 0u);
+    std::vector<std::size_t> pads;  // offsets of the padding bytes
+    std::size_t at = kHeaderBytes + 4 * data.size() + 4 * bodies.size();
+    for (const auto& body : bodies) {
+      for (std::size_t i = body.size(); i % 4 != 0; ++i) pads.push_back(at + i);
+      at += (body.size() + 3) / 4 * 4;
+    }
+    for (std::size_t i = at; i < n - (checksum ? 4 : 0); ++i) pads.push_back(i);
+    for (std::size_t pad : pads) {
+      buf[pad] = std::byte{0x80};
+      SignalView v;
+      EXPECT_EQ(unpack_frame({buf.data(), n}, v), FrameError::kBadPadding) << "round " << round << " byte " << pad;
+      EXPECT_EQ(scan_frames({buf.data(), n}).error, FrameError::kBadPadding);
+      buf[pad] = std::byte{0};
+      ++checked;
+    }
+    SignalView v;
+    ASSERT_EQ(unpack_frame({buf.data(), n}, v), FrameError::kNone);
+  }
+  EXPECT_GT(checked, 300u);
+}
+
 TEST_F(CorruptionTest, TruncationIsIncompleteNotAnError) {
   SignalView v;
   for (std::size_t cut = 0; cut < n_; ++cut)
