@@ -176,7 +176,13 @@ inline std::size_t put_value(std::span<std::byte> out, uint16_t column, bool is_
     const uint32_t zero = 0;
     std::memcpy(out.data() + n - 4, &zero, sizeof zero);
   }
-  if (length != 0) std::memcpy(out.data() + 8, bytes.data(), length);
+  // Integers (8 or 4 bytes) are copied by a fixed-size move, not a call.
+  if (length == 8)
+    std::memcpy(out.data() + 8, bytes.data(), 8);
+  else if (length == 4)
+    std::memcpy(out.data() + 8, bytes.data(), 4);
+  else if (length != 0)
+    std::memcpy(out.data() + 8, bytes.data(), length);
   return n;
 }
 
