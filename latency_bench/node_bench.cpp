@@ -46,6 +46,7 @@
 
 #include "fjord/base/assert.h"
 #include "fjord/base/clock.h"
+#include "fjord/base/huge_pages.h"
 #include "fjord/engine/blocks/ldm.h"
 #include "fjord/engine/blocks/tc.h"
 #include "fjord/engine/protocol.h"
@@ -293,24 +294,15 @@ void BM_NodePkReads(benchmark::State& state) {
   state.counters["reads_per_s"] = ns_per_read > 0 ? 1e9 / ns_per_read : 0;
 }
 
-// The least a key read costs here: the same number of 100-byte rows, an
-// open-addressing table of row indexes (load factor 1/2) hashed with the
-// engine's hash_key, a key compare and a 100-byte copy out, keys drawn as
-// the node benchmark draws them. No locks, no signals, no transactions.
-// An array of trivially copyable T on anonymous memory advised
-// MADV_HUGEPAGE (2 MB aligned), zero-filled.
+// An array of trivially copyable T on memory laid out for huge pages, as
+// DataMemory is (fjord::map_huge_page_aligned), zero-filled.
 template <class T>
 class HugeArray {
  public:
-  explicit HugeArray(std::size_t n) : bytes_((n * sizeof(T) + kHuge - 1) / kHuge * kHuge) {
-    void* p = ::mmap(nullptr, bytes_ + kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    FJORD_ASSERT_MSG(p != MAP_FAILED, "node_bench: mmap failed");
-    auto* raw = static_cast<std::byte*>(p);
-    const std::size_t head = (kHuge - reinterpret_cast<uintptr_t>(raw) % kHuge) % kHuge;
-    if (head > 0) ::munmap(raw, head);
-    if (kHuge - head > 0) ::munmap(raw + head + bytes_, kHuge - head);
-    data_ = reinterpret_cast<T*>(raw + head);
-    (void)::madvise(data_, bytes_, MADV_HUGEPAGE);
+  explicit HugeArray(std::size_t n) : bytes_(n * sizeof(T)) {
+    std::byte* p = map_huge_page_aligned(bytes_);
+    FJORD_ASSERT_MSG(p != nullptr, "node_bench: mmap failed");
+    data_ = reinterpret_cast<T*>(p);
   }
   ~HugeArray() { ::munmap(data_, bytes_); }
   HugeArray(const HugeArray&) = delete;
@@ -318,11 +310,14 @@ class HugeArray {
   T& operator[](std::size_t i) { return data_[i]; }
 
  private:
-  static constexpr std::size_t kHuge = storage::PagePool::kHugePageBytes;
   std::size_t bytes_;
   T* data_ = nullptr;
 };
 
+// The least a key read costs here: the same number of 100-byte rows, an
+// open-addressing table of row indexes (load factor 1/2) hashed with the
+// engine's hash_key, a key compare and a 100-byte copy out, keys drawn as
+// the node benchmark draws them. No locks, no signals, no transactions.
 void BM_StorageReadFloor(benchmark::State& state) {
   struct RowBytes {
     uint64_t id;

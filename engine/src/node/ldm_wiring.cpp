@@ -1,5 +1,6 @@
 // Creates DataMemory (the page pool every LDM instance shares) and one LDM
 // block per ldm thread (the single thread in single-threaded mode).
+#include "fjord/base/huge_pages.h"
 #include "fjord/base/log.h"
 #include "fjord/engine/blocks/ldm.h"
 #include "fjord/engine/storage/page_pool.h"
@@ -15,7 +16,7 @@ Status DataNode::Impl::add_ldm_blocks() {
   if (!created) return Status(created.status().code(), node->origin + ": DataMemory: " + created.status().message());
   pool = std::move(created).value();
   if (pool_config.huge_pages) {
-    const std::string mode = storage::transparent_huge_page_mode();
+    const std::string mode = transparent_huge_page_mode();
     if (mode == "always" || mode == "madvise")
       FJORD_LOG_INFO("node %u: DataMemory %s on transparent huge pages (THP mode %s)", self,
                      storage::format_memory_size(pool_config.data_memory_bytes).c_str(), mode.c_str());

@@ -5,9 +5,9 @@
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 
 #include "fjord/base/assert.h"
+#include "fjord/base/huge_pages.h"
 #include "fjord/base/log.h"
 
 #if defined(FJORD_HAVE_NUMA)
@@ -22,16 +22,6 @@ std::string format_memory_size(uint64_t bytes) {
   if (bytes != 0 && bytes % kM == 0) return std::to_string(bytes / kM) + "M";
   if (bytes != 0 && bytes % kK == 0) return std::to_string(bytes / kK) + "K";
   return std::to_string(bytes);
-}
-
-std::string transparent_huge_page_mode() {
-  std::ifstream in("/sys/kernel/mm/transparent_hugepage/enabled");
-  std::string line;
-  std::getline(in, line);
-  const auto open = line.find('['), close = line.find(']');
-  return open == std::string::npos || close == std::string::npos || close < open
-             ? std::string()
-             : line.substr(open + 1, close - open - 1);
 }
 
 namespace {
@@ -68,27 +58,23 @@ Result<std::unique_ptr<PagePool>> PagePool::create(const PagePoolConfig& config)
                                                     std::to_string(kPageBytes) + " bytes");
   }
   const std::size_t bytes = static_cast<std::size_t>(pages) * kPageBytes;
-  // NORESERVE unless prefaulting: the pool's own free list bounds use, and the
-  // kernel need not set swap aside for pages never touched.
-  // With huge pages the pool starts on a 2 MB boundary (the kernel can back
-  // only whole aligned 2 MB ranges with one), so map 2 MB more and trim; and
-  // it is populated only after the advice, or the faults take 4 KB pages.
-  const bool populate_now = config.prefault && !config.huge_pages;
-  const std::size_t slack = config.huge_pages ? kHugePageBytes : 0;
-  const int flags = MAP_PRIVATE | MAP_ANONYMOUS | (populate_now ? MAP_POPULATE : MAP_NORESERVE);
-  void* mapped = ::mmap(nullptr, bytes + slack, PROT_READ | PROT_WRITE, flags, -1, 0);
-  if (mapped == MAP_FAILED) {
-    return io_error("DataMemory: mmap of " + format_memory_size(config.data_memory_bytes), errno);
-  }
-  auto* base = static_cast<std::byte*>(mapped);
-  if (config.huge_pages) {
-    const std::size_t head = (kHugePageBytes - reinterpret_cast<uintptr_t>(base) % kHugePageBytes) % kHugePageBytes;
-    if (head > 0) ::munmap(base, head);
-    if (slack - head > 0) ::munmap(base + head + bytes, slack - head);
-    base += head;
-    // Not fatal: a kernel without THP (or with it set to "never") keeps 4 KB pages.
-    if (::madvise(base, bytes, MADV_HUGEPAGE) != 0)
+  std::byte* base = nullptr;
+  if (!config.huge_pages) {
+    // NORESERVE unless prefaulting: the pool's own free list bounds use, and
+    // the kernel need not set swap aside for pages never touched.
+    const int flags = MAP_PRIVATE | MAP_ANONYMOUS | (config.prefault ? MAP_POPULATE : MAP_NORESERVE);
+    void* mapped = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, flags, -1, 0);
+    if (mapped == MAP_FAILED)
+      return io_error("DataMemory: mmap of " + format_memory_size(config.data_memory_bytes), errno);
+    base = static_cast<std::byte*>(mapped);
+  } else {
+    bool advised = false;
+    base = map_huge_page_aligned(bytes, &advised);
+    if (base == nullptr) return io_error("DataMemory: mmap of " + format_memory_size(config.data_memory_bytes), errno);
+    // Not fatal: a kernel without THP keeps 4 KB pages.
+    if (!advised)
       FJORD_LOG_WARN("DataMemory: madvise(MADV_HUGEPAGE) failed, keeping 4 KB pages: %s", std::strerror(errno));
+    // Populated only now, after the advice, or the faults would take 4 KB pages.
     if (config.prefault && ::madvise(base, bytes, MADV_POPULATE_WRITE) != 0) {
       const int err = errno;
       if (err != EINVAL) {  // EINVAL: a kernel before 5.14; touch the pages instead

@@ -15,6 +15,8 @@
 #include <thread>
 #include <vector>
 
+#include "fjord/base/huge_pages.h"
+
 namespace fjord::engine::storage {
 namespace {
 
@@ -143,7 +145,7 @@ TEST(PagePoolTest, HugePagesStartOnA2MBBoundaryAndBackTheRows) {
   config.huge_pages = true;
   auto pool = PagePool::create(config).value();
   std::byte* first = pool->address(pool->allocate().value());
-  EXPECT_EQ(reinterpret_cast<uintptr_t>(first) % PagePool::kHugePageBytes, 0u);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(first) % kHugePageBytes, 0u);
   // Every page is usable, up to the last byte of the last one (the trimmed
   // mapping ends exactly there).
   for (uint32_t i = 1; i < kBytes / kPage; ++i) ASSERT_TRUE(pool->allocate().is_ok());

@@ -30,23 +30,16 @@ struct PagePoolConfig {
   // Touch every page now (MAP_POPULATE), so no page faults on the data path.
   bool prefault = false;
   // Ask for transparent huge pages (fewer TLB misses on random row access):
-  // the pool starts on a 2 MB boundary and is advised MADV_HUGEPAGE; where
-  // the kernel has no THP it keeps 4 KB pages (a warning, not an error).
+  // the pool is mapped by fjord::map_huge_page_aligned(); where the kernel
+  // has no THP it keeps 4 KB pages (a warning, not an error).
   bool huge_pages = false;
   // Bind the memory to this NUMA node (needs libnuma); -1: the kernel's choice.
   int numa_node = -1;
 };
 
-// The kernel's transparent huge page mode ("always", "madvise" or "never",
-// the bracketed word of /sys/kernel/mm/transparent_hugepage/enabled), or ""
-// where the kernel has no THP. PagePoolConfig::huge_pages takes effect under
-// "always" and "madvise".
-std::string transparent_huge_page_mode();
-
 class PagePool {
  public:
   static constexpr uint32_t kPageBytes = 32 * 1024;
-  static constexpr std::size_t kHugePageBytes = 2 << 20;
   // PageDirectory keeps a tag in the top bit of a PageId: 64 TB of DataMemory.
   static constexpr uint32_t kMaxPages = (1u << 31) - 1;
 
