@@ -203,19 +203,29 @@ void decode_sections(const std::byte* frame, std::size_t length, SignalView& out
 // packed itself (a job-buffer entry): no checks repeated beyond bounds
 // assertions. Inline: every signal a thread executes passes through it.
 // Returns the frame's length.
+namespace detail {
+// The fields detail::write_header() wrote, read back without checks (the
+// frame was validated, or packed here), into the caller's places. Returns
+// the frame's length. Locals a caller does not use fold away once inlined.
+inline std::size_t read_header(const std::byte* p, SignalHeader& header, uint8_t& data_words,
+                               uint8_t& section_count) noexcept {
+  uint64_t head[3];
+  std::memcpy(head, p, sizeof head);
+  header.signal_number = static_cast<uint16_t>(head[0] >> 16);
+  header.receiver = {static_cast<uint16_t>(head[1]), static_cast<uint16_t>(head[1] >> 16)};
+  header.sender = {static_cast<uint16_t>(head[1] >> 32), static_cast<uint16_t>(head[1] >> 48)};
+  header.trace = static_cast<uint32_t>(head[2] >> 32);
+  data_words = static_cast<uint8_t>(head[2]);
+  section_count = static_cast<uint8_t>(head[2] >> 8);
+  return static_cast<std::size_t>(head[0] >> 32);
+}
+}  // namespace detail
+
 inline std::size_t decode_validated(std::span<const std::byte> bytes, SignalView& out) noexcept {
   FJORD_ASSERT(bytes.size() >= kHeaderBytes);
   const std::byte* p = bytes.data();
-  uint64_t head[3];  // detail::write_header's three words
-  std::memcpy(head, p, sizeof head);
-  const auto length = static_cast<std::size_t>(head[0] >> 32);
+  const std::size_t length = detail::read_header(p, out.header, out.data_words, out.section_count);
   FJORD_ASSERT(length <= bytes.size());
-  out.header.signal_number = static_cast<uint16_t>(head[0] >> 16);
-  out.header.receiver = {static_cast<uint16_t>(head[1]), static_cast<uint16_t>(head[1] >> 16)};
-  out.header.sender = {static_cast<uint16_t>(head[1] >> 32), static_cast<uint16_t>(head[1] >> 48)};
-  out.header.trace = static_cast<uint32_t>(head[2] >> 32);
-  out.data_words = static_cast<uint8_t>(head[2]);
-  out.section_count = static_cast<uint8_t>(head[2] >> 8);
   out.data = p + kHeaderBytes;
   for (auto& section : out.sections) section = {};
   if (out.section_count != 0) detail::decode_sections(p, length, out);
@@ -232,13 +242,11 @@ struct FrameRoute {
 };
 inline FrameRoute route_of_validated(std::span<const std::byte> bytes) noexcept {
   FJORD_ASSERT(bytes.size() >= kHeaderBytes);
-  uint64_t head[2];  // detail::write_header's first two words
-  std::memcpy(head, bytes.data(), sizeof head);
-  const FrameRoute r{static_cast<uint16_t>(head[0] >> 16),
-                     {static_cast<uint16_t>(head[1]), static_cast<uint16_t>(head[1] >> 16)},
-                     static_cast<std::size_t>(head[0] >> 32)};
-  FJORD_ASSERT(r.frame_bytes >= kHeaderBytes && r.frame_bytes <= bytes.size());
-  return r;
+  SignalHeader header;
+  uint8_t data_words = 0, section_count = 0;
+  const std::size_t length = detail::read_header(bytes.data(), header, data_words, section_count);
+  FJORD_ASSERT(length >= kHeaderBytes && length <= bytes.size());
+  return {header.signal_number, header.receiver, length};
 }
 
 // Iterates the frames of a span that scan_frames() validated, e.g. a
