@@ -26,18 +26,22 @@ Address api_address(NodeId node) { return {node, {block_numbers::kApi, 0}}; }
 // TC's Signal::prefetch_note on a TcKeyReq: where its key routes (the
 // partition and the low 32 bits of the key's hash), so that neither the
 // prefetch's second stage nor the request itself encodes and hashes the key
-// again. It carries the table version's low 15 bits: a table replaced in
-// between invalidates it (and the LDM checks hash and partition anyway).
-static_assert(kMaxPartitions <= (1u << 16));
-uint64_t route_note(const TcTable& t, uint32_t partition, uint32_t key_hash) {
-  return uint64_t{1} << 63 | uint64_t{t.def.version & 0x7FFF} << 48 | uint64_t{partition} << 32 | key_hash;
+// again, and the PreparedKey slot that holds the encoded key. It carries the
+// table version's low 15 bits: a table replaced in between invalidates it
+// (and the LDM checks hash and partition anyway).
+// Bits: 63 set | 48-62 version | 45-47 slot | 32-41 partition | 0-31 hash.
+static_assert(kMaxPartitions <= (1u << 10) && Block::kPrefetchWindow <= 8);
+uint64_t route_note(const TcTable& t, uint32_t slot, uint32_t partition, uint32_t key_hash) {
+  return uint64_t{1} << 63 | uint64_t{t.def.version & 0x7FFF} << 48 | uint64_t{slot} << 45 | uint64_t{partition} << 32 |
+         key_hash;
 }
 bool read_route_note(uint64_t note, const TcTable& t, uint32_t& partition, uint32_t& key_hash) {
   if ((note >> 63) == 0 || (note >> 48 & 0x7FFF) != (t.def.version & 0x7FFF)) return false;
-  partition = static_cast<uint32_t>(note >> 32) & 0xFFFF;
+  partition = static_cast<uint32_t>(note >> 32) & 0x3FF;
   key_hash = static_cast<uint32_t>(note);
   return partition < t.def.partitions;
 }
+uint32_t slot_of_note(uint64_t note) { return static_cast<uint32_t>(note >> 45) & 7; }
 Address ldm_address(BlockContext& c, uint16_t ldm) { return {c.self_node(), {block_numbers::kLdm, ldm}}; }
 }  // namespace
 
@@ -50,6 +54,7 @@ TcBlock::Impl::Impl(const TcOptions& options, TcCounters& c)
       lookup_columns(options.max_operations),
       scans(options.max_scans),
       key_buffer(kMaxKeyBytes),
+      prepared_bytes(std::size_t{Block::kPrefetchWindow} * kMaxKeyBytes),
       section_a(frame::kMaxFrameBytes),
       section_b(frame::kMaxFrameBytes) {
   FJORD_ASSERT(options.ldm_instances >= 1 && options.ldm_instances <= 64);
@@ -120,15 +125,26 @@ void TcBlock::Impl::prefetch(const Signal& s, int stage) const {
   if (t == nullptr) return;
   uint32_t partition = 0, key_hash = 0;
   if (!read_route_note(s.prefetch_note, *t, partition, key_hash)) {
-    std::array<std::byte, kMaxKeyBytes> key;
+    const uint32_t slot = prepared_next;
+    prepared_next = slot + 1 == prepared.size() ? 0 : slot + 1;
+    const std::span<std::byte> key = std::span(prepared_bytes).subspan(slot * kMaxKeyBytes, kMaxKeyBytes);
     auto length = encode_key_section(t->pk, r.key, key);
     if (!length) return;
     const uint64_t hash = hash_key(key.data(), *length);
     partition = partition_of(hash, t->def.partitions);
     key_hash = static_cast<uint32_t>(hash);
-    s.prefetch_note = route_note(*t, partition, key_hash);
+    s.prefetch_note = route_note(*t, slot, partition, key_hash);
+    prepared[slot] = {&s, s.prefetch_note, {key.first(*length), hash}};
   }
   if (const LdmBlock* ldm = direct_ldm[ldm_of(partition)]) ldm->prefetch_key(r.table_id, partition, key_hash, stage);
+}
+
+// The key prefetch() prepared for `s` (its note names the slot), if the
+// slot still holds it: a slot is rewritten only by a later window's
+// prefetch, and decode clears a signal's note before that.
+const TcBlock::Impl::PreparedKey* TcBlock::Impl::prepared_for(const Signal& s) const {
+  const PreparedKey& p = prepared[slot_of_note(s.prefetch_note)];
+  return p.signal == &s && p.note == s.prefetch_note ? &p : nullptr;
 }
 
 // ---- schema ---------------------------------------------------------------------------
@@ -169,24 +185,27 @@ uint32_t TcBlock::Impl::new_op(uint32_t tx_ref, OpKind kind) {
   return ref;
 }
 
-bool TcBlock::Impl::route_key(const TcTable& t, std::span<const std::byte> key, LqhKeyReq& lqh, ErrorCode& error) {
-  auto encoded = encode_key_section(t.pk, key, key_buffer);
-  if (!encoded) {
+bool TcBlock::Impl::route_key(const TcTable& t, std::span<const std::byte> key, LqhKeyReq& lqh, ErrorCode& error,
+                              EncodedKey* encoded) {
+  auto length = encode_key_section(t.pk, key, key_buffer);
+  if (!length) {
     error = ErrorCode::kBadRequest;
     return false;
   }
-  const uint64_t hash = hash_key(key_buffer.data(), *encoded);
+  const uint64_t hash = hash_key(key_buffer.data(), *length);
   lqh.partition = partition_of(hash, t.def.partitions);
   lqh.key_hash = static_cast<uint32_t>(hash);
+  if (encoded != nullptr) *encoded = {std::span(key_buffer).first(*length), hash};
   return true;
 }
 
 // An operation on a base table: run at once when it is a read-committed
 // read whose LDM is on this thread (read_now), else sent as an LqhKeyReq.
-void TcBlock::Impl::issue_user_op(uint32_t tx_ref, uint32_t op_index, LqhKeyReq& lqh, BlockContext& c) {
+void TcBlock::Impl::issue_user_op(uint32_t tx_ref, uint32_t op_index, LqhKeyReq& lqh, BlockContext& c,
+                                  const EncodedKey* key) {
   if (lqh.op == OpType::kRead && lqh.lock == LockMode::kCommitted && lqh.result_to == ResultTo::kApi)
     if (LdmBlock* ldm = direct_ldm.empty() ? nullptr : direct_ldm[ldm_of(lqh.partition)])
-      return read_now(tx_ref, op_index, lqh, *ldm, c);
+      return read_now(tx_ref, op_index, lqh, *ldm, c, key);
   const uint32_t op_ref = new_op(tx_ref, OpKind::kUser);
   if (op_ref == kNoRecord) return start_abort(tx_ref, ErrorCode::kTooManyOperations, op_index, c);
   ops[op_ref].op_index = op_index;
@@ -203,7 +222,8 @@ void TcBlock::Impl::issue_user_op(uint32_t tx_ref, uint32_t op_index, LqhKeyReq&
 // the TcKeyConf that finish_tx() would have sent (one signal, not two), if
 // both name the API's transaction handle alike (an API may give each
 // operation a handle of its own; ours does not).
-void TcBlock::Impl::read_now(uint32_t tx_ref, uint32_t op_index, LqhKeyReq& lqh, LdmBlock& ldm, BlockContext& c) {
+void TcBlock::Impl::read_now(uint32_t tx_ref, uint32_t op_index, LqhKeyReq& lqh, LdmBlock& ldm, BlockContext& c,
+                             const EncodedKey* key) {
   Tx& tx = txs[tx_ref];
   lqh.tx = tx.id;
   ++counters.operations;
@@ -211,7 +231,7 @@ void TcBlock::Impl::read_now(uint32_t tx_ref, uint32_t op_index, LqhKeyReq& lqh,
                           tx.outstanding == 0 && tx.ldm_held == 0 && lqh.api_conn == tx.api_conn;
   TcKeyConf end;
   if (ends_batch) end = {tx.api_conn, tx.id, tx.batch_ops, tx.data_messages + 1, true};
-  const ErrorCode error = ldm.read_committed_now(lqh, c, ends_batch ? &end : nullptr);
+  const ErrorCode error = ldm.read_committed_now(lqh, c, ends_batch ? &end : nullptr, key);
   if (error != ErrorCode::kNone) return start_abort(tx_ref, error, op_index, c);
   ++tx.data_messages;
   if (ends_batch) return finish_tx(tx_ref, c, /*answered=*/true);
@@ -295,9 +315,16 @@ void TcBlock::Impl::tc_key_req(const Signal& s, BlockContext& c) {
     lqh.key = req.key;
     lqh.values = req.values;
     lqh.columns = req.columns;
-    if (!read_route_note(s.prefetch_note, *t, lqh.partition, lqh.key_hash) && !route_key(*t, req.key, lqh, error))
+    // The key encoded and hashed once, here or by prefetch(), for TC's routing and a direct read.
+    EncodedKey encoded;
+    const EncodedKey* key = &encoded;
+    if (read_route_note(s.prefetch_note, *t, lqh.partition, lqh.key_hash)) {
+      const PreparedKey* p = prepared_for(s);
+      key = p != nullptr ? &p->key : nullptr;
+    } else if (!route_key(*t, req.key, lqh, error, &encoded)) {
       return start_abort(tx_ref, error, req.op_index, c);
-    return issue_user_op(tx_ref, req.op_index, lqh, c);
+    }
+    return issue_user_op(tx_ref, req.op_index, lqh, c, key);
   }
   const uint32_t op_ref = new_op(tx_ref, OpKind::kUniqueLookup);
   if (op_ref == kNoRecord) return start_abort(tx_ref, ErrorCode::kTooManyOperations, req.op_index, c);

@@ -100,8 +100,20 @@ struct TcBlock::Impl {
   RecordPool<Op> ops;
   std::vector<LookupColumns> lookup_columns;  // by record_index(op ref); valid for kUniqueLookup ops
   RecordPool<Scan> scans;
-  std::vector<std::byte> key_buffer;            // kMaxKeyBytes
-  std::vector<std::byte> section_a, section_b;  // scratch sections
+  std::vector<std::byte> key_buffer;  // kMaxKeyBytes
+  // Keys prefetch() encoded and hashed for the signals of the current
+  // window (one slot each, in turn; the window is never longer than the
+  // slots), so that tc_key_req and the LDM need not do it again. The
+  // signal's note names its slot (prepared_for).
+  struct PreparedKey {
+    const Signal* signal = nullptr;
+    uint64_t note = 0;
+    EncodedKey key;
+  };
+  mutable std::array<PreparedKey, Block::kPrefetchWindow> prepared{};
+  mutable uint32_t prepared_next = 0;
+  mutable std::vector<std::byte> prepared_bytes;  // kPrefetchWindow * kMaxKeyBytes
+  std::vector<std::byte> section_a, section_b;    // scratch sections
   // LDM instances on TC's own thread (null for the others), found at start:
   // read-committed pk reads run there directly (read_now).
   std::vector<LdmBlock*> direct_ldm;
@@ -131,12 +143,17 @@ struct TcBlock::Impl {
 
  private:
   uint32_t new_op(uint32_t tx_ref, OpKind kind);
-  void issue_user_op(uint32_t tx_ref, uint32_t op_index, protocol::LqhKeyReq& lqh, BlockContext& c);
-  void read_now(uint32_t tx_ref, uint32_t op_index, protocol::LqhKeyReq& lqh, LdmBlock& ldm, BlockContext& c);
+  // `key`: lqh's key encoded and hashed, if known (for read_now).
+  void issue_user_op(uint32_t tx_ref, uint32_t op_index, protocol::LqhKeyReq& lqh, BlockContext& c,
+                     const EncodedKey* key = nullptr);
+  void read_now(uint32_t tx_ref, uint32_t op_index, protocol::LqhKeyReq& lqh, LdmBlock& ldm, BlockContext& c,
+                const EncodedKey* key);
   void send_lqh(uint32_t op_ref, const protocol::LqhKeyReq& req, BlockContext& c);
-  // Sets lqh.partition and lqh.key_hash for `key` (unencoded key values).
-  bool route_key(const TcTable& t, std::span<const std::byte> key, protocol::LqhKeyReq& lqh,
-                 protocol::ErrorCode& error);
+  // Sets lqh.partition and lqh.key_hash for `key` (unencoded key values);
+  // `encoded`, when given, gets the encoded key (in key_buffer) and its hash.
+  bool route_key(const TcTable& t, std::span<const std::byte> key, protocol::LqhKeyReq& lqh, protocol::ErrorCode& error,
+                 EncodedKey* encoded = nullptr);
+  const PreparedKey* prepared_for(const Signal& s) const;
   void refuse(const Signal& s, const protocol::TcKeyReq& req, protocol::ErrorCode error, BlockContext& c);
   void unique_lookup_done(uint32_t op_ref, const protocol::LqhKeyConf& conf, BlockContext& c);
   void maintain_unique(uint32_t tx_ref, const Op& op, const protocol::LqhKeyConf& conf, BlockContext& c);

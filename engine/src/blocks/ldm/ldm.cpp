@@ -83,8 +83,8 @@ void LdmBlock::prefetch(const Signal& s, int stage) const {
 }
 
 protocol::ErrorCode LdmBlock::read_committed_now(const protocol::LqhKeyReq& req, BlockContext& c,
-                                                 const protocol::TcKeyConf* batch_end) {
-  return impl_->read_committed_now(req, c, batch_end);
+                                                 const protocol::TcKeyConf* batch_end, const EncodedKey* key) {
+  return impl_->read_committed_now(req, c, batch_end, key);
 }
 
 void LdmBlock::prefetch_key(uint32_t table_id, uint32_t partition, uint32_t key_hash, int stage) const {

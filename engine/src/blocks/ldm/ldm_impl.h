@@ -243,7 +243,7 @@ struct KeyOp {
   Address from;
   LdmTable* table = nullptr;
   Partition* part = nullptr;
-  uint32_t key_length = 0;  // of the encoded primary key in Impl::pk_key
+  std::span<const std::byte> key;  // the encoded primary key (in Impl::pk_key, or the caller's)
   uint64_t hash = 0;
   RowId anchor = kNoRow;
   LockKind mode = LockKind::kShared;
@@ -316,8 +316,9 @@ struct LdmBlock::Impl {
   void prefetch_key(uint32_t table_id, uint32_t partition, uint32_t key_hash, int stage) const;
   ldm::KeyOutcome execute_key(const protocol::LqhKeyReq& req, Address from, bool resumed, BlockContext& c);
   protocol::ErrorCode read_committed_now(const protocol::LqhKeyReq& req, BlockContext& c,
-                                         const protocol::TcKeyConf* batch_end);
-  protocol::ErrorCode resolve_key(ldm::KeyOp& op);
+                                         const protocol::TcKeyConf* batch_end, const EncodedKey* key);
+  // `known`: the request's key already encoded and hashed (read_committed_now).
+  protocol::ErrorCode resolve_key(ldm::KeyOp& op, const EncodedKey* known = nullptr);
   protocol::ErrorCode check_values(const ldm::KeyOp& op) const;
   bool columns_valid(const ldm::LdmTable& t, std::span<const std::byte> columns) const;
   ldm::KeyOutcome read_committed(ldm::KeyOp& op, BlockContext& c);

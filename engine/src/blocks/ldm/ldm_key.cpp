@@ -78,12 +78,13 @@ KeyOutcome LdmBlock::Impl::execute_key(const LqhKeyReq& req, Address from, bool 
   return perform(op, c);
 }
 
-ErrorCode LdmBlock::Impl::read_committed_now(const LqhKeyReq& req, BlockContext& c, const TcKeyConf* batch_end) {
+ErrorCode LdmBlock::Impl::read_committed_now(const LqhKeyReq& req, BlockContext& c, const TcKeyConf* batch_end,
+                                             const EncodedKey* key) {
   FJORD_ASSERT(req.op == OpType::kRead && req.lock == LockMode::kCommitted && req.result_to == ResultTo::kApi);
   bump(counters.key_operations);
   KeyOp op;
   op.req = &req;
-  ErrorCode error = resolve_key(op);
+  ErrorCode error = resolve_key(op, key);
   if (error == ErrorCode::kNone && (op.anchor == kNoRow || slot_kind(op.part->slot(op.anchor)) != RowKind::kCommitted))
     error = ErrorCode::kNoSuchRow;
   if (error != ErrorCode::kNone) {
@@ -114,7 +115,7 @@ void LdmBlock::Impl::prefetch_key(uint32_t table_id, uint32_t partition, uint32_
   }
 }
 
-ErrorCode LdmBlock::Impl::resolve_key(KeyOp& op) {
+ErrorCode LdmBlock::Impl::resolve_key(KeyOp& op, const EncodedKey* known) {
   const LqhKeyReq& req = *op.req;
   LdmTable* t = table_of(req.table_id);
   if (t == nullptr) return ErrorCode::kNoSuchTable;
@@ -122,17 +123,23 @@ ErrorCode LdmBlock::Impl::resolve_key(KeyOp& op) {
   // UINT64_MAX is the transaction map's empty key.
   if (req.partition >= t->def.partitions || !owns(req.partition) || req.tx.value == UINT64_MAX)
     return ErrorCode::kBadRequest;
-  Result<uint32_t> length = encode_key_section(t->pk, req.key, pk_key);
-  if (!length.is_ok()) return ErrorCode::kBadRequest;
+  if (known != nullptr) {
+    op.key = known->bytes;
+    op.hash = known->hash;
+  } else {
+    Result<uint32_t> length = encode_key_section(t->pk, req.key, pk_key);
+    if (!length.is_ok()) return ErrorCode::kBadRequest;
+    op.key = std::span(pk_key).first(length.value());
+    op.hash = hash_key(op.key.data(), op.key.size());
+  }
   op.table = t;
   op.part = t->partitions[req.partition / o.ldm_instances].get();
-  op.key_length = length.value();
-  op.hash = hash_key(pk_key.data(), op.key_length);
+  // Also a check of a caller's encoding: it must route where the request says.
   if (partition_of(op.hash, t->def.partitions) != req.partition || static_cast<uint32_t>(op.hash) != req.key_hash)
     return ErrorCode::kBadRequest;
   if (!columns_valid(*t, req.columns)) return ErrorCode::kBadRequest;
   if (const ErrorCode e = check_values(op); e != ErrorCode::kNone) return e;
-  op.anchor = op.part->hash.find(op.hash, std::span(pk_key).first(op.key_length));
+  op.anchor = op.part->hash.find(op.hash, op.key);
   return ErrorCode::kNone;
 }
 

@@ -83,7 +83,7 @@ ErrorCode LdmBlock::Impl::create_anchor(KeyOp& op) {
     p.rows.erase(anchor);
     return ErrorCode::kOutOfDataMemory;
   }
-  if (!p.hash.insert(op.hash, std::span(pk_key).first(op.key_length), anchor).is_ok()) {
+  if (!p.hash.insert(op.hash, op.key, anchor).is_ok()) {
     p.rows.erase(anchor);
     return ErrorCode::kOutOfDataMemory;
   }

@@ -29,12 +29,21 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <span>
 
 #include "fjord/engine/protocol.h"
 #include "fjord/engine/runtime/block.h"
 #include "fjord/engine/storage/page_pool.h"
 
 namespace fjord::engine {
+
+// A primary key as the table's KeyCodec encodes it, and hash_key of those
+// bytes: what a co-located TC computed to route a request, handed to
+// read_committed_now so the LDM need not compute it again.
+struct EncodedKey {
+  std::span<const std::byte> bytes;
+  uint64_t hash = 0;
+};
 
 struct LdmOptions {
   uint16_t instance = 0;       // this block's ldm thread index
@@ -105,9 +114,12 @@ class LdmBlock final : public Block {
   // req.api_node through `context`. Returns kNone, or the error an
   // LqhKeyRef would have carried (nothing is sent then). `batch_end`, when
   // given, is the TcKeyConf this read ends (a committed batch, nothing else
-  // outstanding): the KeyData carries it (kKeyDataConf). Hot path.
+  // outstanding): the KeyData carries it (kKeyDataConf). `key`, when given,
+  // is req.key already encoded and hashed by the caller (TC routed by it),
+  // so the read does not do it again. Hot path.
   protocol::ErrorCode read_committed_now(const protocol::LqhKeyReq& req, BlockContext& context,
-                                         const protocol::TcKeyConf* batch_end = nullptr);
+                                         const protocol::TcKeyConf* batch_end = nullptr,
+                                         const EncodedKey* key = nullptr);
   // prefetch() for a request a co-located TC is about to run that way.
   void prefetch_key(uint32_t table_id, uint32_t partition, uint32_t key_hash, int stage) const;
 
