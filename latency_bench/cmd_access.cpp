@@ -55,12 +55,83 @@ AccessConditions conditions(const Options& o, const RunContext& ctx, const Clust
   return c;
 }
 
+constexpr uint32_t kFloorSlices = 10;
+
+ComparisonRow bare_tcp_row(const Options& o) {
+  ComparisonRow row;
+  row.key = o.poll == PollMode::kBusy ? "floor.bare_tcp_busy" : "floor.bare_tcp_blocking";
+  row.label = std::string(o.poll == PollMode::kBusy ? "floor: bare TCP ping-pong, busy-poll, "
+                                                    : "floor: bare TCP ping-pong, blocking, ") +
+              std::to_string(kBareTcpWireBytes) + " B, in turn with serial pk";
+  row.beside = "serial_pk";
+  row.unit = "rtt";
+  return row;
+}
+
+// Serial pk reads and the bare TCP floor their target is judged against, in
+// kFloorSlices alternating slices. This host's round-trip latencies move
+// between states within a run (docs/benchmarks.md: the bare TCP floor at
+// 6.8 us in one run, 10-13 us in others): a floor measured seconds after
+// the reads, as a block of its own, may compare two different states. Each
+// slice of reads has its own warm-up (the node's thread slept meanwhile);
+// each slice of the floor its own echo process on the node's CPU.
+MethodResult serial_pk_beside_floor(api::Connection& conn, const AccessTable& table, const Options& o,
+                                    const RunContext& ctx, const AccessPlan& plan, ComparisonRow& floor,
+                                    Progress& progress) {
+  MethodResult total;
+  total.method = AccessMethod::kSerialPk;
+  Histogram floor_rtt;
+  Status floor_status;
+  for (uint32_t slice = 0; slice < kFloorSlices; ++slice) {
+    AccessPlan part = plan;
+    part.iterations = plan.iterations / kFloorSlices + (slice < plan.iterations % kFloorSlices ? 1 : 0);
+    part.warmup = std::max<uint64_t>(plan.warmup / kFloorSlices, std::min<uint64_t>(plan.warmup, 50));
+    if (part.iterations == 0) continue;
+    if (floor_status) {
+      const FloorParams params{part.iterations, part.warmup, kBareTcpWireBytes, ctx.cpus[1],
+                               o.timeout_s * kNsPerSecond};
+      floor_status = bare_tcp_samples(params, o.poll, floor_rtt, nullptr, progress);
+    }
+    MethodResult m = measure_access_method(conn, table, AccessMethod::kSerialPk, part, progress);
+    total.rows_per_sample = m.rows_per_sample;
+    total.samples += m.samples;
+    total.rows += m.rows;
+    total.elapsed_ns += m.elapsed_ns;
+    total.per_row_ns.merge(m.per_row_ns);
+    total.usage.wall_ns += m.usage.wall_ns;
+    total.usage.cpu_ns += m.usage.cpu_ns;
+    total.usage.involuntary_switches += m.usage.involuntary_switches;
+    if (!m.status) {
+      total.status = m.status;
+      break;
+    }
+  }
+  floor.samples = floor_rtt.count();
+  if (!floor_status) {
+    floor.outcome = Outcome::kFailed;
+    floor.reason = floor_status.message();
+  } else if (floor.samples == 0) {
+    floor.outcome = Outcome::kFailed;
+    floor.reason = total.status ? "no serial pk slices ran" : "serial pk failed first: " + total.status.message();
+  } else {
+    floor.per_row_ns = LatencySummary::from(floor_rtt);
+  }
+  return total;
+}
+
 // Every method over one connection; a failed method is a cell that says why.
+// Over tcp with --compare, serial pk alternates with the bare TCP floor,
+// which is added to the report's comparisons.
 void measure_transporter(api::Connection& conn, const AccessTable& table, const std::string& transporter,
-                         const AccessPlan& plan, AccessReport& report, Progress& progress) {
+                         const Options& o, const RunContext& ctx, const AccessPlan& plan, AccessReport& report,
+                         Progress& progress) {
+  const bool with_floor = o.compare && transporter == "tcp";
+  ComparisonRow floor = bare_tcp_row(o);
   for (AccessMethod method : kAccessMethods) {
     progress.begin(transporter + ": " + access_method_label(method), plan.iterations);
-    MethodResult m = measure_access_method(conn, table, method, plan, progress);
+    MethodResult m = with_floor && method == AccessMethod::kSerialPk
+                         ? serial_pk_beside_floor(conn, table, o, ctx, plan, floor, progress)
+                         : measure_access_method(conn, table, method, plan, progress);
     AccessCell cell;
     cell.transporter = transporter;
     cell.method = method;
@@ -75,23 +146,7 @@ void measure_transporter(api::Connection& conn, const AccessTable& table, const 
     }
     report.cells.push_back(cell);
   }
-}
-
-ComparisonRow bare_tcp_row(const Options& o, const RunContext& ctx, const AccessPlan& plan, Progress& progress) {
-  const FloorParams params{plan.iterations, plan.warmup, kBareTcpWireBytes, ctx.cpus[1], o.timeout_s * kNsPerSecond};
-  const Row floor = bare_tcp_floor(params, o.poll, progress);
-  ComparisonRow row;
-  row.key = o.poll == PollMode::kBusy ? "floor.bare_tcp_busy" : "floor.bare_tcp_blocking";
-  row.label = std::string(o.poll == PollMode::kBusy ? "floor: bare TCP ping-pong, busy-poll, "
-                                                    : "floor: bare TCP ping-pong, blocking, ") +
-              std::to_string(kBareTcpWireBytes) + " B each way";
-  row.beside = "serial_pk";
-  row.unit = "rtt";
-  row.outcome = floor.outcome;
-  row.reason = floor.reason;
-  row.samples = floor.iterations;
-  if (floor.rtt) row.per_row_ns = *floor.rtt;
-  return row;
+  if (with_floor) report.compare.push_back(floor);
 }
 
 // Loads the table over the first endpoint and measures the DataMemory it took.
@@ -141,10 +196,9 @@ TransporterColumn measure_endpoint(const Options& o, const RunContext& ctx, cons
     column.reason = table.status().message();
     return column;
   }
-  measure_transporter(*conn, *table, e.transporter, plan, report, progress);
+  measure_transporter(*conn, *table, e.transporter, o, ctx, plan, report, progress);
   if (i + 1 == target.endpoints.size()) (void)conn->drop_table(kAccessTableName);
   conn.reset();
-  if (o.compare && e.transporter == "tcp") report.compare.push_back(bare_tcp_row(o, ctx, plan, progress));
   return column;
 }
 

@@ -189,6 +189,26 @@ Row mailbox_floor(const FloorParams& p, Progress& progress) {
   return row;
 }
 
+Status bare_tcp_samples(const FloorParams& p, PollMode poll, Histogram& rtt, CpuUsage* usage, Progress& progress) {
+  const bool busy = poll == PollMode::kBusy;
+  uint16_t port = 0;
+  auto listener = loopback_listener(port);
+  if (!listener) return listener.status();
+  const std::size_t bytes = p.wire_bytes;
+  auto child = fork_child(p.cpu_peer, [port, bytes, busy] { return tcp_echo(port, bytes, busy); });
+  if (!child) return child.status();
+  auto conn = accept_with_timeout(listener->get(), p.timeout_ns);
+  if (!conn) return conn.status();
+  if (Status s = set_nodelay(conn->get(), busy); !s) return s;
+  progress.begin(std::string("floor: bare TCP ") + poll_mode_name(poll), p.warmup + p.iterations);
+  const CpuMeter meter;
+  const Status s = tcp_rounds(conn->get(), p, rtt, progress);
+  if (usage != nullptr) *usage = meter.read();
+  conn->reset();
+  (void)child->wait_for(2'000'000'000ULL);
+  return s;
+}
+
 Row bare_tcp_floor(const FloorParams& p, PollMode poll, Progress& progress) {
   const bool busy = poll == PollMode::kBusy;
   Row row;
@@ -200,22 +220,10 @@ Row bare_tcp_floor(const FloorParams& p, PollMode poll, Progress& progress) {
   row.iterations = p.iterations;
   row.warmup = p.warmup;
   row.note = "same bytes as our frame";
-  uint16_t port = 0;
-  auto listener = loopback_listener(port);
-  if (!listener) return failed(row, listener.status().message());
-  const std::size_t bytes = p.wire_bytes;
-  auto child = fork_child(p.cpu_peer, [port, bytes, busy] { return tcp_echo(port, bytes, busy); });
-  if (!child) return failed(row, child.status().message());
-  auto conn = accept_with_timeout(listener->get(), p.timeout_ns);
-  if (!conn) return failed(row, conn.status().message());
-  if (Status s = set_nodelay(conn->get(), busy); !s) return failed(row, s.message());
   Histogram rtt;
-  progress.begin(std::string("floor: bare TCP ") + poll_mode_name(poll), p.warmup + p.iterations);
-  const CpuMeter meter;
-  const Status s = tcp_rounds(conn->get(), p, rtt, progress);
-  row.usage = meter.read();
-  conn->reset();
-  (void)child->wait_for(2'000'000'000ULL);
+  CpuUsage usage;
+  const Status s = bare_tcp_samples(p, poll, rtt, &usage, progress);
+  row.usage = usage;
   if (!s) return failed(row, s.message());
   row.rtt = LatencySummary::from(rtt);
   return row;

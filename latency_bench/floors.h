@@ -33,6 +33,9 @@ inline constexpr std::size_t kMemcpyRingBytes = 4u << 20;
 
 Row mailbox_floor(const FloorParams& params, Progress& progress);
 Row bare_tcp_floor(const FloorParams& params, PollMode poll, Progress& progress);
+// The same ping-pong, its round trips added to `rtt` (an echo process of its
+// own per call); `usage`, if given, gets this thread's CPU use meanwhile.
+Status bare_tcp_samples(const FloorParams& params, PollMode poll, Histogram& rtt, CpuUsage* usage, Progress& progress);
 // Copies `copies` chunks of chunk_bytes from one hot buffer into successive
 // slots of a kMemcpyRingBytes ring.
 Row memcpy_floor(std::size_t chunk_bytes, uint64_t copies, Progress& progress);
