@@ -258,14 +258,13 @@ void TcBlock::Impl::send_lqh(uint32_t op_ref, const LqhKeyReq& req, BlockContext
 }
 
 void TcBlock::Impl::tc_key_req(const Signal& s, BlockContext& c) {
-  auto decoded = decode_tc_key_req(s);
-  if (!decoded) {
-    FJORD_LOG_WARN("TC: refused a request from node %u: %s", s.sender_node, decoded.status().message().c_str());
+  TcKeyReq req;
+  if (const Status decoded = decode_tc_key_req(s, req); !decoded) {
+    FJORD_LOG_WARN("TC: refused a request from node %u: %s", s.sender_node, decoded.message().c_str());
     TcKeyReq blank;
     if (s.word_count() >= 3) blank = TcKeyReq{s.word(0), TxId::from(s.word(1), s.word(2))};
     return refuse(s, blank, ErrorCode::kBadRequest, c);
   }
-  const TcKeyReq& req = *decoded;
   if (req.tx.api_node() != s.sender_node) return refuse(s, req, ErrorCode::kBadRequest, c);
   uint32_t tx_ref = kNoRecord;
   if (req.flags & kFlagStartTx) {

@@ -11,16 +11,22 @@ Status bad(uint16_t number, const std::string& what) {
   return Status(StatusCode::kProtocolError, "signal " + std::to_string(number) + ": " + what);
 }
 
-// Checks a signal's shape: its number, exactly `words` data words, and at
-// most `max_sections` sections.
-Status shape(const Signal& s, uint16_t number, std::size_t words, std::size_t max_sections) {
+// What is wrong with a signal's shape, once shape() found it wrong.
+[[gnu::cold]] Status shape_error(const Signal& s, uint16_t number, std::size_t words, std::size_t max_sections) {
   if (s.number() != number) return bad(s.number(), "expected signal " + std::to_string(number));
   if (s.word_count() != words)
     return bad(number, "has " + std::to_string(s.word_count()) + " data words, expected " + std::to_string(words));
-  if (s.section_count() > max_sections)
-    return bad(number, "has " + std::to_string(s.section_count()) + " sections, at most " +
-                           std::to_string(max_sections) + " allowed");
-  return Status::ok();
+  return bad(number, "has " + std::to_string(s.section_count()) + " sections, at most " + std::to_string(max_sections) +
+                         " allowed");
+}
+
+// Checks a signal's shape: its number, exactly `words` data words, and at
+// most `max_sections` sections. Inline, its Status built only on failure:
+// in a decoder of every key operation the check is three compares.
+inline Status shape(const Signal& s, uint16_t number, std::size_t words, std::size_t max_sections) {
+  if (s.number() == number && s.word_count() == words && s.section_count() <= max_sections) [[likely]]
+    return Status::ok();
+  return shape_error(s, number, words, max_sections);
 }
 
 std::span<const std::byte> section_or_empty(const Signal& s, std::size_t i) {
@@ -60,12 +66,21 @@ bool in_range(uint32_t v, E lo, E hi) {
 
 uint32_t op_bits(OpType op, LockMode lock) { return static_cast<uint32_t>(op) | static_cast<uint32_t>(lock) << 8; }
 
-Status read_op_bits(uint16_t number, uint32_t word, OpType& op, LockMode& lock) {
+[[gnu::cold]] Status op_bits_error(uint16_t number, uint32_t word) {
   const uint32_t o = word & 0xFF;
   const uint32_t l = (word >> 8) & 0xFF;
   if (!in_range(o, OpType::kRead, OpType::kDelete)) return bad(number, "operation type " + std::to_string(o));
   if (!in_range(l, LockMode::kCommitted, LockMode::kExclusive)) return bad(number, "lock mode " + std::to_string(l));
-  if ((word >> 16) != 0) return bad(number, "reserved operation bits set");
+  return bad(number, "reserved operation bits set");
+}
+
+// Inline, its Status built only on failure (as shape()).
+inline Status read_op_bits(uint16_t number, uint32_t word, OpType& op, LockMode& lock) {
+  const uint32_t o = word & 0xFF;
+  const uint32_t l = (word >> 8) & 0xFF;
+  if (!in_range(o, OpType::kRead, OpType::kDelete) || !in_range(l, LockMode::kCommitted, LockMode::kExclusive) ||
+      (word >> 16) != 0) [[unlikely]]
+    return op_bits_error(number, word);
   op = static_cast<OpType>(o);
   lock = static_cast<LockMode>(l);
   return Status::ok();
@@ -160,9 +175,9 @@ SignalOut encode(const TcKeyReq& m) {
       .done();
 }
 
-Result<TcKeyReq> decode_tc_key_req(const Signal& s) {
+// TC's hot path decodes into its own TcKeyReq: no Result to build and copy.
+Status decode_tc_key_req(const Signal& s, TcKeyReq& m) {
   if (Status st = shape(s, gsn::kTcKeyReq, 10, 3); !st) return st;
-  TcKeyReq m;
   m.api_conn = s.word(0);
   m.tx = TxId::from(s.word(1), s.word(2));
   m.table_id = s.word(3);
@@ -182,6 +197,12 @@ Result<TcKeyReq> decode_tc_key_req(const Signal& s) {
   if (m.columns.size() % 2 != 0) return bad(gsn::kTcKeyReq, "column list of odd length");
   const bool writes = m.op == OpType::kInsert || m.op == OpType::kUpdate || m.op == OpType::kWrite;
   if (!writes && !m.values.empty()) return bad(gsn::kTcKeyReq, std::string(op_type_name(m.op)) + " carries values");
+  return Status::ok();
+}
+
+Result<TcKeyReq> decode_tc_key_req(const Signal& s) {
+  TcKeyReq m;
+  if (Status st = decode_tc_key_req(s, m); !st) return st;
   return m;
 }
 

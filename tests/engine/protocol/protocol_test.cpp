@@ -98,6 +98,15 @@ TEST(ProtocolTest, TcKeyReqRefusesMalformedRequests) {
   EXPECT_EQ(err({1, 0, 0, 1, 1, 2, kFlagViaUnique, 0, 0, 0}), "signal 200: unique-key access is read-only");
   EXPECT_EQ(err({1, 0, 0, 1, 1, 1, 0, 0, 0, 0}, {std::vector<std::byte>{}}), "signal 200: no key values");
   EXPECT_EQ(err({1, 0, 0, 1, 1, 5, 0, 0, 0, 0}, {key, key}), "signal 200: delete carries values");
+  EXPECT_EQ(err({1, 0, 0, 1, 1, 1 | 1u << 16, 0, 0, 0, 0}), "signal 200: reserved operation bits set");
+  EXPECT_EQ(decode_tc_key_conf(w.raw(gsn::kTcKeyConf, {1, 0, 0, 1, 1, 1}, {key})).status().message(),
+            "signal " + std::to_string(gsn::kTcKeyConf) + ": has 1 sections, at most 0 allowed");
+  // Both forms of the decoder say the same; another signal is not a TcKeyReq.
+  TcKeyReq into;
+  EXPECT_EQ(decode_tc_key_req(w.raw(gsn::kTcKeyReq, {1, 2, 3}, {key}), into).message(),
+            "signal 200: has 3 data words, expected 10");
+  EXPECT_EQ(decode_tc_key_req(w.raw(gsn::kTcKeyConf, {1, 0, 0, 1, 1, 1, 0, 0, 0, 0}, {key})).status().message(),
+            "signal " + std::to_string(gsn::kTcKeyConf) + ": expected signal 200");
 }
 
 TEST(ProtocolTest, PutValueWritesExactlyItsEntryOverADirtyBuffer) {

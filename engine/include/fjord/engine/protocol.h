@@ -464,6 +464,8 @@ SignalOut encode(const TcKeyConf& m);
 SignalOut encode(const TcKeyRef& m);
 SignalOut encode(const KeyData& m);
 Result<TcKeyReq> decode_tc_key_req(const Signal& s);
+// The same into `out` (TC's hot path: no Result to build and copy).
+Status decode_tc_key_req(const Signal& s, TcKeyReq& out);
 // What TC's prefetch needs of a TcKeyReq that reads by primary key without
 // locks, read without decoding or checking the rest: false for any other
 // signal or request.
