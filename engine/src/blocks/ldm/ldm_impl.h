@@ -146,8 +146,10 @@ struct Partition {
 
   const std::byte* slot(RowId row) const { return rows.get(row).data(); }
   std::byte* mutable_slot(RowId row) { return rows.get_mutable(row).data(); }
-  std::span<const std::byte> record(RowId row) const {
-    return rows.get(row).subspan(table.header_bytes, table.layout.record_bytes());
+  std::span<const std::byte> record(RowId row) const { return record_in(rows.get(row)); }
+  // The record within a slot already looked up (rows.get).
+  std::span<const std::byte> record_in(std::span<const std::byte> slot) const {
+    return slot.subspan(table.header_bytes, table.layout.record_bytes());
   }
   std::span<std::byte> mutable_record(RowId row) {
     return rows.get_mutable(row).subspan(table.header_bytes, table.layout.record_bytes());

@@ -85,14 +85,16 @@ ErrorCode LdmBlock::Impl::read_committed_now(const LqhKeyReq& req, BlockContext&
   KeyOp op;
   op.req = &req;
   ErrorCode error = resolve_key(op, key);
-  if (error == ErrorCode::kNone && (op.anchor == kNoRow || slot_kind(op.part->slot(op.anchor)) != RowKind::kCommitted))
+  std::span<const std::byte> slot;  // looked up once for its kind and its record
+  if (error == ErrorCode::kNone && op.anchor != kNoRow) slot = op.part->rows.get(op.anchor);
+  if (error == ErrorCode::kNone && (slot.empty() || slot_kind(slot.data()) != RowKind::kCommitted))
     error = ErrorCode::kNoSuchRow;
   if (error != ErrorCode::kNone) {
     bump(counters.refused);
     return error;
   }
   bump(counters.reads);
-  send_key_data(op, op.part->record(op.anchor), c, batch_end);
+  send_key_data(op, op.part->record_in(slot), c, batch_end);
   return ErrorCode::kNone;
 }
 
