@@ -302,21 +302,17 @@ bool LdmBlock::Impl::build_image(const KeyOp& op, std::span<const std::byte> fro
 // entries; returns the bytes written.
 std::size_t LdmBlock::Impl::put_columns(const LdmTable& t, std::span<const std::byte> record,
                                         std::span<const std::byte> columns, std::span<std::byte> out) const {
+  // One loop for both forms of the list, so that its body is inlined once.
+  const bool all = columns.empty();
+  const std::size_t count = all ? t.layout.column_count() : columns.size() / 2;
   std::size_t at = 0;
-  const auto put = [&](uint16_t column) {
+  for (std::size_t i = 0; i < count; ++i) {
+    uint16_t column = static_cast<uint16_t>(i);
+    if (!all) std::memcpy(&column, columns.data() + 2 * i, sizeof column);
     const ValueRef v = t.layout.get(record, column);
     const std::size_t n = put_value(out.subspan(at), column, v.is_null, v.bytes);
     FJORD_ASSERT_MSG(n != 0, "a row's values outgrew their buffer");
     at += n;
-  };
-  if (columns.empty()) {
-    for (uint32_t column = 0; column < t.layout.column_count(); ++column) put(static_cast<uint16_t>(column));
-    return at;
-  }
-  for (std::size_t i = 0; i < columns.size(); i += 2) {
-    uint16_t column;
-    std::memcpy(&column, columns.data() + i, sizeof column);
-    put(column);
   }
   return at;
 }
