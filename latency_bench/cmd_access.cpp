@@ -60,8 +60,7 @@ constexpr uint32_t kFloorSlices = 10;
 ComparisonRow bare_tcp_row(const Options& o) {
   ComparisonRow row;
   row.key = o.poll == PollMode::kBusy ? "floor.bare_tcp_busy" : "floor.bare_tcp_blocking";
-  row.label = std::string(o.poll == PollMode::kBusy ? "floor: bare TCP ping-pong, busy-poll, "
-                                                    : "floor: bare TCP ping-pong, blocking, ") +
+  row.label = std::string("floor: bare TCP ") + (o.poll == PollMode::kBusy ? "busy-poll" : "blocking") + ", " +
               std::to_string(kBareTcpWireBytes) + " B, in turn with serial pk";
   row.beside = "serial_pk";
   row.unit = "rtt";
