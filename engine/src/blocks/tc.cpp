@@ -35,9 +35,10 @@ uint64_t route_note(const TcTable& t, uint32_t slot, uint32_t partition, uint32_
   return uint64_t{1} << 63 | uint64_t{t.def.version & 0x7FFF} << 48 | uint64_t{slot} << 45 | uint64_t{partition} << 32 |
          key_hash;
 }
+uint32_t partition_of_note(uint64_t note) { return static_cast<uint32_t>(note >> 32) & 0x3FF; }
 bool read_route_note(uint64_t note, const TcTable& t, uint32_t& partition, uint32_t& key_hash) {
   if ((note >> 63) == 0 || (note >> 48 & 0x7FFF) != (t.def.version & 0x7FFF)) return false;
-  partition = static_cast<uint32_t>(note >> 32) & 0x3FF;
+  partition = partition_of_note(note);
   key_hash = static_cast<uint32_t>(note);
   return partition < t.def.partitions;
 }
@@ -117,8 +118,18 @@ bool TcBlock::Impl::find_direct_ldms(BlockContext& c) {
 // The reads TC will run directly: start loading the key's hash bucket
 // (stage 0), then its rows (stage 1), as the LDM does for its own queue.
 // Stage 0 also leaves the key's route on the signal (route_note) for stage
-// 1 and for tc_key_req.
+// 1 and for tc_key_req, and the encoded key in a PreparedKey slot.
 void TcBlock::Impl::prefetch(const Signal& s, int stage) const {
+  if (stage == 1) {
+    // Stage 0 read the request: its slot has the table, the note the route
+    // (a prefetch is only a hint: prefetch_key checks what it is given).
+    const PreparedKey* p = prepared_for(s);
+    if (p == nullptr) return;
+    const uint32_t partition = partition_of_note(p->note);
+    if (const LdmBlock* ldm = direct_ldm[ldm_of(partition)])
+      ldm->prefetch_key(p->table_id, partition, static_cast<uint32_t>(p->note), stage);
+    return;
+  }
   TcKeyReadRoute r;
   if (!peek_tc_key_read(s, r)) return;
   const TcTable* t = table(r.table_id);
@@ -134,7 +145,7 @@ void TcBlock::Impl::prefetch(const Signal& s, int stage) const {
     partition = partition_of(hash, t->def.partitions);
     key_hash = static_cast<uint32_t>(hash);
     s.prefetch_note = route_note(*t, slot, partition, key_hash);
-    prepared[slot] = {&s, s.prefetch_note, {key.first(*length), hash}};
+    prepared[slot] = {&s, s.prefetch_note, r.table_id, {key.first(*length), hash}};
   }
   if (const LdmBlock* ldm = direct_ldm[ldm_of(partition)]) ldm->prefetch_key(r.table_id, partition, key_hash, stage);
 }

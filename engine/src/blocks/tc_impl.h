@@ -108,6 +108,7 @@ struct TcBlock::Impl {
   struct PreparedKey {
     const Signal* signal = nullptr;
     uint64_t note = 0;
+    uint32_t table_id = 0;
     EncodedKey key;
   };
   mutable std::array<PreparedKey, Block::kPrefetchWindow> prepared{};
