@@ -202,7 +202,7 @@ Status bare_tcp_samples(const FloorParams& p, PollMode poll, Histogram& rtt, Cpu
   if (Status s = set_nodelay(conn->get(), busy); !s) return s;
   progress.begin(std::string("floor: bare TCP ") + poll_mode_name(poll), p.warmup + p.iterations);
   const CpuMeter meter;
-  const Status s = tcp_rounds(conn->get(), p, rtt, progress);
+  Status s = tcp_rounds(conn->get(), p, rtt, progress);
   if (usage != nullptr) *usage = meter.read();
   conn->reset();
   (void)child->wait_for(2'000'000'000ULL);
