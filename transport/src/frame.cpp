@@ -51,26 +51,22 @@ FrameError validate_body(const std::byte* p, std::size_t frame_bytes, uint64_t h
   const std::size_t section_count = static_cast<uint8_t>(h2 >> 8);
   const bool checksum = ((h0 >> 8) & kFlagChecksum) != 0;
   const std::size_t lengths_at = kHeaderBytes + 4 * data_words;
-  const std::size_t sections_at = lengths_at + 4 * section_count;
-  if (sections_at > frame_bytes) return FrameError::kLengthMismatch;
-  // The parts must add up to the length: each section bounded by what is
-  // left (so no sum can wrap), then the whole rounded as frame_bytes_for().
-  std::size_t body = sections_at;
+  std::size_t body = lengths_at + 4 * section_count;
+  if (body > frame_bytes) return FrameError::kLengthMismatch;
+  // One walk over the sections: each bounded by what is left (so no sum can
+  // wrap; what is left is a multiple of 4, so the section's padding is
+  // inside too), its padding checked on the way and reported only if the
+  // parts add up to the length (rounded as frame_bytes_for()).
+  bool pads_zero = true;
   for (std::size_t i = 0; i < section_count; ++i) {
     const std::size_t n = load32(p + lengths_at + 4 * i);
     if (n > frame_bytes - body) return FrameError::kLengthMismatch;
-    body += align_up(n, 4);
+    const std::size_t padded = align_up(n, 4);
+    pads_zero = all_zero(p + body + n, padded - n) && pads_zero;
+    body += padded;
   }
   if (total_for(body, checksum) != frame_bytes) return FrameError::kLengthMismatch;
-
-  // Section padding, then final padding, must be zero.
-  std::size_t cursor = sections_at;
-  for (std::size_t i = 0; i < section_count; ++i) {
-    const std::size_t n = load32(p + lengths_at + 4 * i);
-    const std::size_t padded = align_up(n, 4);
-    if (!all_zero(p + cursor + n, padded - n)) return FrameError::kBadPadding;
-    cursor += padded;
-  }
+  if (!pads_zero) return FrameError::kBadPadding;
   const std::size_t pad_end = checksum ? frame_bytes - 4 : frame_bytes;
   if (!all_zero(p + body, pad_end - body)) return FrameError::kBadPadding;
   if (checksum && crc32c(p, frame_bytes - 4) != load32(p + frame_bytes - 4)) return FrameError::kBadChecksum;
