@@ -32,7 +32,7 @@ bool all_zero(const std::byte* p, std::size_t n) noexcept {
 
 // The header's checks, in the order peek_frame() reports them, from the
 // header's first and third words (detail::write_header's layout).
-FrameError check_header(uint64_t h0, uint64_t h2) noexcept {
+[[gnu::always_inline]] inline FrameError check_header(uint64_t h0, uint64_t h2) noexcept {
   const auto length = static_cast<uint32_t>(h0 >> 32);
   if (static_cast<uint8_t>(h0) != kFrameVersion) return FrameError::kBadVersion;
   if ((static_cast<uint8_t>(h0 >> 8) & ~kKnownFlags) != 0) return FrameError::kBadFlags;
@@ -76,6 +76,18 @@ FrameError validate_body(const std::byte* p, std::size_t frame_bytes, uint64_t h
 void load_header_words(const std::byte* p, uint64_t& h0, uint64_t& h2) noexcept {
   std::memcpy(&h0, p, sizeof h0);
   std::memcpy(&h2, p + 16, sizeof h2);
+}
+
+// Full validation of the frame at the start of `bytes`, its header read
+// once: kIncomplete until all of it is there. Sets `length` when the header
+// is good. For unpack_frame() and scan_frames().
+[[gnu::always_inline]] inline FrameError check_frame(std::span<const std::byte> bytes, std::size_t& length) noexcept {
+  if (bytes.size() < kHeaderBytes) return FrameError::kIncomplete;
+  uint64_t h0, h2;
+  load_header_words(bytes.data(), h0, h2);
+  if (const FrameError error = check_header(h0, h2); error != FrameError::kNone) return error;
+  length = static_cast<uint32_t>(h0 >> 32);
+  return bytes.size() < length ? FrameError::kIncomplete : validate_body(bytes.data(), length, h0, h2);
 }
 
 }  // namespace
@@ -151,34 +163,18 @@ PeekResult peek_frame(std::span<const std::byte> bytes) noexcept {
 }
 
 FrameError unpack_frame(std::span<const std::byte> bytes, SignalView& out, std::size_t* frame_bytes) noexcept {
-  const PeekResult peek = peek_frame(bytes);
-  if (peek.error != FrameError::kNone) return peek.error;
-  uint64_t h0, h2;
-  load_header_words(bytes.data(), h0, h2);
-  const FrameError error = validate_body(bytes.data(), peek.frame_bytes, h0, h2);
-  if (error != FrameError::kNone) return error;
-  decode_validated(bytes.first(peek.frame_bytes), out);
-  if (frame_bytes) *frame_bytes = peek.frame_bytes;
+  std::size_t length = 0;
+  if (const FrameError error = check_frame(bytes, length); error != FrameError::kNone) return error;
+  decode_validated(bytes.first(length), out);
+  if (frame_bytes) *frame_bytes = length;
   return FrameError::kNone;
 }
 
 ScanResult scan_frames(std::span<const std::byte> bytes) noexcept {
   ScanResult r;
-  const std::byte* const base = bytes.data();
   while (r.whole_bytes < bytes.size()) {
-    const std::size_t left = bytes.size() - r.whole_bytes;
-    const std::byte* p = base + r.whole_bytes;
-    FrameError error = FrameError::kIncomplete;
     std::size_t length = 0;
-    if (left >= kHeaderBytes) {
-      uint64_t h0, h2;
-      load_header_words(p, h0, h2);
-      error = check_header(h0, h2);
-      if (error == FrameError::kNone) {
-        length = static_cast<uint32_t>(h0 >> 32);
-        error = left < length ? FrameError::kIncomplete : validate_body(p, length, h0, h2);
-      }
-    }
+    const FrameError error = check_frame(bytes.subspan(r.whole_bytes), length);
     if (error != FrameError::kNone) {
       r.error = error;
       r.error_offset = r.whole_bytes;
