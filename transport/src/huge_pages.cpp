@@ -2,7 +2,6 @@
 
 #include <sys/mman.h>
 
-#include <cerrno>
 #include <cstdint>
 #include <fstream>
 
@@ -16,11 +15,9 @@ std::byte* map_huge_page_aligned(std::size_t bytes, bool* advised) noexcept {
   auto* raw = static_cast<std::byte*>(mapped);
   const std::size_t head = (kHugePageBytes - reinterpret_cast<uintptr_t>(raw) % kHugePageBytes) % kHugePageBytes;
   if (head > 0) ::munmap(raw, head);
-  if (kHugePageBytes - head > 0) ::munmap(raw + head + bytes, kHugePageBytes - head);
+  ::munmap(raw + head + bytes, kHugePageBytes - head);  // head < 2 MB: the tail is never empty
   std::byte* p = raw + head;
-  const int saved = errno;
   const bool ok = ::madvise(p, bytes, MADV_HUGEPAGE) == 0;
-  if (ok) errno = saved;
   if (advised) *advised = ok;
   return p;
 }

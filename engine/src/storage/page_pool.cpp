@@ -58,19 +58,19 @@ Result<std::unique_ptr<PagePool>> PagePool::create(const PagePoolConfig& config)
                                                     std::to_string(kPageBytes) + " bytes");
   }
   const std::size_t bytes = static_cast<std::size_t>(pages) * kPageBytes;
+  // NORESERVE unless prefaulting: the pool's own free list bounds use, and
+  // the kernel need not set swap aside for pages never touched.
+  bool advised = false;
   std::byte* base = nullptr;
-  if (!config.huge_pages) {
-    // NORESERVE unless prefaulting: the pool's own free list bounds use, and
-    // the kernel need not set swap aside for pages never touched.
+  if (config.huge_pages) {
+    base = map_huge_page_aligned(bytes, &advised);
+  } else {
     const int flags = MAP_PRIVATE | MAP_ANONYMOUS | (config.prefault ? MAP_POPULATE : MAP_NORESERVE);
     void* mapped = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, flags, -1, 0);
-    if (mapped == MAP_FAILED)
-      return io_error("DataMemory: mmap of " + format_memory_size(config.data_memory_bytes), errno);
-    base = static_cast<std::byte*>(mapped);
-  } else {
-    bool advised = false;
-    base = map_huge_page_aligned(bytes, &advised);
-    if (base == nullptr) return io_error("DataMemory: mmap of " + format_memory_size(config.data_memory_bytes), errno);
+    if (mapped != MAP_FAILED) base = static_cast<std::byte*>(mapped);
+  }
+  if (base == nullptr) return io_error("DataMemory: mmap of " + format_memory_size(config.data_memory_bytes), errno);
+  if (config.huge_pages) {
     // Not fatal: a kernel without THP keeps 4 KB pages.
     if (!advised)
       FJORD_LOG_WARN("DataMemory: madvise(MADV_HUGEPAGE) failed, keeping 4 KB pages: %s", std::strerror(errno));
