@@ -8,6 +8,9 @@
 //   BM_NodePkReads/1        read-committed pk reads, one per transaction
 //                           (start, read, commit in one execute), 64 in flight
 //   BM_NodePkReads/20       the same with 20 reads per transaction
+//   BM_NodePkReadTrains/20  the same, each transaction's 20 reads in one
+//                           TcKeyTrain, answered in one KeyDataTrain (as
+//                           the API sends and receives a batch)
 //
 // The node is a single-threaded runtime (NDB's ndbd) holding TC(0) and
 // LDM(0); a driver block stands in for the API node on the same thread, so
@@ -85,7 +88,10 @@ enum Phase : uint32_t { kInstall, kLoad, kRead };
 // keeps kWindow transactions in flight, each of `ops_per_tx` reads.
 class Driver {
  public:
-  Driver(const TableDef& t, uint32_t ops_per_tx) : t_(t), ops_per_tx_(ops_per_tx), table_bytes_(encode_table(t)) {
+  // `trains`: each transaction's reads go as one TcKeyTrain (as the API
+  // sends a batch), not one TcKeyReq each.
+  Driver(const TableDef& t, uint32_t ops_per_tx, bool trains)
+      : t_(t), ops_per_tx_(ops_per_tx), trains_(trains), table_bytes_(encode_table(t)) {
     for (std::size_t i = 0; i < payload_.size(); ++i) payload_[i] = std::byte(i * 7);
   }
 
@@ -97,6 +103,7 @@ class Driver {
         return;
       case gsn::kKeyData:
       case gsn::kKeyDataConf: return key_data(s, c);
+      case gsn::kKeyDataTrain: return key_data_train(s, c);
       case gsn::kTcKeyConf: return tc_key_conf(s, c);
       case gsn::kTcKeyRef: {
         const auto ref = decode_tc_key_ref(s);
@@ -168,9 +175,43 @@ class Driver {
         at += put_value(std::span(values_).subspan(at), 2, false, std::span(payload_));
       }
       r.values = std::span(values_).first(at);
+      if (trains_ && ops > 1) {
+        const std::size_t n = put_tc_key_train_record(std::span(train_).subspan(train_used_), r);
+        if (n == 0) return fail("a transaction's reads outgrew one train");
+        train_used_ += n;
+        if (i + 1 < ops) continue;
+        const SignalOut out = encode(TcKeyTrain{r.api_conn, tx, ops, std::span(train_).first(train_used_)});
+        train_used_ = 0;
+        c.send({kSelf, {block_numbers::kTc, 0}}, out.number, out.data(), out.section_list());
+        continue;
+      }
       const SignalOut out = encode(r);
       c.send({kSelf, {block_numbers::kTc, 0}}, out.number, out.data(), out.section_list());
     }
+  }
+
+  // The values of one read: id, qty and payload, in column order.
+  bool check_values(std::span<const std::byte> values) {
+    ValueCursor cursor(values);
+    ValueEntry e;
+    uint64_t id = 0;
+    if (!cursor.next(e) || e.column != 0 || e.bytes.size() != 8) return fail("KeyData without the id first"), false;
+    std::memcpy(&id, e.bytes.data(), 8);
+    if (id >= g_rows) return fail("KeyData for id " + std::to_string(id) + ", which was never loaded"), false;
+    if (!cursor.next(e) || !cursor.next(e) || e.bytes.size() != kPayloadBytes) return fail("KeyData payload"), false;
+    ++completed_reads;
+    return true;
+  }
+
+  void key_data_train(const Signal& s, BlockContext& c) {
+    const auto data = decode_key_data_train(s);
+    if (!data) return fail("malformed KeyDataTrain: " + data.status().message());
+    KeyDataTrainCursor cursor(data->records);
+    uint32_t op_index = 0;
+    std::span<const std::byte> values;
+    while (cursor.next(op_index, values))
+      if (!check_values(values)) return;
+    if (data->ends_batch) transaction_done(data->batch_ops, c);
   }
 
   // A read's values: id, qty and payload, in column order; and, with
@@ -178,14 +219,7 @@ class Driver {
   void key_data(const Signal& s, BlockContext& c) {
     const auto data = decode_key_data(s);
     if (!data) return fail("malformed KeyData: " + data.status().message());
-    ValueCursor cursor(data->values);
-    ValueEntry e;
-    uint64_t id = 0;
-    if (!cursor.next(e) || e.column != 0 || e.bytes.size() != 8) return fail("KeyData without the id first");
-    std::memcpy(&id, e.bytes.data(), 8);
-    if (id >= g_rows) return fail("KeyData for id " + std::to_string(id) + ", which was never loaded");
-    if (!cursor.next(e) || !cursor.next(e) || e.bytes.size() != kPayloadBytes) return fail("KeyData payload");
-    ++completed_reads;
+    if (!check_values(data->values)) return;
     if (data->ends_batch) transaction_done(data->batch_ops, c);
   }
 
@@ -203,7 +237,10 @@ class Driver {
 
   const TableDef& t_;
   const uint32_t ops_per_tx_;
+  const bool trains_;
   std::vector<std::byte> table_bytes_;
+  std::vector<std::byte> train_ = std::vector<std::byte>(frame::kMaxFrameBytes - 256);
+  std::size_t train_used_ = 0;
   Phase phase_ = kInstall;
   uint64_t target_ = 0;
   uint64_t issued_ = 0;
@@ -238,7 +275,7 @@ bool run_phase(Runtime& rt, Driver& d, Phase phase, uint64_t count, std::string&
   return why.empty();
 }
 
-void BM_NodePkReads(benchmark::State& state) {
+void node_pk_reads(benchmark::State& state, bool trains) {
   const auto ops_per_tx = static_cast<uint32_t>(state.range(0));
   const TableDef table = bench_table();
   storage::PagePoolConfig pool_config{g_rows * 256 + (64 << 20)};
@@ -259,7 +296,7 @@ void BM_NodePkReads(benchmark::State& state) {
   tc.max_operations = kWindow * ops_per_tx * 2;
   LdmOptions ldm;
   ldm.max_operations = kWindow * ops_per_tx * 2;
-  Driver driver(table, ops_per_tx);
+  Driver driver(table, ops_per_tx, trains);
   Status st = (*rt)->add_block(std::make_unique<TcBlock>(tc), ThreadType::kTc, 0);
   if (st) st = (*rt)->add_block(std::make_unique<LdmBlock>(**pool, ldm), ThreadType::kLdm, 0);
   if (st) st = (*rt)->add_block(std::make_unique<DriverBlock>(driver), ThreadType::kMain, 0);
@@ -359,7 +396,11 @@ void BM_StorageReadFloor(benchmark::State& state) {
 }
 
 BENCHMARK(BM_StorageReadFloor)->UseManualTime()->Iterations(3);
+void BM_NodePkReads(benchmark::State& state) { node_pk_reads(state, false); }
+void BM_NodePkReadTrains(benchmark::State& state) { node_pk_reads(state, true); }
+
 BENCHMARK(BM_NodePkReads)->Arg(1)->Arg(20)->UseManualTime()->Iterations(3);
+BENCHMARK(BM_NodePkReadTrains)->Arg(20)->UseManualTime()->Iterations(3);
 
 // --rows=N and --reads=N, then Google Benchmark's own flags.
 void parse_own_flags(int& argc, char** argv) {

@@ -3,7 +3,9 @@
 // words, then up to three sections split by the next three length bytes.
 // Properties: no crash or over-read; whatever decodes, cursors over its
 // sections walk to the end or stop with an error; a decoded TcKeyReq
-// re-encodes to the same words.
+// re-encodes to the same words; a train's records, as accepted, re-encode
+// to a section of the same length, and a decoded KeyDataTrain's cursor yields exactly
+// its count of records, each within the section.
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -22,7 +24,7 @@ const uint16_t kNumbers[] = {
     gsn::kLqhKeyReq,      gsn::kLqhKeyConf,  gsn::kLqhKeyRef,       gsn::kLqhCommitReq, gsn::kLqhAbortConf,
     gsn::kScanReq,        gsn::kScanFragReq, gsn::kScanFragNextReq, gsn::kScanFragConf, gsn::kScanFragRef,
     gsn::kScanRows,       gsn::kScanConf,    gsn::kScanRef,         gsn::kScanNextReq,  gsn::kSchemaRef,
-    gsn::kCreateTableReq,
+    gsn::kCreateTableReq, gsn::kTcKeyTrain,  gsn::kKeyDataTrain,
 };
 
 void walk_values(std::span<const std::byte> section) {
@@ -71,6 +73,40 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (auto m = decode_tc_key_req(s)) {
     walk_values(m->key);
     walk_values(m->values);
+    const SignalOut again = encode(*m);
+    if (again.word_count != words || std::memcmp(again.words, word_values.data(), 4 * words) != 0) std::abort();
+  }
+  {
+    TcKeyTrainCursor train(s);
+    TcKeyReq r;
+    std::vector<std::byte> again(frame::kMaxFrameBytes);
+    std::size_t at = 0;
+    uint32_t n = 0;
+    while (train.next(r)) {
+      walk_values(r.key);
+      walk_values(r.values);
+      const std::size_t wrote = put_tc_key_train_record(std::span(again).subspan(at), r);
+      if (wrote == 0) std::abort();
+      at += wrote;
+      ++n;
+    }
+    // Accepted whole: its count of records, which re-encode to as many bytes
+    // (padding bytes may differ: they are not read).
+    if (train.error().is_ok() &&
+        (n != train.train().count || n == 0 || n > kMaxTrainOps || at != train.train().records.size()))
+      std::abort();
+  }
+  if (auto m = decode_key_data_train(s)) {
+    KeyDataTrainCursor cursor(m->records);
+    uint32_t op_index = 0, n = 0;
+    std::span<const std::byte> values;
+    while (cursor.next(op_index, values)) {
+      if (values.data() < m->records.data() || values.data() + values.size() > m->records.data() + m->records.size())
+        std::abort();
+      walk_values(values);
+      ++n;
+    }
+    if (n != m->count) std::abort();
     const SignalOut again = encode(*m);
     if (again.word_count != words || std::memcmp(again.words, word_values.data(), 4 * words) != 0) std::abort();
   }

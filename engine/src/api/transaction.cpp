@@ -149,6 +149,15 @@ TcKeyReq Transaction::request_of(std::size_t i, std::size_t batch) const {
                   .columns = bytes.last(op.column_bytes_)};
 }
 
+void Transaction::take_values(uint32_t op_index, std::span<const std::byte> values) {
+  Operation& op = *ops_[op_index];
+  op.has_row_ = true;
+  op.result_offset_ = results_used_;
+  op.result_bytes_ = values.size();
+  detail::append_bytes(results_, results_used_, values);
+  ++data_received_;
+}
+
 Operation& Transaction::read(const TableDef& table, const Row& key, std::span<const uint16_t> columns, LockMode lock) {
   return define(OpType::kRead, table, key.entries(), {}, columns, lock, nullptr);
 }

@@ -46,6 +46,9 @@ uint32_t slot_of_note(uint64_t note) { return static_cast<uint32_t>(note >> 45) 
 Address ldm_address(BlockContext& c, uint16_t ldm) { return {c.self_node(), {block_numbers::kLdm, ldm}}; }
 }  // namespace
 
+// A KeyDataTrain's records: what a frame holds beside its header and 7 words.
+constexpr std::size_t kReplyTrainBytes = frame::kMaxFrameBytes - 256;
+
 TcBlock::Impl::Impl(const TcOptions& options, TcCounters& c)
     : o(options),
       counters(c),
@@ -57,7 +60,9 @@ TcBlock::Impl::Impl(const TcOptions& options, TcCounters& c)
       key_buffer(kMaxKeyBytes),
       prepared_bytes(std::size_t{Block::kPrefetchWindow} * kMaxKeyBytes),
       section_a(frame::kMaxFrameBytes),
-      section_b(frame::kMaxFrameBytes) {
+      section_b(frame::kMaxFrameBytes),
+      train_key_bytes(std::size_t{kMaxTrainOps} * kMaxKeyBytes),
+      reply_bytes(kReplyTrainBytes) {
   FJORD_ASSERT(options.ldm_instances >= 1 && options.ldm_instances <= 64);
 }
 
@@ -78,6 +83,7 @@ void TcBlock::execute(const Signal& s, BlockContext& c) {
   Impl& m = *impl_;
   switch (s.number()) {
     case gsn::kTcKeyReq: return m.tc_key_req(s, c);
+    case gsn::kTcKeyTrain: return m.tc_key_train(s, c);
     case gsn::kLqhKeyConf: return m.lqh_key_conf(s, c);
     case gsn::kLqhKeyRef: return m.lqh_key_ref(s, c);
     case gsn::kLqhCommitConf:
@@ -112,6 +118,7 @@ bool TcBlock::Impl::find_direct_ldms(BlockContext& c) {
     direct_ldm[i] = dynamic_cast<LdmBlock*>(c.block_on_this_thread({block_numbers::kLdm, i}));
     any = any || direct_ldm[i] != nullptr;
   }
+  any_direct_ldm = any;
   return any;
 }
 
@@ -179,9 +186,26 @@ void TcBlock::Impl::schema_install(const Signal& s, BlockContext& c) {
 
 // ---- operations -------------------------------------------------------------------------
 
-void TcBlock::Impl::refuse(const Signal& s, const TcKeyReq& req, ErrorCode error, BlockContext& c) {
+void TcBlock::Impl::refuse(NodeId sender, const TcKeyReq& req, ErrorCode error, BlockContext& c) {
   ++counters.refused_requests;
-  send_out(c, api_address(s.sender_node), TcKeyRef{req.api_conn, req.tx, req.op_index, error});
+  send_api(c, sender, TcKeyRef{req.api_conn, req.tx, req.op_index, error});
+}
+
+// Everything TC sends an API goes after the reads a train answered so far.
+template <typename M>
+void TcBlock::Impl::send_api(BlockContext& c, NodeId node, const M& message) {
+  if (reply.count != 0) flush_reply(c);
+  send_out(c, api_address(node), message);
+}
+
+void TcBlock::Impl::flush_reply(BlockContext& c) {
+  if (reply.count == 0) return;
+  const SignalOut out = encode(KeyDataTrain{reply.api_conn, reply.tx, reply.count, reply.ends_batch, reply.batch_ops,
+                                            reply.data_messages, std::span(reply_bytes).first(reply.used)});
+  c.send(api_address(reply.api_node), out.number, out.data(), out.section_list());
+  reply.count = 0;
+  reply.used = 0;
+  reply.ends_batch = false;
 }
 
 uint32_t TcBlock::Impl::new_op(uint32_t tx_ref, OpKind kind) {
@@ -235,6 +259,8 @@ void TcBlock::Impl::issue_user_op(uint32_t tx_ref, uint32_t op_index, LqhKeyReq&
 // operation a handle of its own; ours does not).
 void TcBlock::Impl::read_now(uint32_t tx_ref, uint32_t op_index, LqhKeyReq& lqh, LdmBlock& ldm, BlockContext& c,
                              const EncodedKey* key) {
+  if (reply.active) [[unlikely]]
+    return read_into_train(tx_ref, op_index, lqh, ldm, c, key);
   Tx& tx = txs[tx_ref];
   lqh.tx = tx.id;
   ++counters.operations;
@@ -246,6 +272,34 @@ void TcBlock::Impl::read_now(uint32_t tx_ref, uint32_t op_index, LqhKeyReq& lqh,
   if (error != ErrorCode::kNone) return start_abort(tx_ref, error, op_index, c);
   ++tx.data_messages;
   if (ends_batch) return finish_tx(tx_ref, c, /*answered=*/true);
+  ++tx.outstanding;  // op_done() counts it answered
+  op_done(tx_ref, c);
+}
+
+// read_now for a read of the train being run (tc_key_train): its values
+// join the train's KeyDataTrain, which also carries the batch's TcKeyConf
+// when the read ends the batch.
+void TcBlock::Impl::read_into_train(uint32_t tx_ref, uint32_t op_index, LqhKeyReq& lqh, LdmBlock& ldm, BlockContext& c,
+                                    const EncodedKey* key) {
+  Tx& tx = txs[tx_ref];
+  lqh.tx = tx.id;
+  ++counters.operations;
+  FJORD_ASSERT(lqh.api_node == reply.api_node && lqh.api_conn == reply.api_conn && lqh.tx == reply.tx);
+  const bool ends_batch = tx.state == TxState::kActive && tx.execute_pending && tx.commit_requested &&
+                          tx.outstanding == 0 && tx.ldm_held == 0 && lqh.api_conn == tx.api_conn;
+  if (reply_bytes.size() - reply.used < kKeyDataRecordHeaderBytes + table(lqh.table_id)->max_read_bytes) flush_reply(c);
+  LdmBlock::Into into{std::span(reply_bytes).subspan(reply.used)};
+  const ErrorCode error = ldm.read_committed_now(lqh, c, nullptr, key, &into);
+  if (error != ErrorCode::kNone) return start_abort(tx_ref, error, op_index, c);
+  reply.used += into.written;
+  ++reply.count;
+  ++tx.data_messages;
+  if (ends_batch) {
+    reply.ends_batch = true;
+    reply.batch_ops = tx.batch_ops;
+    reply.data_messages = tx.data_messages;
+    return finish_tx(tx_ref, c, /*answered=*/true);
+  }
   ++tx.outstanding;  // op_done() counts it answered
   op_done(tx_ref, c);
 }
@@ -268,29 +322,24 @@ void TcBlock::Impl::send_lqh(uint32_t op_ref, const LqhKeyReq& req, BlockContext
   send_out(c, ldm_address(c, op.ldm), out);
 }
 
-void TcBlock::Impl::tc_key_req(const Signal& s, BlockContext& c) {
-  TcKeyReq req;
-  if (const Status decoded = decode_tc_key_req(s, req); !decoded) {
-    FJORD_LOG_WARN("TC: refused a request from node %u: %s", s.sender_node, decoded.message().c_str());
-    TcKeyReq blank;
-    if (s.word_count() >= 3) blank = TcKeyReq{s.word(0), TxId::from(s.word(1), s.word(2))};
-    return refuse(s, blank, ErrorCode::kBadRequest, c);
-  }
-  if (req.tx.api_node() != s.sender_node) return refuse(s, req, ErrorCode::kBadRequest, c);
+// Inline in both callers: the single request's path is the serial read's.
+[[gnu::always_inline]] inline void TcBlock::Impl::key_req(NodeId sender, const TcKeyReq& req, uint64_t note,
+                                                          const EncodedKey* known, BlockContext& c) {
+  if (req.tx.api_node() != sender) return refuse(sender, req, ErrorCode::kBadRequest, c);
   uint32_t tx_ref = kNoRecord;
   if (req.flags & kFlagStartTx) {
-    if (tx_by_id.find(req.tx.value, tx_ref)) return refuse(s, req, ErrorCode::kBadRequest, c);
-    if (c.pressure_to(s.sender_node) == transport::SendPressure::kOverload)
-      return refuse(s, req, ErrorCode::kOverload, c);
+    if (tx_by_id.find(req.tx.value, tx_ref)) return refuse(sender, req, ErrorCode::kBadRequest, c);
+    if (c.pressure_to(sender) == transport::SendPressure::kOverload)
+      return refuse(sender, req, ErrorCode::kOverload, c);
     tx_ref = txs.allocate();
-    if (tx_ref == kNoRecord) return refuse(s, req, ErrorCode::kTooManyTransactions, c);
+    if (tx_ref == kNoRecord) return refuse(sender, req, ErrorCode::kTooManyTransactions, c);
     Tx& fresh = txs[tx_ref];
     fresh.id = req.tx;
-    fresh.api_node = s.sender_node;
+    fresh.api_node = sender;
     fresh.api_conn = req.api_conn;
     tx_by_id.insert(req.tx.value, tx_ref);
   } else if (!tx_by_id.find(req.tx.value, tx_ref)) {
-    return refuse(s, req, ErrorCode::kUnknownTransaction, c);
+    return refuse(sender, req, ErrorCode::kUnknownTransaction, c);
   }
   Tx& tx = txs[tx_ref];
   tx.last_activity_ns = c.now_ns();
@@ -315,7 +364,7 @@ void TcBlock::Impl::tc_key_req(const Signal& s, BlockContext& c) {
   LqhKeyReq lqh;
   lqh.op = req.op;
   lqh.lock = req.lock;
-  lqh.api_node = s.sender_node;
+  lqh.api_node = sender;
   lqh.api_conn = req.api_conn;
   lqh.op_index = req.op_index;
   ErrorCode error = ErrorCode::kNone;
@@ -328,9 +377,8 @@ void TcBlock::Impl::tc_key_req(const Signal& s, BlockContext& c) {
     // The key encoded and hashed once, here or by prefetch(), for TC's routing and a direct read.
     EncodedKey encoded;
     const EncodedKey* key = &encoded;
-    if (read_route_note(s.prefetch_note, *t, lqh.partition, lqh.key_hash)) {
-      const PreparedKey* p = prepared_for(s);
-      key = p != nullptr ? &p->key : nullptr;
+    if (read_route_note(note, *t, lqh.partition, lqh.key_hash)) {
+      key = known;
     } else if (!route_key(*t, req.key, lqh, error, &encoded)) {
       return start_abort(tx_ref, error, req.op_index, c);
     }
@@ -370,6 +418,71 @@ void TcBlock::Impl::tc_key_req(const Signal& s, BlockContext& c) {
   lqh.key = std::span(section_a).first(at);
   if (!route_key(*hidden, lqh.key, lqh, error)) return start_abort(tx_ref, error, req.op_index, c);
   send_lqh(op_ref, lqh, c);
+}
+
+void TcBlock::Impl::tc_key_req(const Signal& s, BlockContext& c) {
+  TcKeyReq req;
+  if (const Status decoded = decode_tc_key_req(s, req); !decoded) {
+    FJORD_LOG_WARN("TC: refused a request from node %u: %s", s.sender_node, decoded.message().c_str());
+    TcKeyReq blank;
+    if (s.word_count() >= 3) blank = TcKeyReq{s.word(0), TxId::from(s.word(1), s.word(2))};
+    return refuse(s.sender_node, blank, ErrorCode::kBadRequest, c);
+  }
+  const PreparedKey* p = (s.prefetch_note >> 63) != 0 ? prepared_for(s) : nullptr;
+  key_req(s.sender_node, req, s.prefetch_note, p != nullptr ? &p->key : nullptr, c);
+}
+
+// A train runs as its requests would one by one, but reads ahead: the keys
+// of its read-committed reads are encoded and hashed and their buckets
+// loaded (stage 0), then their rows (stage 1), before the first runs; and
+// its direct reads answer in one KeyDataTrain. A train with a fault in any
+// record is refused whole, before any of it runs.
+void TcBlock::Impl::tc_key_train(const Signal& s, BlockContext& c) {
+  TcKeyTrainCursor cursor(s);
+  uint32_t n = 0;
+  TcKeyReq req;
+  while (cursor.next(req)) {
+    FJORD_ASSERT(n < kMaxTrainOps);  // the cursor stops at the count, at most kMaxTrainOps
+    train_reqs[n++] = req;
+  }
+  if (!cursor.error().is_ok()) {
+    FJORD_LOG_WARN("TC: refused a train from node %u: %s", s.sender_node, cursor.error().message().c_str());
+    TcKeyReq blank;
+    if (s.word_count() >= 3) blank = TcKeyReq{s.word(0), TxId::from(s.word(1), s.word(2))};
+    return refuse(s.sender_node, blank, ErrorCode::kBadRequest, c);
+  }
+  for (uint32_t i = 0; i < n; ++i) {
+    train_notes[i] = 0;
+    const TcKeyReq& r = train_reqs[i];
+    if (!any_direct_ldm || r.op != OpType::kRead || r.lock != LockMode::kCommitted || (r.flags & kFlagViaUnique))
+      continue;
+    const TcTable* t = table(r.table_id);
+    if (t == nullptr || t->def.version != r.table_version) continue;
+    const std::span<std::byte> key = std::span(train_key_bytes).subspan(i * kMaxKeyBytes, kMaxKeyBytes);
+    auto length = encode_key_section(t->pk, r.key, key);
+    if (!length) continue;  // key_req finds the fault again and answers it
+    const uint64_t hash = hash_key(key.data(), *length);
+    const uint32_t partition = partition_of(hash, t->def.partitions);
+    train_keys[i] = {key.first(*length), hash};
+    train_notes[i] = route_note(*t, 0, partition, static_cast<uint32_t>(hash));
+    if (const LdmBlock* ldm = direct_ldm[ldm_of(partition)])
+      ldm->prefetch_key(r.table_id, partition, static_cast<uint32_t>(hash), 0);
+  }
+  if (any_direct_ldm)
+    for (uint32_t i = 0; i < n; ++i) {
+      if (train_notes[i] == 0) continue;
+      const uint32_t partition = partition_of_note(train_notes[i]);
+      if (const LdmBlock* ldm = direct_ldm[ldm_of(partition)])
+        ldm->prefetch_key(train_reqs[i].table_id, partition, static_cast<uint32_t>(train_notes[i]), 1);
+    }
+  reply.active = true;
+  reply.api_node = s.sender_node;
+  reply.api_conn = cursor.train().api_conn;
+  reply.tx = cursor.train().tx;
+  for (uint32_t i = 0; i < n; ++i)
+    key_req(s.sender_node, train_reqs[i], train_notes[i], train_notes[i] != 0 ? &train_keys[i] : nullptr, c);
+  flush_reply(c);
+  reply.active = false;
 }
 
 void TcBlock::Impl::unique_lookup_done(uint32_t op_ref, const LqhKeyConf& conf, BlockContext& c) {
@@ -512,7 +625,7 @@ void TcBlock::Impl::op_done(uint32_t tx_ref, BlockContext& c) {
   --tx.outstanding;
   if (tx.state != TxState::kActive || !tx.execute_pending || tx.outstanding > 0) return;
   if (tx.commit_requested) return start_commit(tx_ref, c);
-  send_out(c, api_address(tx.api_node), TcKeyConf{tx.api_conn, tx.id, tx.batch_ops, tx.data_messages, false});
+  send_api(c, tx.api_node, TcKeyConf{tx.api_conn, tx.id, tx.batch_ops, tx.data_messages, false});
   tx.batch_ops = tx.data_messages = 0;
   tx.execute_pending = false;
   tx.last_activity_ns = c.now_ns();
@@ -570,11 +683,11 @@ void TcBlock::Impl::abort_ready(uint32_t tx_ref, BlockContext& c) {
   ++counters.transactions_aborted;
   if (!tx.silent) {
     if (tx.reply_rollback)
-      send_out(c, api_address(tx.api_node), TcTxMessage{gsn::kTcRollbackConf, tx.api_conn, tx.id});
+      send_api(c, tx.api_node, TcTxMessage{gsn::kTcRollbackConf, tx.api_conn, tx.id});
     else if (tx.batch_ops > 0)
-      send_out(c, api_address(tx.api_node), TcKeyRef{tx.api_conn, tx.id, tx.error_op, tx.error});
+      send_api(c, tx.api_node, TcKeyRef{tx.api_conn, tx.id, tx.error_op, tx.error});
     else
-      send_out(c, api_address(tx.api_node), TcAbortRep{tx.api_conn, tx.id, tx.error});
+      send_api(c, tx.api_node, TcAbortRep{tx.api_conn, tx.id, tx.error});
   }
   free_tx(tx_ref);
 }
@@ -583,8 +696,7 @@ void TcBlock::Impl::abort_ready(uint32_t tx_ref, BlockContext& c) {
 void TcBlock::Impl::finish_tx(uint32_t tx_ref, BlockContext& c, bool answered) {
   Tx& tx = txs[tx_ref];
   ++counters.transactions_committed;
-  if (!answered)
-    send_out(c, api_address(tx.api_node), TcKeyConf{tx.api_conn, tx.id, tx.batch_ops, tx.data_messages, true});
+  if (!answered) send_api(c, tx.api_node, TcKeyConf{tx.api_conn, tx.id, tx.batch_ops, tx.data_messages, true});
   free_tx(tx_ref);
 }
 
@@ -609,9 +721,9 @@ void TcBlock::Impl::rollback_req(const Signal& s, BlockContext& c) {
   if (!tx_by_id.find(m->tx.value, tx_ref)) {
     // Unknown: already gone. A rollback succeeds trivially; a commit cannot.
     if (m->number == gsn::kTcRollbackReq)
-      send_out(c, api_address(s.sender_node), TcTxMessage{gsn::kTcRollbackConf, m->api_conn, m->tx});
+      send_api(c, s.sender_node, TcTxMessage{gsn::kTcRollbackConf, m->api_conn, m->tx});
     else
-      send_out(c, api_address(s.sender_node), TcKeyRef{m->api_conn, m->tx, UINT32_MAX, ErrorCode::kUnknownTransaction});
+      send_api(c, s.sender_node, TcKeyRef{m->api_conn, m->tx, UINT32_MAX, ErrorCode::kUnknownTransaction});
     return;
   }
   Tx& tx = txs[tx_ref];

@@ -13,9 +13,11 @@
 namespace fjord::engine {
 
 struct TcTable {
-  explicit TcTable(TableDef d) : def(std::move(d)), pk(KeyCodec::for_primary_key(def)) {}
+  explicit TcTable(TableDef d)
+      : def(std::move(d)), pk(KeyCodec::for_primary_key(def)), max_read_bytes(protocol::max_read_bytes(def)) {}
   TableDef def;
   KeyCodec pk;
+  std::size_t max_read_bytes;  // room a direct read's KeyDataTrain record may need, beyond its header
   struct Unique {
     uint32_t index_id = 0;          // = the hidden table's id
     std::vector<uint16_t> columns;  // base table positions of the unique key
@@ -118,6 +120,29 @@ struct TcBlock::Impl {
   // LDM instances on TC's own thread (null for the others), found at start:
   // read-committed pk reads run there directly (read_now).
   std::vector<LdmBlock*> direct_ldm;
+  bool any_direct_ldm = false;
+  // A TcKeyTrain being run (tc_key_train): its requests, and the keys of
+  // its direct reads encoded and hashed ahead (key i in train_key_bytes at
+  // i * kMaxKeyBytes), each with its route note (0: none).
+  std::array<protocol::TcKeyReq, protocol::kMaxTrainOps> train_reqs{};
+  std::array<EncodedKey, protocol::kMaxTrainOps> train_keys{};
+  std::array<uint64_t, protocol::kMaxTrainOps> train_notes{};
+  std::vector<std::byte> train_key_bytes;  // kMaxTrainOps * kMaxKeyBytes
+  // The KeyDataTrain its direct reads fill while it runs (active), sent
+  // when it is full, when the train is done, and before anything else TC
+  // sends the API (send_api), so that the API sees it in order.
+  struct ReplyTrain {
+    bool active = false;
+    NodeId api_node = kNoNode;
+    uint32_t api_conn = 0;
+    protocol::TxId tx;
+    uint32_t count = 0;
+    std::size_t used = 0;
+    bool ends_batch = false;
+    uint32_t batch_ops = 0;
+    uint32_t data_messages = 0;
+  } reply;
+  std::vector<std::byte> reply_bytes;  // kReplyTrainBytes
 
   const TcTable* table(uint32_t id) const { return id < tables.size() ? tables[id].get() : nullptr; }
   uint16_t ldm_of(uint32_t partition) const { return static_cast<uint16_t>(partition % o.ldm_instances); }
@@ -127,6 +152,7 @@ struct TcBlock::Impl {
   void prefetch(const Signal& s, int stage) const;
   void schema_install(const Signal& s, BlockContext& c);
   void tc_key_req(const Signal& s, BlockContext& c);
+  void tc_key_train(const Signal& s, BlockContext& c);
   void lqh_key_conf(const Signal& s, BlockContext& c);
   void lqh_key_ref(const Signal& s, BlockContext& c);
   void tx_conf(const Signal& s, BlockContext& c);
@@ -143,19 +169,27 @@ struct TcBlock::Impl {
   void scans_of_node_gone(NodeId node, BlockContext& c);
 
  private:
+  // One request, alone or from a train: `note` is its route note (or 0),
+  // `known` its key encoded and hashed when the note is valid (or null).
+  void key_req(NodeId sender, const protocol::TcKeyReq& req, uint64_t note, const EncodedKey* known, BlockContext& c);
+  void flush_reply(BlockContext& c);
+  template <typename M>
+  void send_api(BlockContext& c, NodeId node, const M& message);
   uint32_t new_op(uint32_t tx_ref, OpKind kind);
   // `key`: lqh's key encoded and hashed, if known (for read_now).
   void issue_user_op(uint32_t tx_ref, uint32_t op_index, protocol::LqhKeyReq& lqh, BlockContext& c,
                      const EncodedKey* key = nullptr);
   void read_now(uint32_t tx_ref, uint32_t op_index, protocol::LqhKeyReq& lqh, LdmBlock& ldm, BlockContext& c,
                 const EncodedKey* key);
+  void read_into_train(uint32_t tx_ref, uint32_t op_index, protocol::LqhKeyReq& lqh, LdmBlock& ldm, BlockContext& c,
+                       const EncodedKey* key);
   void send_lqh(uint32_t op_ref, const protocol::LqhKeyReq& req, BlockContext& c);
   // Sets lqh.partition and lqh.key_hash for `key` (unencoded key values);
   // `encoded`, when given, gets the encoded key (in key_buffer) and its hash.
   bool route_key(const TcTable& t, std::span<const std::byte> key, protocol::LqhKeyReq& lqh, protocol::ErrorCode& error,
                  EncodedKey* encoded = nullptr);
   const PreparedKey* prepared_for(const Signal& s) const;
-  void refuse(const Signal& s, const protocol::TcKeyReq& req, protocol::ErrorCode error, BlockContext& c);
+  void refuse(NodeId sender, const protocol::TcKeyReq& req, protocol::ErrorCode error, BlockContext& c);
   void unique_lookup_done(uint32_t op_ref, const protocol::LqhKeyConf& conf, BlockContext& c);
   void maintain_unique(uint32_t tx_ref, const Op& op, const protocol::LqhKeyConf& conf, BlockContext& c);
   void op_done(uint32_t tx_ref, BlockContext& c);

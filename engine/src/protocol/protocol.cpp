@@ -66,13 +66,14 @@ bool in_range(uint32_t v, E lo, E hi) {
 
 uint32_t op_bits(OpType op, LockMode lock) { return static_cast<uint32_t>(op) | static_cast<uint32_t>(lock) << 8; }
 
-[[gnu::cold]] Status op_bits_error(uint16_t number, uint32_t word) {
+[[gnu::cold]] std::string op_bits_fault(uint32_t word) {
   const uint32_t o = word & 0xFF;
   const uint32_t l = (word >> 8) & 0xFF;
-  if (!in_range(o, OpType::kRead, OpType::kDelete)) return bad(number, "operation type " + std::to_string(o));
-  if (!in_range(l, LockMode::kCommitted, LockMode::kExclusive)) return bad(number, "lock mode " + std::to_string(l));
-  return bad(number, "reserved operation bits set");
+  if (!in_range(o, OpType::kRead, OpType::kDelete)) return "operation type " + std::to_string(o);
+  if (!in_range(l, LockMode::kCommitted, LockMode::kExclusive)) return "lock mode " + std::to_string(l);
+  return "reserved operation bits set";
 }
+[[gnu::cold]] Status op_bits_error(uint16_t number, uint32_t word) { return bad(number, op_bits_fault(word)); }
 
 // Inline, its Status built only on failure (as shape()).
 inline Status read_op_bits(uint16_t number, uint32_t word, OpType& op, LockMode& lock) {
@@ -160,6 +161,35 @@ Status ValueCursor::error() const {
 
 // ---- key operations -------------------------------------------------------------
 
+namespace {
+// What a TcKeyReq must be, whether it came alone or in a train: checked
+// inline, worded (tc_key_req_fault) only when it is not.
+bool writes_values(OpType op) { return op == OpType::kInsert || op == OpType::kUpdate || op == OpType::kWrite; }
+inline bool tc_key_req_ok(const TcKeyReq& m) {
+  return (m.flags & ~kKnownTcKeyFlags) == 0 && (!(m.flags & kFlagCommit) || (m.flags & kFlagExecute)) &&
+         (!(m.flags & kFlagViaUnique) || m.op == OpType::kRead) && !m.key.empty() && m.columns.size() % 2 == 0 &&
+         (writes_values(m.op) || m.values.empty());
+}
+[[gnu::cold]] std::string tc_key_req_fault(const TcKeyReq& m) {
+  if ((m.flags & ~kKnownTcKeyFlags) != 0) return "unknown flags " + std::to_string(m.flags);
+  if ((m.flags & kFlagCommit) && !(m.flags & kFlagExecute)) return "commit flag without execute";
+  if ((m.flags & kFlagViaUnique) && m.op != OpType::kRead) return "unique-key access is read-only";
+  if (m.key.empty()) return "no key values";
+  if (m.columns.size() % 2 != 0) return "column list of odd length";
+  return std::string(op_type_name(m.op)) + " carries values";
+}
+
+std::size_t padded4(std::size_t n) { return (n + 3) / 4 * 4; }
+
+// Copies `bytes` to out and zeroes the padding to 4; returns the bytes taken.
+std::size_t put_padded(std::byte* out, std::span<const std::byte> bytes) {
+  const std::size_t n = padded4(bytes.size());
+  if (n != bytes.size()) std::memset(out + n - 4, 0, 4);
+  if (!bytes.empty()) std::memcpy(out, bytes.data(), bytes.size());
+  return n;
+}
+}  // namespace
+
 SignalOut encode(const TcKeyReq& m) {
   return Out(gsn::kTcKeyReq)
       .w(m.api_conn)
@@ -184,19 +214,14 @@ Status decode_tc_key_req(const Signal& s, TcKeyReq& m) {
   m.table_version = s.word(4);
   if (Status st = read_op_bits(gsn::kTcKeyReq, s.word(5), m.op, m.lock); !st) return st;
   m.flags = s.word(6);
-  if ((m.flags & ~kKnownTcKeyFlags) != 0) return bad(gsn::kTcKeyReq, "unknown flags " + std::to_string(m.flags));
-  if ((m.flags & kFlagCommit) && !(m.flags & kFlagExecute)) return bad(gsn::kTcKeyReq, "commit flag without execute");
   m.op_index = s.word(7);
   m.index_id = s.word(8);
   m.batch_ops = s.word(9);
-  if ((m.flags & kFlagViaUnique) && m.op != OpType::kRead) return bad(gsn::kTcKeyReq, "unique-key access is read-only");
   m.key = section_or_empty(s, 0);
   m.values = section_or_empty(s, 1);
   m.columns = section_or_empty(s, 2);
-  if (m.key.empty()) return bad(gsn::kTcKeyReq, "no key values");
-  if (m.columns.size() % 2 != 0) return bad(gsn::kTcKeyReq, "column list of odd length");
-  const bool writes = m.op == OpType::kInsert || m.op == OpType::kUpdate || m.op == OpType::kWrite;
-  if (!writes && !m.values.empty()) return bad(gsn::kTcKeyReq, std::string(op_type_name(m.op)) + " carries values");
+  if (!tc_key_req_ok(m)) [[unlikely]]
+    return bad(gsn::kTcKeyReq, tc_key_req_fault(m));
   return Status::ok();
 }
 
@@ -256,6 +281,143 @@ Result<KeyData> decode_key_data(const Signal& s) {
     m.data_messages = s.word(5);
     if (m.data_messages == 0) return bad(gsn::kKeyDataConf, "ends a batch but counts no data message, itself included");
   }
+  return m;
+}
+
+// ---- trains ----------------------------------------------------------------------
+
+std::size_t max_read_bytes(const TableDef& table) {
+  std::size_t n = 0;
+  for (const ColumnDef& column : table.columns) n += value_entry_bytes(max_value_bytes(column));
+  return n;
+}
+
+std::size_t put_tc_key_train_record(std::span<std::byte> out, const TcKeyReq& m) {
+  const std::size_t n = tc_key_train_record_bytes(m);
+  if (out.size() < n) return 0;
+  const uint32_t head[10] = {m.table_id,
+                             m.table_version,
+                             op_bits(m.op, m.lock),
+                             m.flags,
+                             m.op_index,
+                             m.index_id,
+                             m.batch_ops,
+                             static_cast<uint32_t>(m.key.size()),
+                             static_cast<uint32_t>(m.values.size()),
+                             static_cast<uint32_t>(m.columns.size())};
+  static_assert(sizeof head == kTrainRecordHeaderBytes);
+  std::memcpy(out.data(), head, sizeof head);
+  std::size_t at = sizeof head;
+  at += put_padded(out.data() + at, m.key);
+  at += put_padded(out.data() + at, m.values);
+  at += put_padded(out.data() + at, m.columns);
+  FJORD_ASSERT(at == n);
+  return n;
+}
+
+SignalOut encode(const TcKeyTrain& m) {
+  return Out(gsn::kTcKeyTrain).w(m.api_conn).tx(m.tx).w(m.count).sections({m.records}).done();
+}
+
+TcKeyTrainCursor::TcKeyTrainCursor(const Signal& s) {
+  if (Status st = shape(s, gsn::kTcKeyTrain, 4, 1); !st) {
+    error_ = st;
+    return;
+  }
+  train_ = {s.word(0), TxId::from(s.word(1), s.word(2)), s.word(3), section_or_empty(s, 0)};
+  rest_ = train_.records;
+  if (train_.count == 0 || train_.count > kMaxTrainOps)
+    (void)fail("train of " + std::to_string(train_.count) + " operations, expected 1.." + std::to_string(kMaxTrainOps));
+}
+
+bool TcKeyTrainCursor::fail(const std::string& what) {
+  error_ = bad(gsn::kTcKeyTrain, what);
+  rest_ = {};
+  read_ = train_.count;
+  return false;
+}
+
+bool TcKeyTrainCursor::fail_record(const std::string& what) {
+  return fail("record " + std::to_string(read_) + ": " + what);
+}
+
+bool TcKeyTrainCursor::next(TcKeyReq& m) {
+  if (!error_.is_ok()) return false;
+  if (read_ == train_.count) {
+    if (!rest_.empty()) return fail(std::to_string(rest_.size()) + " bytes after the last record");
+    return false;
+  }
+  if (rest_.size() < kTrainRecordHeaderBytes)
+    return fail_record("section ends inside the header (" + std::to_string(rest_.size()) + " bytes left)");
+  uint32_t head[10];
+  std::memcpy(head, rest_.data(), sizeof head);
+  m.api_conn = train_.api_conn;
+  m.tx = train_.tx;
+  m.table_id = head[0];
+  m.table_version = head[1];
+  if (Status st = read_op_bits(gsn::kTcKeyTrain, head[2], m.op, m.lock); !st) [[unlikely]]
+    return fail_record(op_bits_fault(head[2]));
+  m.flags = head[3];
+  m.op_index = head[4];
+  m.index_id = head[5];
+  m.batch_ops = head[6];
+  // Each length against what is left, so that the sum cannot wrap.
+  std::size_t at = kTrainRecordHeaderBytes;
+  std::span<const std::byte>* parts[3] = {&m.key, &m.values, &m.columns};
+  const char* names[3] = {"key", "values", "column list"};
+  for (int i = 0; i < 3; ++i) {
+    const uint32_t length = head[7 + i];
+    if (length > rest_.size() - at || padded4(length) > rest_.size() - at)
+      return fail_record(std::string(names[i]) + " of " + std::to_string(length) + " bytes runs past the section");
+    *parts[i] = rest_.subspan(at, length);
+    at += padded4(length);
+  }
+  if (!tc_key_req_ok(m)) [[unlikely]]
+    return fail_record(tc_key_req_fault(m));
+  if ((m.flags & kFlagStartTx) && read_ != 0) return fail_record("starts the transaction but is not the first");
+  if ((m.flags & kFlagExecute) && read_ + 1 != train_.count) return fail_record("ends the batch but is not the last");
+  rest_ = rest_.subspan(at);
+  ++read_;
+  return true;
+}
+
+SignalOut encode(const KeyDataTrain& m) {
+  FJORD_ASSERT(!m.ends_batch || m.data_messages >= m.count);
+  return Out(gsn::kKeyDataTrain)
+      .w(m.api_conn)
+      .tx(m.tx)
+      .w(m.count)
+      .w(m.ends_batch ? 1 : 0)
+      .w(m.batch_ops)
+      .w(m.data_messages)
+      .sections({m.records})
+      .done();
+}
+
+Result<KeyDataTrain> decode_key_data_train(const Signal& s) {
+  if (Status st = shape(s, gsn::kKeyDataTrain, 7, 1); !st) return st;
+  KeyDataTrain m{
+      s.word(0), TxId::from(s.word(1), s.word(2)), s.word(3), false, s.word(5), s.word(6), section_or_empty(s, 0)};
+  if (s.word(4) > 1) return bad(gsn::kKeyDataTrain, "ends_batch flag " + std::to_string(s.word(4)));
+  m.ends_batch = s.word(4) == 1;
+  if (m.count == 0 || m.count > kMaxTrainOps)
+    return bad(gsn::kKeyDataTrain,
+               "train of " + std::to_string(m.count) + " records, expected 1.." + std::to_string(kMaxTrainOps));
+  if (m.ends_batch && m.data_messages < m.count)
+    return bad(gsn::kKeyDataTrain, "ends a batch of " + std::to_string(m.data_messages) +
+                                       " data messages but carries " + std::to_string(m.count));
+  std::span<const std::byte> rest = m.records;
+  for (uint32_t i = 0; i < m.count; ++i) {
+    if (rest.size() < kKeyDataRecordHeaderBytes)
+      return bad(gsn::kKeyDataTrain, "record " + std::to_string(i) + ": section ends inside its header");
+    uint32_t n;
+    std::memcpy(&n, rest.data() + 4, 4);
+    if (n % 4 != 0 || n > rest.size() - kKeyDataRecordHeaderBytes)
+      return bad(gsn::kKeyDataTrain, "record " + std::to_string(i) + ": " + std::to_string(n) +
+                                         " value bytes, not a multiple of 4 or past the section");
+    rest = rest.subspan(kKeyDataRecordHeaderBytes + n);
+  }
+  if (!rest.empty()) return bad(gsn::kKeyDataTrain, std::to_string(rest.size()) + " bytes after the last record");
   return m;
 }
 

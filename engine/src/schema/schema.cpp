@@ -24,6 +24,11 @@ const char* column_type_name(ColumnType type) noexcept {
   return "UNKNOWN";
 }
 
+uint32_t max_value_bytes(const ColumnDef& column) noexcept {
+  const uint32_t width = integer_width(column.type);
+  return width != 0 ? width : column.length;
+}
+
 uint32_t integer_width(ColumnType type) noexcept {
   switch (type) {
     case ColumnType::kInt32:

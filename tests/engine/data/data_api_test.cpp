@@ -293,6 +293,61 @@ uint64_t thread_signals(const std::string& stats, const std::string& name) {
   return std::stoull(stats.substr(signals + 8));
 }
 
+// A batch goes to TC as trains of up to 32 requests, and the reads TC runs
+// itself answer in KeyDataTrains that fill a frame and go on in the next:
+// batches of 2..70 reads of rows up to 6 KB (a train's answer many frames
+// long), with a missing row among them or not, get every row whole, in
+// both layouts (single-threaded: trains answered whole by TC; with TC and
+// LDM on their own threads: each read answered by the LDM).
+TEST_F(DataApiTest, BatchesGoAsTrainsAndEveryRowComesBackWhole) {
+  for (const bool single : {true, false}) {
+    SCOPED_TRACE(single ? "single-threaded" : "multi-threaded");
+    ClusterOptions options;
+    options.medium = "shm";
+    options.single_threaded = single;
+    if (!single) options.thread_config = "ldm={count=2},tc={count=1},recv={count=1}";
+    start(options);
+    engine::TableDef big;
+    big.name = "big";
+    big.columns = {{"id", ColumnType::kUint64, 0, false}, {"blob", ColumnType::kVarBinary, 6000, false}};
+    big.primary_key = {0};
+    auto created = conn_->create_table(big);
+    ASSERT_TRUE(created) << created.status().to_string();
+    const engine::TableDef& t = **created;
+    constexpr uint64_t kRows = 70;
+    const auto blob_of = [](uint64_t id) {
+      std::string b(static_cast<std::size_t>(id * 85 % 6001), 'a');
+      for (std::size_t i = 0; i < b.size(); ++i) b[i] = static_cast<char>('a' + (id + i) % 26);
+      return b;
+    };
+    for (uint64_t id = 0; id < kRows; id += 10)
+      ASSERT_TRUE(run([&](api::Transaction& tx) {
+        for (uint64_t k = id; k < id + 10; ++k) tx.insert(t, Row().set(0, k).set(1, blob_of(k)));
+      }));
+    for (const std::size_t batch :
+         {std::size_t{2}, std::size_t{31}, std::size_t{32}, std::size_t{33}, std::size_t{64}, std::size_t{70}}) {
+      SCOPED_TRACE("batch of " + std::to_string(batch));
+      api::Transaction& tx = conn_->start_transaction();
+      std::vector<api::Operation*> reads;
+      for (std::size_t i = 0; i < batch; ++i) reads.push_back(&tx.read(t, Row().set(0, uint64_t{(i * 37) % kRows})));
+      ASSERT_TRUE(tx.execute(ExecType::kCommit));
+      for (std::size_t i = 0; i < batch; ++i) {
+        const uint64_t id = (i * 37) % kRows;
+        ASSERT_TRUE(reads[i]->has_row()) << "read " << i;
+        EXPECT_EQ(reads[i]->value(0).as_uint64(), id);
+        EXPECT_EQ(reads[i]->value(1).as_string(), blob_of(id)) << "read " << i;
+      }
+      tx.close();
+      // The same with a missing row in the middle: the batch fails naming it.
+      api::Transaction& bad = conn_->start_transaction();
+      for (std::size_t i = 0; i < batch; ++i) bad.read(t, Row().set(0, i == batch / 2 ? uint64_t{999} : uint64_t{i}));
+      const Status s = bad.execute(ExecType::kCommit);
+      EXPECT_EQ(s.message(), "626: Tuple did not exist (operation " + std::to_string(batch / 2) + ")");
+      bad.close();
+    }
+  }
+}
+
 // start_transaction(table, &key) picks the TC of the key's partition
 // (partition % TC count, the partition from the hash of the encoded key):
 // transactions whose keys all belong to one TC keep the other one idle.

@@ -6,7 +6,9 @@
 // a deadlock with its timeout.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
+#include <map>
 #include <set>
 #include <thread>
 
@@ -112,8 +114,10 @@ class Cluster {
 struct TxResult {
   bool ok = false;
   ErrorCode error = ErrorCode::kNone;
-  std::vector<RowValues> rows;   // KeyData received for the batch
-  bool ended_with_data = false;  // the batch's end came as a KeyDataConf
+  std::vector<RowValues> rows;      // KeyData received for the batch
+  bool ended_with_data = false;     // the batch's end came as a KeyDataConf or a KeyDataTrain
+  uint32_t data_trains = 0;         // KeyDataTrain signals received
+  std::vector<uint32_t> train_ops;  // op_index of each KeyDataTrain record, in order
 };
 
 class Api {
@@ -156,8 +160,11 @@ class Api {
     Values key;
     Values values;
   };
-  TxResult run_batch(const TableDef& t, const std::vector<BatchOp>& batch) {
+  // `train`: the batch goes as one TcKeyTrain (at most kMaxTrainOps).
+  TxResult run_batch(const TableDef& t, const std::vector<BatchOp>& batch, bool train = false) {
     const uint32_t conn = ++next_conn_;
+    std::vector<std::byte> records(frame::kMaxFrameBytes);
+    std::size_t used = 0;
     for (uint32_t i = 0; i < batch.size(); ++i) {
       const bool last = i + 1 == batch.size();
       TcKeyReq r;
@@ -172,45 +179,87 @@ class Api {
       r.batch_ops = last ? static_cast<uint32_t>(batch.size()) : 0;
       r.key = batch[i].key.bytes();
       r.values = batch[i].values.bytes();
-      c_.send(block_numbers::kTc, encode(r));
+      if (!train) {
+        c_.send(block_numbers::kTc, encode(r));
+        continue;
+      }
+      const std::size_t n = put_tc_key_train_record(std::span(records).subspan(used), r);
+      EXPECT_NE(n, 0u) << "the train outgrew a frame";
+      used += n;
     }
+    if (train)
+      c_.send(block_numbers::kTc, encode(TcKeyTrain{conn, tx_id(1000 + conn), static_cast<uint32_t>(batch.size()),
+                                                    std::span(records).first(used)}));
     return wait(conn);
   }
+  // A train whose records are given as bytes (to break them), for a new transaction.
+  TxResult run_raw_train(uint32_t count, std::span<const std::byte> records) {
+    const uint32_t conn = ++next_conn_;
+    c_.send(block_numbers::kTc, encode(TcKeyTrain{conn, tx_id(1000 + conn), count, records}));
+    return wait(conn);
+  }
+  TxId tx_of_next() const { return tx_id(1000 + next_conn_ + 1); }
   TxResult wait(uint32_t conn) {
     const Captured c = c_.inbox().take([&](const Captured& x) {
       if (x.number() == gsn::kTcKeyConf) return decode_tc_key_conf(x.signal())->api_conn == conn;
       if (x.number() == gsn::kTcKeyRef) return decode_tc_key_ref(x.signal())->api_conn == conn;
       if (x.number() == gsn::kKeyDataConf) return decode_key_data(x.signal())->api_conn == conn;
+      if (x.number() == gsn::kKeyDataTrain) {
+        const auto m = decode_key_data_train(x.signal());
+        return m->api_conn == conn && m->ends_batch;
+      }
       return false;
     });
     TxResult out;
     if (c.frame.empty()) return out;
+    const auto is_data = [&](const Captured& x) {
+      if (x.number() == gsn::kKeyData) return decode_key_data(x.signal())->api_conn == conn;
+      if (x.number() == gsn::kKeyDataTrain) return decode_key_data_train(x.signal())->api_conn == conn;
+      return false;
+    };
     if (c.number() == gsn::kTcKeyRef) {
       out.error = decode_tc_key_ref(c.signal())->error;
-      c_.inbox().drain([&](const Captured& x) {
-        return x.number() == gsn::kKeyData && decode_key_data(x.signal())->api_conn == conn;
-      });
+      c_.inbox().drain(is_data);
       return out;
     }
     // The batch's end: a TcKeyConf, or a KeyDataConf (its last read's values
-    // and the TcKeyConf in one, from a read run directly in the LDM).
+    // and the TcKeyConf in one, from a read run directly in the LDM), or a
+    // KeyDataTrain that ends the batch.
     uint32_t data_messages = 0;
     out.ok = true;
     if (c.number() == gsn::kKeyDataConf) {
       const KeyData end = decode_key_data(c.signal()).value();
       out.rows.push_back(decode_values(end.values));
       out.ended_with_data = true;
-      data_messages = end.data_messages - 1;
+      data_messages = end.data_messages;
+    } else if (c.number() == gsn::kKeyDataTrain) {
+      const KeyDataTrain end = decode_key_data_train(c.signal()).value();
+      take_train(end, out);
+      out.ended_with_data = true;
+      data_messages = end.data_messages;
     } else {
       data_messages = decode_tc_key_conf(c.signal()).value().data_messages;
     }
-    for (uint32_t i = 0; i < data_messages; ++i) {
-      const Captured d = c_.inbox().take([&](const Captured& x) {
-        return x.number() == gsn::kKeyData && decode_key_data(x.signal())->api_conn == conn;
-      });
-      if (!d.frame.empty()) out.rows.push_back(decode_values(decode_key_data(d.signal())->values));
+    while (out.rows.size() < data_messages) {
+      const Captured d = c_.inbox().take(is_data);
+      if (d.frame.empty()) break;
+      if (d.number() == gsn::kKeyData)
+        out.rows.push_back(decode_values(decode_key_data(d.signal())->values));
+      else
+        take_train(decode_key_data_train(d.signal()).value(), out);
     }
+    EXPECT_EQ(out.rows.size(), data_messages);
     return out;
+  }
+  static void take_train(const KeyDataTrain& m, TxResult& out) {
+    ++out.data_trains;
+    KeyDataTrainCursor cursor(m.records);
+    uint32_t op_index = 0;
+    std::span<const std::byte> values;
+    while (cursor.next(op_index, values)) {
+      out.rows.push_back(decode_values(values));
+      out.train_ops.push_back(op_index);
+    }
   }
   void commit(TxId tx, uint32_t conn) {
     c_.send(block_numbers::kTc, encode(TcTxMessage{gsn::kTcCommitReq, conn, tx}));
@@ -530,6 +579,152 @@ TEST(LdmWithTcTest, DirectReadsSeeCommittedRowsAndTheirFailureAbortsTheBatch) {
     ASSERT_EQ(r.rows.size(), 1u);
     EXPECT_EQ(int_of<uint64_t>(r.rows[0].at(kId)), id);
   }
+}
+
+// A TcKeyTrain runs as its requests would one by one, in either layout:
+// the same rows, the same errors, the same aborts. With TC beside LDM 0 the
+// reads it runs there answer in one KeyDataTrain per train (in order), and
+// a train of reads all on LDM 0 ends its batch with that KeyDataTrain.
+TEST(LdmWithTcTest, TrainsRunAsTheirRequestsWouldAloneInBothLayouts) {
+  for (const Layout layout : {Layout::kSeparate, Layout::kTcWithLdm0}) {
+    SCOPED_TRACE(layout == Layout::kSeparate ? "separate threads" : "TC with LDM 0");
+    Cluster cluster(layout);
+    Api api(cluster);
+    const TableDef t = cluster.create(plain_items());
+    for (uint64_t id = 0; id < 40; ++id)
+      ASSERT_TRUE(api.run(t, OpType::kInsert, item_key(id), item_values(id, Item{int32_t(id), "n", std::nullopt})).ok);
+    const auto read = [&](uint64_t id) { return Api::BatchOp{OpType::kRead, LockMode::kCommitted, item_key(id), {}}; };
+    const KeyCodec pk = KeyCodec::for_primary_key(t);
+    const auto on_ldm0 = [&](uint64_t id) {
+      std::array<std::byte, kMaxKeyBytes> key{};
+      const uint32_t n = encode_key_section(pk, item_key(id).bytes(), key).value();
+      return partition_of(hash_key(key.data(), n), t.partitions) % 2 == 0;
+    };
+
+    // The longest train: 32 reads, each row its own.
+    std::vector<Api::BatchOp> reads;
+    for (uint64_t id = 0; id < kMaxTrainOps; ++id) reads.push_back(read(id));
+    TxResult r = api.run_batch(t, reads, /*train=*/true);
+    ASSERT_TRUE(r.ok) << error_text(r.error);
+    ASSERT_EQ(r.rows.size(), kMaxTrainOps);
+    std::set<uint64_t> ids;
+    for (const RowValues& row : r.rows) {
+      const uint64_t id = int_of<uint64_t>(row.at(kId));
+      ids.insert(id);
+      EXPECT_EQ(item_of(row).qty, static_cast<int32_t>(id));
+    }
+    EXPECT_EQ(ids.size(), kMaxTrainOps);
+    if (layout == Layout::kTcWithLdm0) {
+      EXPECT_EQ(r.data_trains, 1u) << "the direct reads answered in one KeyDataTrain";
+      EXPECT_TRUE(std::is_sorted(r.train_ops.begin(), r.train_ops.end()));
+      uint32_t here = 0;
+      for (uint64_t id = 0; id < kMaxTrainOps; ++id) here += on_ldm0(id) ? 1 : 0;
+      EXPECT_EQ(r.train_ops.size(), here);
+    } else {
+      EXPECT_EQ(r.data_trains, 0u) << "no read runs on TC's thread";
+    }
+    std::vector<Api::BatchOp> local;
+    for (uint64_t id = 0; id < 40 && local.size() < 5; ++id)
+      if (on_ldm0(id)) local.push_back(read(id));
+    r = api.run_batch(t, local, true);
+    ASSERT_TRUE(r.ok);
+    EXPECT_EQ(r.rows.size(), local.size());
+    EXPECT_EQ(r.ended_with_data, layout == Layout::kTcWithLdm0);
+
+    // Writes and reads mixed: a committed read sees the row as committed,
+    // not the train's own update; the update commits with the train.
+    r = api.run_batch(
+        t,
+        {{OpType::kUpdate, LockMode::kExclusive, item_key(5), Values().i32(kQty, 55)},
+         read(5),
+         {OpType::kInsert, LockMode::kExclusive, item_key(100), item_values(100, Item{100, "new", std::nullopt})},
+         {OpType::kRead, LockMode::kShared, item_key(100), {}}},
+        true);
+    ASSERT_TRUE(r.ok) << error_text(r.error);
+    ASSERT_EQ(r.rows.size(), 2u);
+    std::map<uint64_t, int32_t> qty;
+    for (const RowValues& row : r.rows) qty[int_of<uint64_t>(row.at(kId))] = item_of(row).qty;
+    EXPECT_EQ(qty[5], 5);
+    EXPECT_EQ(qty[100], 100);
+    EXPECT_EQ(item_of(api.run(t, OpType::kRead, item_key(5)).rows.at(0)).qty, 55);
+
+    // A read of a missing row in the middle aborts the train's transaction:
+    // its update does not happen.
+    r = api.run_batch(
+        t, {read(1), {OpType::kUpdate, LockMode::kExclusive, item_key(2), Values().i32(kQty, 22)}, read(1000), read(3)},
+        true);
+    EXPECT_FALSE(r.ok);
+    EXPECT_EQ(r.error, ErrorCode::kNoSuchRow);
+    EXPECT_EQ(item_of(api.run(t, OpType::kRead, item_key(2)).rows.at(0)).qty, 2);
+  }
+}
+
+// A train with a fault in any record is refused whole (kBadRequest) before
+// any of it runs: the insert in its first record never happens.
+TEST(LdmWithTcTest, AMalformedTrainIsRefusedWholeAndRunsNothing) {
+  Cluster cluster(Layout::kTcWithLdm0);
+  Api api(cluster);
+  const TableDef t = cluster.create(plain_items());
+  const Values key = item_key(7);
+  const Values values = item_values(7, Item{7, "seven", std::nullopt});
+  const Values read_key = item_key(8);
+  std::vector<std::byte> records(4096);
+  const auto build = [&](TxId tx, uint32_t second_flags) {
+    TcKeyReq insert{.api_conn = 0,
+                    .tx = tx,
+                    .table_id = t.table_id,
+                    .table_version = t.version,
+                    .op = OpType::kInsert,
+                    .lock = LockMode::kExclusive,
+                    .flags = kFlagStartTx,
+                    .op_index = 0,
+                    .key = key.bytes(),
+                    .values = values.bytes()};
+    TcKeyReq second = insert;
+    second.op = OpType::kRead;
+    second.lock = LockMode::kCommitted;
+    second.flags = second_flags;
+    second.op_index = 1;
+    second.batch_ops = 2;
+    second.key = read_key.bytes();
+    second.values = {};
+    std::size_t n = put_tc_key_train_record(records, insert);
+    n += put_tc_key_train_record(std::span(records).subspan(n), second);
+    return n;
+  };
+  // Each: what to break, and how many records the train claims.
+  struct Case {
+    const char* what;
+    uint32_t second_flags;
+    uint32_t count;
+    std::size_t trim;  // bytes cut off the records' end
+  };
+  const Case cases[] = {
+      {"unknown flag", kFlagExecute | kFlagCommit | (1u << 9), 2, 0},
+      {"second record starts the transaction", kFlagStartTx | kFlagExecute | kFlagCommit, 2, 0},
+      {"more records than the section holds", 0, 3, 0},
+      {"the count says one, two are there", kFlagExecute | kFlagCommit, 1, 0},
+      {"the section ends inside the second record", kFlagExecute | kFlagCommit, 2, 4},
+      {"a count of zero", kFlagExecute | kFlagCommit, 0, 0},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    const std::size_t n = build(api.tx_of_next(), c.second_flags);
+    const TxResult r = api.run_raw_train(c.count, std::span(records).first(n - c.trim));
+    EXPECT_FALSE(r.ok);
+    EXPECT_EQ(r.error, ErrorCode::kBadRequest);
+    EXPECT_EQ(api.run(t, OpType::kRead, item_key(7)).error, ErrorCode::kNoSuchRow) << "nothing of it ran";
+  }
+  // The same train well formed: the insert happens, the read of 8 fails.
+  const std::size_t n = build(api.tx_of_next(), kFlagExecute | kFlagCommit);
+  EXPECT_EQ(api.run_raw_train(2, std::span(records).first(n)).error, ErrorCode::kNoSuchRow);
+  ASSERT_TRUE(api.run(t, OpType::kInsert, item_key(8), item_values(8, Item{8, "eight", std::nullopt})).ok);
+  const std::size_t again = build(api.tx_of_next(), kFlagExecute | kFlagCommit);
+  const TxResult r = api.run_raw_train(2, std::span(records).first(again));
+  ASSERT_TRUE(r.ok) << error_text(r.error);
+  ASSERT_EQ(r.rows.size(), 1u);
+  EXPECT_EQ(item_of(r.rows[0]).qty, 8);
+  EXPECT_EQ(item_of(api.run(t, OpType::kRead, item_key(7)).rows.at(0)).qty, 7);
 }
 
 }  // namespace

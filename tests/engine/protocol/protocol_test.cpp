@@ -109,6 +109,175 @@ TEST(ProtocolTest, TcKeyReqRefusesMalformedRequests) {
             "signal " + std::to_string(gsn::kTcKeyConf) + ": expected signal 200");
 }
 
+// A train of every kind of request: each record comes back as it went in
+// (api_conn and tx from the train), padding and all; the records of a
+// KeyDataTrain too.
+TEST(ProtocolTest, TrainsRoundTrip) {
+  Wire w;
+  const auto key = values_of({{0, "key"}});
+  const auto values = values_of({{1, "a value of odd length"}, {2, "b"}});
+  const uint16_t columns_odd[] = {2, 0, 1};  // 6 bytes: padded to 8
+  std::vector<TcKeyReq> in;
+  for (uint32_t i = 0; i < kMaxTrainOps; ++i) {
+    TcKeyReq r;
+    r.table_id = 10 + i;
+    r.table_version = 3;
+    r.op = static_cast<OpType>(1 + i % 5);
+    r.lock = r.op == OpType::kRead ? static_cast<LockMode>(i % 3) : LockMode::kExclusive;
+    r.flags = (i == 0 ? kFlagStartTx : 0) | (i + 1 == kMaxTrainOps ? kFlagExecute | kFlagCommit : 0);
+    r.op_index = 100 + i;
+    r.index_id = i;
+    r.batch_ops = i + 1 == kMaxTrainOps ? kMaxTrainOps : 0;
+    r.key = key;
+    const bool writes = r.op == OpType::kInsert || r.op == OpType::kUpdate || r.op == OpType::kWrite;
+    if (writes) r.values = values;
+    if (r.op == OpType::kRead && i % 2 == 0) r.columns = std::as_bytes(std::span(columns_odd));
+    in.push_back(r);
+  }
+  std::vector<std::byte> records(frame::kMaxFrameBytes);
+  std::size_t used = 0;
+  for (const TcKeyReq& r : in) {
+    const std::size_t n = put_tc_key_train_record(std::span(records).subspan(used), r);
+    ASSERT_EQ(n, tc_key_train_record_bytes(r));
+    ASSERT_EQ(n % 4, 0u);
+    used += n;
+  }
+  EXPECT_EQ(put_tc_key_train_record(std::span(records).first(tc_key_train_record_bytes(in[0]) - 1), in[0]), 0u)
+      << "a record that does not fit is not written";
+  const TxId tx = TxId::from(0x320000, 77);
+  TcKeyTrainCursor cursor(w.carry(encode(TcKeyTrain{9, tx, kMaxTrainOps, std::span(records).first(used)})));
+  ASSERT_TRUE(cursor.error().is_ok()) << cursor.error().message();
+  EXPECT_EQ(cursor.train().count, kMaxTrainOps);
+  TcKeyReq out;
+  std::size_t i = 0;
+  while (cursor.next(out)) {
+    ASSERT_LT(i, in.size());
+    const TcKeyReq& want = in[i++];
+    EXPECT_EQ(out.api_conn, 9u);
+    EXPECT_EQ(out.tx, tx);
+    EXPECT_EQ(out.table_id, want.table_id);
+    EXPECT_EQ(out.op, want.op);
+    EXPECT_EQ(out.lock, want.lock);
+    EXPECT_EQ(out.flags, want.flags);
+    EXPECT_EQ(out.op_index, want.op_index);
+    EXPECT_EQ(out.index_id, want.index_id);
+    EXPECT_EQ(out.batch_ops, want.batch_ops);
+    EXPECT_TRUE(std::ranges::equal(out.key, want.key));
+    EXPECT_TRUE(std::ranges::equal(out.values, want.values));
+    EXPECT_TRUE(std::ranges::equal(out.columns, want.columns));
+  }
+  EXPECT_TRUE(cursor.error().is_ok()) << cursor.error().message();
+  EXPECT_EQ(i, in.size());
+
+  // KeyDataTrain: records written in place, read back in order.
+  std::vector<std::byte> data(256);
+  std::size_t at = 0;
+  for (uint32_t op = 0; op < 3; ++op) {
+    const auto v = values_of({{0, std::string(op + 1, 'x')}});
+    std::memcpy(data.data() + at + kKeyDataRecordHeaderBytes, v.data(), v.size());
+    put_key_data_record_header(data.data() + at, 40 + op, static_cast<uint32_t>(v.size()));
+    at += kKeyDataRecordHeaderBytes + v.size();
+  }
+  const KeyDataTrain reply{9, tx, 3, true, 5, 4, std::span(data).first(at)};
+  auto back = decode_key_data_train(w.carry(encode(reply)));
+  ASSERT_TRUE(back) << back.status().to_string();
+  EXPECT_TRUE(back->ends_batch);
+  EXPECT_EQ(back->batch_ops, 5u);
+  EXPECT_EQ(back->data_messages, 4u);
+  KeyDataTrainCursor records_back(back->records);
+  uint32_t op_index = 0;
+  std::span<const std::byte> v;
+  for (uint32_t op = 0; op < 3; ++op) {
+    ASSERT_TRUE(records_back.next(op_index, v));
+    EXPECT_EQ(op_index, 40 + op);
+    ValueCursor c(v);
+    ValueEntry e;
+    ASSERT_TRUE(c.next(e));
+    EXPECT_EQ(e.bytes.size(), op + 1);
+  }
+  EXPECT_FALSE(records_back.next(op_index, v));
+}
+
+TEST(ProtocolTest, TrainsRefuseMalformedRecordsNamingThem) {
+  Wire w;
+  const auto key = values_of({{0, "k"}});
+  TcKeyReq read;
+  read.key = key;
+  std::vector<std::byte> good(256);
+  const std::size_t one = put_tc_key_train_record(good, read);
+  // The words of a record as bytes, to break them one at a time.
+  const auto record = [&](std::vector<uint32_t> head, std::size_t key_bytes = 0) {
+    std::vector<std::byte> out(head.size() * 4 + key_bytes);
+    std::memcpy(out.data(), head.data(), head.size() * 4);
+    if (key_bytes) std::memcpy(out.data() + head.size() * 4, key.data(), std::min(key_bytes, key.size()));
+    return out;
+  };
+  const uint32_t k = static_cast<uint32_t>(key.size());
+  auto err = [&](uint32_t count, std::vector<std::byte> section, std::vector<uint32_t> words = {}) {
+    if (words.empty()) words = {1, 0x320000, 2, count};
+    TcKeyTrainCursor c(w.raw(gsn::kTcKeyTrain, words, {std::move(section)}));
+    TcKeyReq out;
+    while (c.next(out)) {
+    }
+    return c.error().is_ok() ? std::string("accepted") : c.error().message();
+  };
+  std::vector<std::byte> two(good.begin(), good.begin() + static_cast<long>(one));
+  two.insert(two.end(), good.begin(), good.begin() + static_cast<long>(one));
+  EXPECT_EQ(err(2, two), "accepted");
+  EXPECT_EQ(err(1, two), "signal 207: " + std::to_string(one) + " bytes after the last record");
+  EXPECT_EQ(err(3, two), "signal 207: record 2: section ends inside the header (0 bytes left)");
+  EXPECT_EQ(err(0, two), "signal 207: train of 0 operations, expected 1..32");
+  EXPECT_EQ(err(33, two), "signal 207: train of 33 operations, expected 1..32");
+  EXPECT_EQ(err(2, two, {1, 0x320000, 2}), "signal 207: has 3 data words, expected 4");
+  EXPECT_EQ(err(1, record({0, 0, 9, 0, 0, 0, 0, k, 0, 0}, k)), "signal 207: record 0: operation type 9");
+  EXPECT_EQ(err(1, record({0, 0, 1 | 1u << 16, 0, 0, 0, 0, k, 0, 0}, k)),
+            "signal 207: record 0: reserved operation bits set");
+  EXPECT_EQ(err(1, record({0, 0, 1, kFlagCommit, 0, 0, 0, k, 0, 0}, k)),
+            "signal 207: record 0: commit flag without execute");
+  EXPECT_EQ(err(1, record({0, 0, 1, 0, 0, 0, 0, 0, 0, 0})), "signal 207: record 0: no key values");
+  EXPECT_EQ(err(1, record({0, 0, 1, 0, 0, 0, 0, k, 0, 0}, k - 4)),
+            "signal 207: record 0: key of " + std::to_string(k) + " bytes runs past the section");
+  EXPECT_EQ(err(1, record({0, 0, 1, 0, 0, 0, 0, k, 0xFFFFFFFF, 0}, k)),
+            "signal 207: record 0: values of 4294967295 bytes runs past the section");
+  EXPECT_EQ(err(1, record({0, 0, 1, 0, 0, 0, 0, k, 4, 0}, k + 4)), "signal 207: record 0: read carries values");
+  EXPECT_EQ(err(1, record({0, 0, 1, 0, 0, 0, 0, 9, 0, 0}, 10)),
+            "signal 207: record 0: key of 9 bytes runs past the section");
+  std::vector<std::byte> starts_late = two;
+  const uint32_t start = kFlagStartTx;
+  std::memcpy(starts_late.data() + one + 12, &start, 4);
+  EXPECT_EQ(err(2, starts_late), "signal 207: record 1: starts the transaction but is not the first");
+  std::vector<std::byte> ends_early = two;
+  const uint32_t execute = kFlagExecute;
+  std::memcpy(ends_early.data() + 12, &execute, 4);
+  EXPECT_EQ(err(2, ends_early), "signal 207: record 0: ends the batch but is not the last");
+
+  // KeyDataTrain: the words and every record's framing.
+  std::vector<std::byte> data(64);
+  const auto v = values_of({{0, "row"}});
+  std::memcpy(data.data() + 8, v.data(), v.size());
+  put_key_data_record_header(data.data(), 0, static_cast<uint32_t>(v.size()));
+  data.resize(8 + v.size());
+  auto kerr = [&](std::vector<uint32_t> words, std::vector<std::byte> section) {
+    auto r = decode_key_data_train(w.raw(gsn::kKeyDataTrain, std::move(words), {std::move(section)}));
+    return r.is_ok() ? std::string("accepted") : r.status().message();
+  };
+  EXPECT_EQ(kerr({1, 0, 2, 1, 0, 0, 0}, data), "accepted");
+  EXPECT_EQ(kerr({1, 0, 2, 1, 2, 0, 0}, data), "signal 212: ends_batch flag 2");
+  EXPECT_EQ(kerr({1, 0, 2, 0, 0, 0, 0}, data), "signal 212: train of 0 records, expected 1..32");
+  EXPECT_EQ(kerr({1, 0, 2, 2, 0, 0, 0}, data), "signal 212: record 1: section ends inside its header");
+  EXPECT_EQ(kerr({1, 0, 2, 1, 1, 1, 0}, data), "signal 212: ends a batch of 0 data messages but carries 1");
+  std::vector<std::byte> longer = data;
+  longer.resize(data.size() + 8);
+  EXPECT_EQ(kerr({1, 0, 2, 1, 0, 0, 0}, longer), "signal 212: 8 bytes after the last record");
+  std::vector<std::byte> odd = data;
+  put_key_data_record_header(odd.data(), 0, 6);
+  EXPECT_EQ(kerr({1, 0, 2, 1, 0, 0, 0}, odd),
+            "signal 212: record 0: 6 value bytes, not a multiple of 4 or past the section");
+  put_key_data_record_header(odd.data(), 0, 400);
+  EXPECT_EQ(kerr({1, 0, 2, 1, 0, 0, 0}, odd),
+            "signal 212: record 0: 400 value bytes, not a multiple of 4 or past the section");
+}
+
 TEST(ProtocolTest, PutValueWritesExactlyItsEntryOverADirtyBuffer) {
   // Every length 0..12 and NULL: the header, the bytes, zero padding to 4,
   // nothing past the entry; too small a buffer is refused untouched.

@@ -188,6 +188,9 @@ class Transaction {
                     const IndexDef* unique);
   // The TcKeyReq of operation i of a batch of `batch` operations.
   engine::protocol::TcKeyReq request_of(std::size_t i, std::size_t batch) const;
+  // A read's values arrived (KeyData or a KeyDataTrain record): keep them
+  // for operation op_index (< ops_used_) and count the data message.
+  void take_values(uint32_t op_index, std::span<const std::byte> values);
   void reset(uint32_t handle, engine::protocol::TxId tx);
 
   Connection& conn_;
@@ -303,8 +306,10 @@ class Connection {
   explicit Connection(ConnectOptions options);
   Status establish();
   Status send_frame(const engine::protocol::SignalOut& out, uint16_t block, uint16_t instance);
-  // Sends the TcKeyReq of each operation of tx's batch, packed one after
-  // another into as few reservations of the send buffer as it allows.
+  // send_frame's packing, the link known to be up.
+  Status pack_frame(const engine::protocol::SignalOut& out, uint16_t block, uint16_t instance);
+  // Sends the requests of tx's batch: trains of several (TcKeyTrain), or a
+  // TcKeyReq for an operation that goes alone.
   Status send_key_requests(const Transaction& tx, std::size_t batch);
   // Room for a frame of `bytes` in the send buffer (at least that much; it
   // may be more) once a reserve found none: waits, receiving, while the
@@ -360,6 +365,7 @@ class Connection {
   std::vector<uint16_t> generations_;
   std::vector<uint32_t> free_transactions_;
   std::vector<std::unique_ptr<Scan>> scans_;
+  std::vector<std::byte> train_;        // send_key_requests(): a TcKeyTrain's records, reused
   std::vector<std::byte> scan_bounds_;  // scan(): the request's bounds and filter, reused
   std::vector<std::byte> scan_filter_;
   int in_flight_ = 0;

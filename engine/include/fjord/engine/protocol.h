@@ -14,6 +14,9 @@
 // When the batch's last read runs in the LDM directly (TC and LDM on one
 // thread, docs/ldm.md) and it ends a committed batch, its KeyData carries
 // the TcKeyConf too (kKeyDataConf): one signal to the API instead of two.
+// A batch of several operations comes as trains (kTcKeyTrain: up to
+// kMaxTrainOps TcKeyReq in one signal), and the direct reads of a train
+// answer in one kKeyDataTrain (see "trains" below).
 // Commit and abort go TC -> each LDM that holds the transaction's operations
 // (LqhCommitReq / LqhAbortReq, one per transaction and LDM instance).
 //
@@ -58,10 +61,12 @@ inline constexpr uint16_t kTcKeyConf = 201;
 inline constexpr uint16_t kTcKeyRef = 202;
 inline constexpr uint16_t kTcRollbackReq = 203;
 inline constexpr uint16_t kTcRollbackConf = 204;
-inline constexpr uint16_t kTcAbortRep = 205;   // TC aborted on its own (timeout, deadlock, node)
-inline constexpr uint16_t kTcCommitReq = 206;  // commit with no new operations
-inline constexpr uint16_t kKeyData = 210;      // LDM -> API: a read's values
-inline constexpr uint16_t kKeyDataConf = 211;  // ... that also ends its batch, committed (KeyData + TcKeyConf)
+inline constexpr uint16_t kTcAbortRep = 205;    // TC aborted on its own (timeout, deadlock, node)
+inline constexpr uint16_t kTcCommitReq = 206;   // commit with no new operations
+inline constexpr uint16_t kKeyData = 210;       // LDM -> API: a read's values
+inline constexpr uint16_t kKeyDataConf = 211;   // ... that also ends its batch, committed (KeyData + TcKeyConf)
+inline constexpr uint16_t kTcKeyTrain = 207;    // API -> TC: several TcKeyReq of one transaction
+inline constexpr uint16_t kKeyDataTrain = 212;  // TC -> API: several reads' values (and maybe the TcKeyConf)
 inline constexpr uint16_t kLqhKeyReq = 300;
 inline constexpr uint16_t kLqhKeyConf = 301;
 inline constexpr uint16_t kLqhKeyRef = 302;
@@ -257,6 +262,103 @@ struct KeyData {  // LDM -> API (kKeyData, or kKeyDataConf when `ends_batch`)
   bool ends_batch = false;
   uint32_t batch_ops = 0;
   uint32_t data_messages = 0;
+};
+
+// ---- trains: several key operations of one transaction in one signal -----------
+//
+// Per signal, the runtime and the transporter spend more than a key read's
+// own work (docs/api.md, "Trains"), so a batch goes to TC as trains of up to
+// kMaxTrainOps requests, and TC answers the reads its own thread runs
+// (direct reads, docs/ldm.md) in one KeyDataTrain per train.
+//
+// kTcKeyTrain (API -> TC): words {api_conn, tx hi, tx lo, count}; section 0
+// holds `count` records, each 10 words {table_id, table_version, op bits,
+// flags, op_index, index_id, batch_ops, key bytes, value bytes, column
+// bytes} and then the key, the values and the column list, each padded to 4
+// bytes. Every record is checked as a TcKeyReq is; only the first may start
+// the transaction and only the last may end the batch (kFlagExecute). TC
+// runs each as if it had come alone, in order.
+//
+// kKeyDataTrain (TC -> API): words {api_conn, tx hi, tx lo, count,
+// ends_batch, batch_ops, data_messages}; section 0 holds `count` records
+// {op_index, value bytes, then the values (value entries)}. Each record
+// counts as one data message (TcKeyConf::data_messages). With ends_batch it
+// is also the batch's committed TcKeyConf, as kKeyDataConf is.
+inline constexpr uint32_t kMaxTrainOps = 32;
+// The most bytes a read of `table` returns as value entries (every column, each at its longest).
+std::size_t max_read_bytes(const TableDef& table);
+inline constexpr std::size_t kTrainRecordHeaderBytes = 40;
+inline constexpr std::size_t kKeyDataRecordHeaderBytes = 8;
+
+struct TcKeyTrain {
+  uint32_t api_conn = 0;
+  TxId tx;
+  uint32_t count = 0;
+  std::span<const std::byte> records;  // section 0
+};
+// Bytes m takes as a train record.
+inline std::size_t tc_key_train_record_bytes(const TcKeyReq& m) {
+  auto padded = [](std::size_t n) { return (n + 3) / 4 * 4; };
+  return kTrainRecordHeaderBytes + padded(m.key.size()) + padded(m.values.size()) + padded(m.columns.size());
+}
+// Writes m as a train record (its api_conn and tx are the train's); returns
+// the bytes written, or 0 if `out` is too small.
+std::size_t put_tc_key_train_record(std::span<std::byte> out, const TcKeyReq& m);
+
+// Reads a kTcKeyTrain: the constructor checks the words and the section,
+// next() yields each record as a TcKeyReq, checked, and false at the end
+// or on the first fault (error() says which record and why; ok at a clean
+// end, where the records filled the section exactly).
+class TcKeyTrainCursor {
+ public:
+  explicit TcKeyTrainCursor(const Signal& s);
+  const TcKeyTrain& train() const { return train_; }
+  bool next(TcKeyReq& out);
+  const Status& error() const { return error_; }
+
+ private:
+  bool fail(const std::string& what);
+  bool fail_record(const std::string& what);  // names the record being read
+  TcKeyTrain train_;
+  std::span<const std::byte> rest_;
+  uint32_t read_ = 0;
+  Status error_;
+};
+
+struct KeyDataTrain {
+  uint32_t api_conn = 0;
+  TxId tx;
+  uint32_t count = 0;
+  bool ends_batch = false;
+  uint32_t batch_ops = 0;
+  uint32_t data_messages = 0;          // with ends_batch: of the whole batch, these included
+  std::span<const std::byte> records;  // section 0
+};
+// Writes a record's header at `out`, in front of `value_bytes` bytes of
+// values the caller wrote (or writes) at out + kKeyDataRecordHeaderBytes.
+inline void put_key_data_record_header(std::byte* out, uint32_t op_index, uint32_t value_bytes) {
+  std::memcpy(out, &op_index, 4);
+  std::memcpy(out + 4, &value_bytes, 4);
+}
+// Checks the words and every record's framing (not the values: RowView
+// checks those as they are read), so that KeyDataTrainCursor cannot fail.
+Result<KeyDataTrain> decode_key_data_train(const Signal& s);
+class KeyDataTrainCursor {
+ public:
+  explicit KeyDataTrainCursor(std::span<const std::byte> records) : rest_(records) {}
+  // Records of a decoded KeyDataTrain; false at the end.
+  bool next(uint32_t& op_index, std::span<const std::byte>& values) {
+    if (rest_.size() < kKeyDataRecordHeaderBytes) return false;
+    uint32_t n;
+    std::memcpy(&op_index, rest_.data(), 4);
+    std::memcpy(&n, rest_.data() + 4, 4);
+    values = rest_.subspan(kKeyDataRecordHeaderBytes, n);
+    rest_ = rest_.subspan(kKeyDataRecordHeaderBytes + n);
+    return true;
+  }
+
+ private:
+  std::span<const std::byte> rest_;
 };
 
 // ---- TC <-> LDM -------------------------------------------------------------
@@ -463,6 +565,8 @@ SignalOut encode(const TcKeyReq& m);
 SignalOut encode(const TcKeyConf& m);
 SignalOut encode(const TcKeyRef& m);
 SignalOut encode(const KeyData& m);
+SignalOut encode(const TcKeyTrain& m);
+SignalOut encode(const KeyDataTrain& m);
 Result<TcKeyReq> decode_tc_key_req(const Signal& s);
 // The same into `out` (TC's hot path: no Result to build and copy).
 Status decode_tc_key_req(const Signal& s, TcKeyReq& out);

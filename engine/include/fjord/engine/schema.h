@@ -53,6 +53,8 @@ struct ColumnDef {
   uint32_t length = 0;  // for binary/char types: the (maximum) length in bytes
   bool nullable = false;
 };
+// The most bytes a value of `column` has (integers: their width).
+uint32_t max_value_bytes(const ColumnDef& column) noexcept;
 
 enum class IndexKind : uint8_t { kUnique = 1, kOrdered };
 

@@ -11,15 +11,6 @@ namespace fjord::engine {
 using namespace protocol;
 using namespace ldm;
 
-namespace {
-
-uint32_t max_value_bytes(const ColumnDef& column) {
-  const uint32_t width = integer_width(column.type);
-  return width != 0 ? width : column.length;
-}
-
-}  // namespace
-
 LdmBlock::Impl::Impl(storage::PagePool& data_memory, const LdmOptions& options, BlockRef self_ref)
     : pool(data_memory),
       o(options),
@@ -83,8 +74,9 @@ void LdmBlock::prefetch(const Signal& s, int stage) const {
 }
 
 protocol::ErrorCode LdmBlock::read_committed_now(const protocol::LqhKeyReq& req, BlockContext& c,
-                                                 const protocol::TcKeyConf* batch_end, const EncodedKey* key) {
-  return impl_->read_committed_now(req, c, batch_end, key);
+                                                 const protocol::TcKeyConf* batch_end, const EncodedKey* key,
+                                                 Into* into) {
+  return impl_->read_committed_now(req, c, batch_end, key, into);
 }
 
 void LdmBlock::prefetch_key(uint32_t table_id, uint32_t partition, uint32_t key_hash, int stage) const {
@@ -143,6 +135,7 @@ LdmTable::LdmTable(TableDef d, RowLayout l)
   }
   header_bytes = kFixedHeaderBytes + static_cast<uint32_t>((2 * ordered.size() + 7) / 8);
   slot_bytes = header_bytes + layout.record_bytes();
+  max_read_bytes = static_cast<uint32_t>(protocol::max_read_bytes(def));
   // LqhKeyConf carries the unique columns twice (before and after).
   std::size_t unique_bytes = 0;
   for (uint16_t c : unique_columns) unique_bytes += value_entry_bytes(max_value_bytes(def.columns[c]));

@@ -129,6 +129,7 @@ struct LdmTable {
   std::vector<uint8_t> is_key_column;                  // by column position
   uint32_t header_bytes = 0;                           // slot header, base tags included
   uint32_t slot_bytes = 0;                             // header + record
+  uint32_t max_read_bytes = 0;                         // the most a read's values take (protocol::max_read_bytes)
   bool writable = true;                                // false: unique sections could overflow a frame
   std::vector<std::unique_ptr<Partition>> partitions;  // by p / ldm_instances
 };
@@ -318,7 +319,8 @@ struct LdmBlock::Impl {
   void prefetch_key(uint32_t table_id, uint32_t partition, uint32_t key_hash, int stage) const;
   ldm::KeyOutcome execute_key(const protocol::LqhKeyReq& req, Address from, bool resumed, BlockContext& c);
   protocol::ErrorCode read_committed_now(const protocol::LqhKeyReq& req, BlockContext& c,
-                                         const protocol::TcKeyConf* batch_end, const EncodedKey* key);
+                                         const protocol::TcKeyConf* batch_end, const EncodedKey* key,
+                                         LdmBlock::Into* into);
   // `known`: the request's key already encoded and hashed (read_committed_now).
   protocol::ErrorCode resolve_key(ldm::KeyOp& op, const EncodedKey* known = nullptr);
   protocol::ErrorCode check_values(const ldm::KeyOp& op) const;

@@ -79,7 +79,7 @@ KeyOutcome LdmBlock::Impl::execute_key(const LqhKeyReq& req, Address from, bool 
 }
 
 ErrorCode LdmBlock::Impl::read_committed_now(const LqhKeyReq& req, BlockContext& c, const TcKeyConf* batch_end,
-                                             const EncodedKey* key) {
+                                             const EncodedKey* key, LdmBlock::Into* into) {
   FJORD_ASSERT(req.op == OpType::kRead && req.lock == LockMode::kCommitted && req.result_to == ResultTo::kApi);
   bump(counters.key_operations);
   KeyOp op;
@@ -94,6 +94,14 @@ ErrorCode LdmBlock::Impl::read_committed_now(const LqhKeyReq& req, BlockContext&
     return error;
   }
   bump(counters.reads);
+  if (into != nullptr) {
+    FJORD_ASSERT(batch_end == nullptr && into->room.size() >= kKeyDataRecordHeaderBytes + op.table->max_read_bytes);
+    const std::size_t n =
+        put_columns(*op.table, op.part->record_in(slot), req.columns, into->room.subspan(kKeyDataRecordHeaderBytes));
+    put_key_data_record_header(into->room.data(), req.op_index, static_cast<uint32_t>(n));
+    into->written = kKeyDataRecordHeaderBytes + n;
+    return ErrorCode::kNone;
+  }
   send_key_data(op, op.part->record_in(slot), c, batch_end);
   return ErrorCode::kNone;
 }

@@ -117,9 +117,17 @@ class LdmBlock final : public Block {
   // outstanding): the KeyData carries it (kKeyDataConf). `key`, when given,
   // is req.key already encoded and hashed by the caller (TC routed by it),
   // so the read does not do it again. Hot path.
+  // `into`, when given, takes the values instead of a KeyData: a
+  // KeyDataTrain record (header and values) written at its start, which
+  // must have room for kKeyDataRecordHeaderBytes + max_read_bytes(table);
+  // returns the bytes written in `written` (batch_end is then null).
+  struct Into {
+    std::span<std::byte> room;
+    std::size_t written = 0;
+  };
   protocol::ErrorCode read_committed_now(const protocol::LqhKeyReq& req, BlockContext& context,
                                          const protocol::TcKeyConf* batch_end = nullptr,
-                                         const EncodedKey* key = nullptr);
+                                         const EncodedKey* key = nullptr, Into* into = nullptr);
   // prefetch() for a request a co-located TC is about to run that way.
   void prefetch_key(uint32_t table_id, uint32_t partition, uint32_t key_hash, int stage) const;
 
