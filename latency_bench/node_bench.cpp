@@ -2,9 +2,12 @@
 // on one thread (Google Benchmark), beside the least work a key read needs
 // on this machine, measured in the same run.
 //
-//   BM_StorageReadFloor     floor: hash an 8-byte key, find it in an open-
+//   BM_StorageReadFloor/1   floor: hash an 8-byte key, find it in an open-
 //                           addressing table of the same number of rows,
 //                           compare it and copy the 100-byte row out
+//   BM_StorageReadFloor/20  the same 20 keys at a time, as a train runs
+//                           them: every slot prefetched, then every row,
+//                           then the reads (the floor of a batched read)
 //   BM_NodePkReads/1        read-committed pk reads, one per transaction
 //                           (start, read, commit in one execute), 64 in flight
 //   BM_NodePkReads/20       the same with 20 reads per transaction
@@ -377,25 +380,43 @@ void BM_StorageReadFloor(benchmark::State& state) {
   std::byte out[sizeof(RowBytes)];
   uint64_t found = 0;
   double ns_per_read = 0;
+  const auto batch = static_cast<uint64_t>(state.range(0));
+  std::vector<uint64_t> ids(batch);
+  std::vector<std::size_t> at(batch);
   for (auto _ : state) {
     const uint64_t t0 = monotonic_ns();
-    for (uint64_t i = 0; i < g_reads; ++i) {
-      const uint64_t id = rng() % g_rows;
-      std::size_t at = hash_key(&id, 8) & (slots - 1);
-      while (table[at] != UINT32_MAX && rows[table[at]].id != id) at = (at + 1) & (slots - 1);
-      std::memcpy(out, &rows[table[at]], sizeof out);
-      benchmark::DoNotOptimize(out);
-      found += table[at] != UINT32_MAX;
+    for (uint64_t i = 0; i < g_reads; i += batch) {
+      // A batch as a train runs: every key hashed and its slot loaded, then
+      // every row loaded, then each read.
+      for (uint64_t k = 0; k < batch; ++k) {
+        ids[k] = rng() % g_rows;
+        at[k] = hash_key(&ids[k], 8) & (slots - 1);
+        if (batch > 1) __builtin_prefetch(&table[at[k]]);
+      }
+      if (batch > 1)
+        for (uint64_t k = 0; k < batch; ++k)
+          if (table[at[k]] != UINT32_MAX) {
+            const auto* row = reinterpret_cast<const std::byte*>(&rows[table[at[k]]]);
+            __builtin_prefetch(row);
+            __builtin_prefetch(row + sizeof(RowBytes) - 1);
+          }
+      for (uint64_t k = 0; k < batch; ++k) {
+        std::size_t a = at[k];
+        while (table[a] != UINT32_MAX && rows[table[a]].id != ids[k]) a = (a + 1) & (slots - 1);
+        std::memcpy(out, &rows[table[a]], sizeof out);
+        benchmark::DoNotOptimize(out);
+        found += table[a] != UINT32_MAX;
+      }
     }
     const uint64_t dt = monotonic_ns() - t0;
     ns_per_read = static_cast<double>(dt) / static_cast<double>(g_reads);
     state.SetIterationTime(static_cast<double>(dt) / 1e9);
   }
-  if (found != g_reads * state.iterations()) state.SkipWithError("a key was not found");
+  if (found != (g_reads + batch - 1) / batch * batch * state.iterations()) state.SkipWithError("a key was not found");
   state.counters["ns_per_read"] = ns_per_read;
 }
 
-BENCHMARK(BM_StorageReadFloor)->UseManualTime()->Iterations(3);
+BENCHMARK(BM_StorageReadFloor)->Arg(1)->Arg(20)->UseManualTime()->Iterations(3);
 void BM_NodePkReads(benchmark::State& state) { node_pk_reads(state, false); }
 void BM_NodePkReadTrains(benchmark::State& state) { node_pk_reads(state, true); }
 

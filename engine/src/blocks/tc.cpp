@@ -468,12 +468,18 @@ void TcBlock::Impl::tc_key_train(const Signal& s, BlockContext& c) {
     if (const LdmBlock* ldm = direct_ldm[ldm_of(partition)])
       ldm->prefetch_key(r.table_id, partition, static_cast<uint32_t>(hash), 0);
   }
+  // Nothing is erased from a hash index while this signal runs, so the rows
+  // a bucket lists now are still the ones to compare when the read runs.
   if (any_direct_ldm)
     for (uint32_t i = 0; i < n; ++i) {
       if (train_notes[i] == 0) continue;
       const uint32_t partition = partition_of_note(train_notes[i]);
-      if (const LdmBlock* ldm = direct_ldm[ldm_of(partition)])
-        ldm->prefetch_key(train_reqs[i].table_id, partition, static_cast<uint32_t>(train_notes[i]), 1);
+      if (const LdmBlock* ldm = direct_ldm[ldm_of(partition)]) {
+        EncodedKey& k = train_keys[i];
+        k.candidate_count = ldm->prefetch_rows(train_reqs[i].table_id, partition, static_cast<uint32_t>(train_notes[i]),
+                                               train_rows[i].data(), 2);
+        k.candidates = train_rows[i].data();
+      }
     }
   reply.active = true;
   reply.api_node = s.sender_node;

@@ -127,7 +127,8 @@ struct TcBlock::Impl {
   std::array<protocol::TcKeyReq, protocol::kMaxTrainOps> train_reqs{};
   std::array<EncodedKey, protocol::kMaxTrainOps> train_keys{};
   std::array<uint64_t, protocol::kMaxTrainOps> train_notes{};
-  std::vector<std::byte> train_key_bytes;  // kMaxTrainOps * kMaxKeyBytes
+  std::array<std::array<uint32_t, 2>, protocol::kMaxTrainOps> train_rows{};  // EncodedKey::candidates
+  std::vector<std::byte> train_key_bytes;                                    // kMaxTrainOps * kMaxKeyBytes
   // The KeyDataTrain its direct reads fill while it runs (active), sent
   // when it is full, when the train is done, and before anything else TC
   // sends the API (send_api), so that the API sees it in order.

@@ -648,10 +648,39 @@ TEST(LdmWithTcTest, TrainsRunAsTheirRequestsWouldAloneInBothLayouts) {
     EXPECT_EQ(qty[100], 100);
     EXPECT_EQ(item_of(api.run(t, OpType::kRead, item_key(5)).rows.at(0)).qty, 55);
 
+    // Enough rows that some hash buckets overflow: a train's read that its
+    // bucket's candidates do not name is found in the overflow chain. Every
+    // row found, each its own; inserted by trains too.
+    constexpr uint64_t kMany = 3000;
+    for (uint64_t first = 1000; first < 1000 + kMany; first += kMaxTrainOps) {
+      std::vector<Api::BatchOp> inserts;
+      for (uint64_t id = first; id < std::min<uint64_t>(first + kMaxTrainOps, 1000 + kMany); ++id)
+        inserts.push_back({OpType::kInsert, LockMode::kExclusive, item_key(id),
+                           item_values(id, Item{int32_t(id), "m", std::nullopt})});
+      ASSERT_TRUE(api.run_batch(t, inserts, true).ok);
+    }
+    uint64_t found = 0;
+    for (uint64_t first = 1000; first < 1000 + kMany; first += kMaxTrainOps) {
+      std::vector<Api::BatchOp> batch;
+      for (uint64_t id = first; id < std::min<uint64_t>(first + kMaxTrainOps, 1000 + kMany); ++id)
+        batch.push_back(read(id));
+      const TxResult many = api.run_batch(t, batch, true);
+      ASSERT_TRUE(many.ok) << error_text(many.error);
+      ASSERT_EQ(many.rows.size(), batch.size());
+      for (const RowValues& row : many.rows) {
+        const uint64_t id = int_of<uint64_t>(row.at(kId));
+        EXPECT_GE(id, first);
+        EXPECT_EQ(item_of(row).qty, static_cast<int32_t>(id));
+        ++found;
+      }
+    }
+    EXPECT_EQ(found, kMany);
+
     // A read of a missing row in the middle aborts the train's transaction:
     // its update does not happen.
     r = api.run_batch(
-        t, {read(1), {OpType::kUpdate, LockMode::kExclusive, item_key(2), Values().i32(kQty, 22)}, read(1000), read(3)},
+        t,
+        {read(1), {OpType::kUpdate, LockMode::kExclusive, item_key(2), Values().i32(kQty, 22)}, read(100000), read(3)},
         true);
     EXPECT_FALSE(r.ok);
     EXPECT_EQ(r.error, ErrorCode::kNoSuchRow);

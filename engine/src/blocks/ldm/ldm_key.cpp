@@ -107,15 +107,22 @@ ErrorCode LdmBlock::Impl::read_committed_now(const LqhKeyReq& req, BlockContext&
 }
 
 void LdmBlock::Impl::prefetch_key(uint32_t table_id, uint32_t partition, uint32_t key_hash, int stage) const {
-  const LdmTable* t = table_of(table_id);
-  if (t == nullptr || partition >= t->def.partitions || !owns(partition)) return;
-  const Partition& part = *t->partitions[partition / o.ldm_instances];
   if (stage == 0) {
-    part.hash.prefetch_bucket(key_hash);
+    const LdmTable* t = table_of(table_id);
+    if (t == nullptr || partition >= t->def.partitions || !owns(partition)) return;
+    t->partitions[partition / o.ldm_instances]->hash.prefetch_bucket(key_hash);
     return;
   }
   RowId rows[2];
-  const uint32_t n = part.hash.candidates(key_hash, rows, 2);
+  (void)prefetch_rows(table_id, partition, key_hash, rows, 2);
+}
+
+uint32_t LdmBlock::Impl::prefetch_rows(uint32_t table_id, uint32_t partition, uint32_t key_hash, RowId* rows,
+                                       uint32_t max) const {
+  const LdmTable* t = table_of(table_id);
+  if (t == nullptr || partition >= t->def.partitions || !owns(partition)) return 0;
+  const Partition& part = *t->partitions[partition / o.ldm_instances];
+  const uint32_t n = part.hash.candidates(key_hash, rows, max);
   // The lines the slot covers (header, key, and what a read returns), at most four.
   const std::size_t slot_bytes = std::min<std::size_t>(t->header_bytes + t->layout.record_bytes(), 4 * kCacheLineBytes);
   for (uint32_t i = 0; i < n; ++i) {
@@ -123,6 +130,7 @@ void LdmBlock::Impl::prefetch_key(uint32_t table_id, uint32_t partition, uint32_
     for (uintptr_t line = start & ~uintptr_t{kCacheLineBytes - 1}; line < start + slot_bytes; line += kCacheLineBytes)
       __builtin_prefetch(reinterpret_cast<const void*>(line));
   }
+  return n;
 }
 
 ErrorCode LdmBlock::Impl::resolve_key(KeyOp& op, const EncodedKey* known) {
@@ -133,9 +141,13 @@ ErrorCode LdmBlock::Impl::resolve_key(KeyOp& op, const EncodedKey* known) {
   // UINT64_MAX is the transaction map's empty key.
   if (req.partition >= t->def.partitions || !owns(req.partition) || req.tx.value == UINT64_MAX)
     return ErrorCode::kBadRequest;
+  const RowId* candidates = nullptr;
+  uint32_t candidate_count = 0;
   if (known != nullptr) {
     op.key = known->bytes;
     op.hash = known->hash;
+    candidates = known->candidates;
+    candidate_count = known->candidate_count;
   } else {
     Result<uint32_t> length = encode_key_section(t->pk, req.key, pk_key);
     if (!length.is_ok()) return ErrorCode::kBadRequest;
@@ -149,6 +161,12 @@ ErrorCode LdmBlock::Impl::resolve_key(KeyOp& op, const EncodedKey* known) {
     return ErrorCode::kBadRequest;
   if (!columns_valid(*t, req.columns)) return ErrorCode::kBadRequest;
   if (const ErrorCode e = check_values(op); e != ErrorCode::kNone) return e;
+  op.anchor = kNoRow;
+  for (uint32_t i = 0; i < candidate_count; ++i)
+    if (op.part->pk_keys.key_equals(candidates[i], op.key)) {
+      op.anchor = candidates[i];
+      return ErrorCode::kNone;
+    }
   op.anchor = op.part->hash.find(op.hash, op.key);
   return ErrorCode::kNone;
 }

@@ -43,6 +43,13 @@ namespace fjord::engine {
 struct EncodedKey {
   std::span<const std::byte> bytes;
   uint64_t hash = 0;
+  // Rows (storage::RowId) the key's hash bucket listed under its hash bits
+  // when the caller looked ahead (LdmBlock::prefetch_rows) in the same
+  // signal, with nothing erased from the index since: the key's row, if the
+  // bucket itself holds it, is one of them. The read compares these first
+  // and searches the index only if none is the key's. Null: not looked up.
+  const uint32_t* candidates = nullptr;
+  uint32_t candidate_count = 0;
 };
 
 struct LdmOptions {
@@ -130,6 +137,9 @@ class LdmBlock final : public Block {
                                          const EncodedKey* key = nullptr, Into* into = nullptr);
   // prefetch() for a request a co-located TC is about to run that way.
   void prefetch_key(uint32_t table_id, uint32_t partition, uint32_t key_hash, int stage) const;
+  // prefetch_key's stage 1 that also gives the rows it loads (at most
+  // `max`, returned): EncodedKey::candidates for a read in the same signal.
+  uint32_t prefetch_rows(uint32_t table_id, uint32_t partition, uint32_t key_hash, uint32_t* rows, uint32_t max) const;
 
   LdmStats stats() const;
 
