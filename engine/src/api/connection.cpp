@@ -141,22 +141,19 @@ Status Connection::send_key_requests(const Transaction& tx, std::size_t batch) {
   std::size_t i = tx.batch_first_;
   while (i < tx.ops_used_) {
     const std::size_t remaining = tx.ops_used_ - i;
+    // The batch's records lie one after another: a train is a run of them.
     uint32_t count = 0;
-    std::size_t used = 0;
+    std::size_t bytes = 0;
     if (remaining > 1) {
-      if (train_.size() < kTrainBytes) train_.resize(kTrainBytes);  // once per connection
       const std::size_t trains = (remaining + kMaxTrainOps - 1) / kMaxTrainOps;
       const std::size_t length = (remaining + trains - 1) / trains;
-      for (; count < length; ++count) {
-        const auto room = std::span(train_).first(kTrainBytes).subspan(used);
-        const std::size_t n = put_tc_key_train_record(room, tx.request_of(i + count, batch));
-        if (n == 0) break;  // the train is full
-        used += n;
-      }
+      for (; count < length && bytes + tx.ops_[i + count]->request_bytes_ <= kTrainBytes; ++count)
+        bytes += tx.ops_[i + count]->request_bytes_;
     }
     if (count <= 1) count = 1;
-    const SignalOut out = count == 1 ? encode(tx.request_of(i, batch))
-                                     : encode(TcKeyTrain{tx.handle_, tx.tx_, count, std::span(train_).first(used)});
+    const auto records = std::span(tx.requests_).subspan(tx.ops_[i]->request_offset_, bytes);
+    const SignalOut out =
+        count == 1 ? encode(tx.request_of(i, batch)) : encode(TcKeyTrain{tx.handle_, tx.tx_, count, records});
     if (Status s = pack_frame(out, kTc, tx.tc_); !s) return s;
     i += count;
     if (i < tx.ops_used_)

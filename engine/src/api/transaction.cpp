@@ -102,14 +102,33 @@ void Transaction::reset(uint32_t handle, TxId tx) {
   if (callback_) callback_ = nullptr;
 }
 
+// Each operation's request is kept as a train record (TcKeyTrain's format:
+// its header words, then key, values and columns padded to 4), so that a
+// batch's records, one after another in requests_, are its trains' sections
+// as they stand: sending a train copies nothing per operation. The flags and
+// batch count of a batch's first and last records are set when it is sent
+// (mark_batch).
 Operation& Transaction::define(OpType type, const TableDef& table, std::span<const std::byte> key,
                                std::span<const std::byte> values, std::span<const uint16_t> columns, LockMode lock,
                                const IndexDef* unique) {
   FJORD_ASSERT_MSG(state_ == State::kOpen, "operations defined on a transaction that is executing or finished");
+  const TcKeyReq record{.table_id = table.table_id,
+                        .table_version = table.version,
+                        .op = type,
+                        .lock = lock,
+                        .flags = unique != nullptr ? kFlagViaUnique : 0,
+                        .op_index = static_cast<uint32_t>(ops_used_),
+                        .index_id = unique ? unique->index_id : 0,
+                        .key = key,
+                        .values = values,
+                        .columns = std::as_bytes(columns)};
+  const std::size_t record_bytes = tc_key_train_record_bytes(record);
+  if (requests_.size() - requests_used_ < record_bytes)
+    requests_.resize(std::max(requests_.size() * 2, requests_used_ + record_bytes));
   const std::size_t request_offset = requests_used_;
-  detail::append_bytes(requests_, requests_used_, key);
-  detail::append_bytes(requests_, requests_used_, values);
-  detail::append_bytes(requests_, requests_used_, std::as_bytes(columns));
+  const std::size_t written = put_tc_key_train_record(std::span(requests_).subspan(requests_used_), record);
+  FJORD_ASSERT(written == record_bytes);
+  requests_used_ += record_bytes;
   if (ops_used_ == ops_.size()) ops_.push_back(std::unique_ptr<Operation>(new Operation()));
   Operation& op = *ops_[ops_used_];
   op = Operation();
@@ -117,10 +136,11 @@ Operation& Transaction::define(OpType type, const TableDef& table, std::span<con
   op.index_ = static_cast<uint32_t>(ops_used_);
   op.table_id_ = table.table_id;
   op.table_version_ = table.version;
-  op.index_id_ = unique ? unique->index_id : 0;
+  op.index_id_ = record.index_id;
   op.lock_ = lock;
   op.via_unique_ = unique != nullptr;
   op.request_offset_ = request_offset;
+  op.request_bytes_ = static_cast<uint32_t>(record_bytes);
   op.key_bytes_ = static_cast<uint32_t>(key.size());
   op.value_bytes_ = static_cast<uint32_t>(values.size());
   op.column_bytes_ = static_cast<uint32_t>(columns.size_bytes());
@@ -128,25 +148,42 @@ Operation& Transaction::define(OpType type, const TableDef& table, std::span<con
   return op;
 }
 
+uint32_t Transaction::flags_of(std::size_t i) const {
+  const bool last = i + 1 == ops_used_;
+  return (ops_[i]->via_unique_ ? kFlagViaUnique : 0) | (!started_ && i == batch_first_ ? kFlagStartTx : 0) |
+         (last ? kFlagExecute | (commit_ ? kFlagCommit : 0) : 0);
+}
+
+void Transaction::mark_batch(std::size_t batch) {
+  // Record words: 3 flags, 6 batch_ops (protocol.h, trains).
+  const auto set_word = [&](std::size_t i, std::size_t word, uint32_t value) {
+    std::memcpy(requests_.data() + ops_[i]->request_offset_ + 4 * word, &value, 4);
+  };
+  set_word(batch_first_, 3, flags_of(batch_first_));
+  set_word(ops_used_ - 1, 3, flags_of(ops_used_ - 1));
+  set_word(ops_used_ - 1, 6, static_cast<uint32_t>(batch));
+}
+
 TcKeyReq Transaction::request_of(std::size_t i, std::size_t batch) const {
   const Operation& op = *ops_[i];
   const bool last = i + 1 == ops_used_;
-  const auto bytes =
-      std::span(requests_).subspan(op.request_offset_, op.key_bytes_ + op.value_bytes_ + op.column_bytes_);
+  const auto padded = [](std::size_t n) { return (n + 3) / 4 * 4; };
+  const std::size_t key_at = op.request_offset_ + kTrainRecordHeaderBytes;
+  const std::size_t values_at = key_at + padded(op.key_bytes_);
+  const std::size_t columns_at = values_at + padded(op.value_bytes_);
   return TcKeyReq{.api_conn = handle_,
                   .tx = tx_,
                   .table_id = op.table_id_,
                   .table_version = op.table_version_,
                   .op = op.type_,
                   .lock = op.lock_,
-                  .flags = (op.via_unique_ ? kFlagViaUnique : 0) | (!started_ && i == batch_first_ ? kFlagStartTx : 0) |
-                           (last ? kFlagExecute | (commit_ ? kFlagCommit : 0) : 0),
+                  .flags = flags_of(i),
                   .op_index = static_cast<uint32_t>(i),
                   .index_id = op.index_id_,
                   .batch_ops = last ? static_cast<uint32_t>(batch) : 0,
-                  .key = bytes.first(op.key_bytes_),
-                  .values = bytes.subspan(op.key_bytes_, op.value_bytes_),
-                  .columns = bytes.last(op.column_bytes_)};
+                  .key = std::span(requests_).subspan(key_at, op.key_bytes_),
+                  .values = std::span(requests_).subspan(values_at, op.value_bytes_),
+                  .columns = std::span(requests_).subspan(columns_at, op.column_bytes_)};
 }
 
 void Transaction::take_values(uint32_t op_index, std::span<const std::byte> values) {
@@ -234,6 +271,7 @@ Status Transaction::execute_async(ExecType type, Callback done) {
   }
   state_ = State::kExecuting;
   ++conn_.in_flight_;
+  if (batch > 1) mark_batch(batch);  // a batch of one goes as a TcKeyReq (request_of)
   if (Status s = conn_.send_key_requests(*this, batch); !s) return s;
   started_ = true;
   requests_used_ = 0;

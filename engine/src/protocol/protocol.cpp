@@ -181,13 +181,6 @@ inline bool tc_key_req_ok(const TcKeyReq& m) {
 
 std::size_t padded4(std::size_t n) { return (n + 3) / 4 * 4; }
 
-// Copies `bytes` to out and zeroes the padding to 4; returns the bytes taken.
-std::size_t put_padded(std::byte* out, std::span<const std::byte> bytes) {
-  const std::size_t n = padded4(bytes.size());
-  if (n != bytes.size()) std::memset(out + n - 4, 0, 4);
-  if (!bytes.empty()) std::memcpy(out, bytes.data(), bytes.size());
-  return n;
-}
 }  // namespace
 
 SignalOut encode(const TcKeyReq& m) {
@@ -289,29 +282,6 @@ Result<KeyData> decode_key_data(const Signal& s) {
 std::size_t max_read_bytes(const TableDef& table) {
   std::size_t n = 0;
   for (const ColumnDef& column : table.columns) n += value_entry_bytes(max_value_bytes(column));
-  return n;
-}
-
-std::size_t put_tc_key_train_record(std::span<std::byte> out, const TcKeyReq& m) {
-  const std::size_t n = tc_key_train_record_bytes(m);
-  if (out.size() < n) return 0;
-  const uint32_t head[10] = {m.table_id,
-                             m.table_version,
-                             op_bits(m.op, m.lock),
-                             m.flags,
-                             m.op_index,
-                             m.index_id,
-                             m.batch_ops,
-                             static_cast<uint32_t>(m.key.size()),
-                             static_cast<uint32_t>(m.values.size()),
-                             static_cast<uint32_t>(m.columns.size())};
-  static_assert(sizeof head == kTrainRecordHeaderBytes);
-  std::memcpy(out.data(), head, sizeof head);
-  std::size_t at = sizeof head;
-  at += put_padded(out.data() + at, m.key);
-  at += put_padded(out.data() + at, m.values);
-  at += put_padded(out.data() + at, m.columns);
-  FJORD_ASSERT(at == n);
   return n;
 }
 

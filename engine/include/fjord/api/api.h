@@ -136,14 +136,15 @@ class Operation {
   std::size_t result_bytes_ = 0;
   RowView row_;
   // Its request until execute(): the table, how to reach the row, and where
-  // its key, values and columns (in that order) lie in the transaction's
-  // request buffer.
+  // its train record (header, key, values, columns) lies in the
+  // transaction's request buffer.
   uint32_t table_id_ = 0;
   uint32_t table_version_ = 0;
   uint32_t index_id_ = 0;  // with via_unique_
   LockMode lock_ = LockMode::kCommitted;
   bool via_unique_ = false;
   std::size_t request_offset_ = 0;
+  uint32_t request_bytes_ = 0;
   uint32_t key_bytes_ = 0;
   uint32_t value_bytes_ = 0;
   uint32_t column_bytes_ = 0;
@@ -188,6 +189,9 @@ class Transaction {
                     const IndexDef* unique);
   // The TcKeyReq of operation i of a batch of `batch` operations.
   engine::protocol::TcKeyReq request_of(std::size_t i, std::size_t batch) const;
+  uint32_t flags_of(std::size_t i) const;  // its TcKeyReq flags
+  // Sets the flags and batch count in the batch's first and last records.
+  void mark_batch(std::size_t batch);
   // A read's values arrived (KeyData or a KeyDataTrain record): keep them
   // for operation op_index (< ops_used_) and count the data message.
   void take_values(uint32_t op_index, std::span<const std::byte> values);
@@ -199,7 +203,7 @@ class Transaction {
   uint16_t tc_ = 0;  // the TC instance coordinating it
   State state_ = State::kIdle;
   bool started_ = false;  // TC knows the transaction
-  // The batch being defined: the key, values and columns of each operation
+  // The batch being defined: each operation's request as a train record
   // (the first requests_used_ bytes; the storage is kept between batches).
   std::vector<std::byte> requests_;
   std::size_t requests_used_ = 0;
@@ -365,7 +369,6 @@ class Connection {
   std::vector<uint16_t> generations_;
   std::vector<uint32_t> free_transactions_;
   std::vector<std::unique_ptr<Scan>> scans_;
-  std::vector<std::byte> train_;        // send_key_requests(): a TcKeyTrain's records, reused
   std::vector<std::byte> scan_bounds_;  // scan(): the request's bounds and filter, reused
   std::vector<std::byte> scan_filter_;
   int in_flight_ = 0;

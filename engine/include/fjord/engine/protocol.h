@@ -302,8 +302,34 @@ inline std::size_t tc_key_train_record_bytes(const TcKeyReq& m) {
   return kTrainRecordHeaderBytes + padded(m.key.size()) + padded(m.values.size()) + padded(m.columns.size());
 }
 // Writes m as a train record (its api_conn and tx are the train's); returns
-// the bytes written, or 0 if `out` is too small.
-std::size_t put_tc_key_train_record(std::span<std::byte> out, const TcKeyReq& m);
+// the bytes written, or 0 if `out` is too small. Inline: the API writes one
+// per operation it defines.
+inline std::size_t put_tc_key_train_record(std::span<std::byte> out, const TcKeyReq& m) {
+  const std::size_t n = tc_key_train_record_bytes(m);
+  if (out.size() < n) return 0;
+  const uint32_t head[10] = {m.table_id,
+                             m.table_version,
+                             static_cast<uint32_t>(m.op) | static_cast<uint32_t>(m.lock) << 8,
+                             m.flags,
+                             m.op_index,
+                             m.index_id,
+                             m.batch_ops,
+                             static_cast<uint32_t>(m.key.size()),
+                             static_cast<uint32_t>(m.values.size()),
+                             static_cast<uint32_t>(m.columns.size())};
+  static_assert(sizeof head == kTrainRecordHeaderBytes);
+  std::byte* at = out.data();
+  std::memcpy(at, head, sizeof head);
+  at += sizeof head;
+  for (const std::span<const std::byte> part : {m.key, m.values, m.columns}) {
+    if (part.empty()) continue;
+    const std::size_t padded = (part.size() + 3) / 4 * 4;
+    if (padded != part.size()) std::memset(at + padded - 4, 0, 4);  // the padding, under the last bytes
+    std::memcpy(at, part.data(), part.size());
+    at += padded;
+  }
+  return n;
+}
 
 // Reads a kTcKeyTrain: the constructor checks the words and the section,
 // next() yields each record as a TcKeyReq, checked, and false at the end
