@@ -485,10 +485,60 @@ void TcBlock::Impl::tc_key_train(const Signal& s, BlockContext& c) {
   reply.api_node = s.sender_node;
   reply.api_conn = cursor.train().api_conn;
   reply.tx = cursor.train().tx;
-  for (uint32_t i = 0; i < n; ++i)
+  // The train's transaction, once a record went the general way (key_req)
+  // and left it known: the direct reads in the middle of an active batch
+  // then take the short way (train_read).
+  uint32_t tx_ref = kNoRecord;
+  for (uint32_t i = 0; i < n; ++i) {
+    if (train_notes[i] != 0 && tx_ref != kNoRecord && train_read(tx_ref, i, c)) continue;
     key_req(s.sender_node, train_reqs[i], train_notes[i], train_notes[i] != 0 ? &train_keys[i] : nullptr, c);
+    if (!tx_by_id.find(reply.tx.value, tx_ref)) tx_ref = kNoRecord;
+  }
   flush_reply(c);
   reply.active = false;
+}
+
+// What key_req, issue_user_op, read_now and op_done do for train record i,
+// a read-committed read by primary key that stage 0 routed (its table
+// found, its version current, its key encoded) to an LDM of this thread,
+// when it neither starts nor ends the batch and the transaction is active:
+// count it in the batch, run it in the LDM into the reply train, and abort
+// the transaction if it fails. False (nothing done) in any other case, for
+// key_req to take it.
+bool TcBlock::Impl::train_read(uint32_t tx_ref, uint32_t i, BlockContext& c) {
+  const TcKeyReq& r = train_reqs[i];
+  if ((r.flags & (kFlagStartTx | kFlagExecute)) != 0 || !txs.valid(tx_ref)) return false;
+  Tx& tx = txs[tx_ref];
+  if (tx.id != r.tx || tx.state != TxState::kActive || tx.execute_pending) return false;
+  LqhKeyReq lqh;
+  lqh.op = OpType::kRead;
+  lqh.lock = LockMode::kCommitted;
+  lqh.api_node = reply.api_node;
+  lqh.api_conn = r.api_conn;
+  lqh.op_index = r.op_index;
+  lqh.table_id = r.table_id;
+  lqh.table_version = r.table_version;
+  lqh.key = r.key;
+  lqh.columns = r.columns;
+  lqh.partition = partition_of_note(train_notes[i]);
+  lqh.key_hash = static_cast<uint32_t>(train_notes[i]);
+  lqh.tx = tx.id;
+  LdmBlock* ldm = direct_ldm[ldm_of(lqh.partition)];
+  if (ldm == nullptr) return false;  // its LDM is on another thread: an LqhKeyReq
+  tx.last_activity_ns = c.now_ns();
+  ++tx.batch_ops;
+  ++counters.operations;
+  if (reply_bytes.size() - reply.used < kKeyDataRecordHeaderBytes + table(r.table_id)->max_read_bytes) flush_reply(c);
+  LdmBlock::Into into{std::span(reply_bytes).subspan(reply.used)};
+  const ErrorCode error = ldm->read_committed_now(lqh, c, nullptr, &train_keys[i], &into);
+  if (error != ErrorCode::kNone) {
+    start_abort(tx_ref, error, r.op_index, c);
+    return true;
+  }
+  reply.used += into.written;
+  ++reply.count;
+  ++tx.data_messages;
+  return true;
 }
 
 void TcBlock::Impl::unique_lookup_done(uint32_t op_ref, const LqhKeyConf& conf, BlockContext& c) {

@@ -173,6 +173,7 @@ struct TcBlock::Impl {
   // One request, alone or from a train: `note` is its route note (or 0),
   // `known` its key encoded and hashed when the note is valid (or null).
   void key_req(NodeId sender, const protocol::TcKeyReq& req, uint64_t note, const EncodedKey* known, BlockContext& c);
+  bool train_read(uint32_t tx_ref, uint32_t i, BlockContext& c);
   void flush_reply(BlockContext& c);
   template <typename M>
   void send_api(BlockContext& c, NodeId node, const M& message);
