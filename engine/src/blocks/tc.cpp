@@ -440,11 +440,10 @@ void TcBlock::Impl::tc_key_req(const Signal& s, BlockContext& c) {
 void TcBlock::Impl::tc_key_train(const Signal& s, BlockContext& c) {
   TcKeyTrainCursor cursor(s);
   uint32_t n = 0;
-  TcKeyReq req;
-  while (cursor.next(req)) {
-    FJORD_ASSERT(n < kMaxTrainOps);  // the cursor stops at the count, at most kMaxTrainOps
-    train_reqs[n++] = req;
-  }
+  // The cursor stops at the count, at most kMaxTrainOps; the last call (at
+  // the end, reading nothing) may get the spare slot.
+  static_assert(std::tuple_size_v<decltype(train_reqs)> == kMaxTrainOps + 1);
+  while (cursor.next(train_reqs[n])) ++n;
   if (!cursor.error().is_ok()) {
     FJORD_LOG_WARN("TC: refused a train from node %u: %s", s.sender_node, cursor.error().message().c_str());
     TcKeyReq blank;

@@ -124,7 +124,7 @@ struct TcBlock::Impl {
   // A TcKeyTrain being run (tc_key_train): its requests, and the keys of
   // its direct reads encoded and hashed ahead (key i in train_key_bytes at
   // i * kMaxKeyBytes), each with its route note (0: none).
-  std::array<protocol::TcKeyReq, protocol::kMaxTrainOps> train_reqs{};
+  std::array<protocol::TcKeyReq, protocol::kMaxTrainOps + 1> train_reqs{};  // + 1: see tc_key_train
   std::array<EncodedKey, protocol::kMaxTrainOps> train_keys{};
   std::array<uint64_t, protocol::kMaxTrainOps> train_notes{};
   std::array<std::array<uint32_t, 2>, protocol::kMaxTrainOps> train_rows{};  // EncodedKey::candidates

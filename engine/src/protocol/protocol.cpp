@@ -333,15 +333,19 @@ bool TcKeyTrainCursor::next(TcKeyReq& m) {
   m.batch_ops = head[6];
   // Each length against what is left, so that the sum cannot wrap.
   std::size_t at = kTrainRecordHeaderBytes;
-  std::span<const std::byte>* parts[3] = {&m.key, &m.values, &m.columns};
-  const char* names[3] = {"key", "values", "column list"};
-  for (int i = 0; i < 3; ++i) {
-    const uint32_t length = head[7 + i];
-    if (length > rest_.size() - at || padded4(length) > rest_.size() - at)
-      return fail_record(std::string(names[i]) + " of " + std::to_string(length) + " bytes runs past the section");
-    *parts[i] = rest_.subspan(at, length);
+  const auto part = [&](uint32_t length, std::span<const std::byte>& out) {
+    if (length > rest_.size() - at || padded4(length) > rest_.size() - at) [[unlikely]]
+      return false;
+    out = rest_.subspan(at, length);
     at += padded4(length);
-  }
+    return true;
+  };
+  if (!part(head[7], m.key)) [[unlikely]]
+    return fail_record("key of " + std::to_string(head[7]) + " bytes runs past the section");
+  if (!part(head[8], m.values)) [[unlikely]]
+    return fail_record("values of " + std::to_string(head[8]) + " bytes runs past the section");
+  if (!part(head[9], m.columns)) [[unlikely]]
+    return fail_record("column list of " + std::to_string(head[9]) + " bytes runs past the section");
   if (!tc_key_req_ok(m)) [[unlikely]]
     return fail_record(tc_key_req_fault(m));
   if ((m.flags & kFlagStartTx) && read_ != 0) return fail_record("starts the transaction but is not the first");
