@@ -332,7 +332,8 @@ struct KeyOutcome {
   bool ok = false;
   ErrorCode error = ErrorCode::kNone;
   bool data_sent_to_api = false;
-  RowValues values;  // a read's values (from KeyData or the conf)
+  RowValues values;                   // a read's values (from KeyData or the conf)
+  std::vector<std::byte> raw_values;  // ... as the section carried them
   std::vector<std::byte> unique_before, unique_after;
 };
 
@@ -443,6 +444,7 @@ class Client {
     out.unique_after.assign(conf->unique_after.begin(), conf->unique_after.end());
     if (!conf->data_sent_to_api) {
       out.values = decode_values(conf->data);
+      out.raw_values.assign(conf->data.begin(), conf->data.end());
       return out;
     }
     const Captured d = h_.api().take([&](const Captured& x) {
@@ -450,7 +452,11 @@ class Client {
       auto k = decode_key_data(x.signal());
       return k && k->op_index == op;
     });
-    if (!d.frame.empty()) out.values = decode_values(decode_key_data(d.signal())->values);
+    if (!d.frame.empty()) {
+      const auto values = decode_key_data(d.signal())->values;
+      out.values = decode_values(values);
+      out.raw_values.assign(values.begin(), values.end());
+    }
     return out;
   }
 

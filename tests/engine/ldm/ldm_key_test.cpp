@@ -70,6 +70,52 @@ TEST(LdmKeyTest, ReadsReturnTheRequestedColumnsToTheApiOrToTc) {
   EXPECT_EQ(int_of<uint64_t>(to_tc.values.at(kId)), 1u);
 }
 
+// A table whose columns are all fixed-size and NOT NULL is read whole from
+// ready entry headers (LdmTable::fixed_entries): the same bytes as a read
+// that lists every column, padding included, to the API and to TC.
+TEST(LdmKeyTest, AllFixedColumnsReadWholeGiveTheBytesAListedReadGives) {
+  TableDef t;
+  t.name = "fixed";
+  t.table_id = 9;
+  t.version = 1;
+  t.partitions = 4;
+  t.columns = {column("id", ColumnType::kUint64), column("small", ColumnType::kInt32),
+               column("odd", ColumnType::kBinary, 5), column("code", ColumnType::kUint32),
+               column("tail", ColumnType::kChar, 11)};
+  t.primary_key = {0};
+  Db db({}, t);
+  for (uint64_t id = 0; id < 20; ++id) {
+    const TxId tx = db.fresh_tx();
+    const Values row = Values()
+                           .u64(0, id)
+                           .i32(1, -static_cast<int32_t>(id))
+                           .str(2, std::string(5, static_cast<char>('a' + id)))
+                           .u32(3, static_cast<uint32_t>(id * 7))
+                           .str(4, std::string(11, static_cast<char>('A' + id)));
+    ASSERT_TRUE(db.client.run({OpType::kInsert, LockMode::kExclusive, tx, Values().u64(0, id), row}).ok);
+    db.client.commit(tx);
+  }
+  for (uint64_t id = 0; id < 20; ++id) {
+    for (const ResultTo to : {ResultTo::kApi, ResultTo::kTc}) {
+      Client::Request r{OpType::kRead, LockMode::kCommitted, db.fresh_tx(), Values().u64(0, id)};
+      r.result_to = to;
+      // First a read in another order, which leaves other bytes where the
+      // whole read has padding to zero.
+      r.columns = column_list({4, 2, 3, 0, 1});
+      ASSERT_TRUE(db.client.run(r).ok);
+      r.columns.clear();
+      const KeyOutcome whole = db.client.run(r);
+      r.columns = column_list({0, 1, 2, 3, 4});
+      const KeyOutcome listed = db.client.run(r);
+      ASSERT_TRUE(whole.ok && listed.ok) << "id " << id;
+      EXPECT_EQ(whole.raw_values, listed.raw_values) << "id " << id;
+      EXPECT_EQ(whole.raw_values.size(), 8 + 8 + 8 + 4 + 8 + 8 + 8 + 4 + 8 + 12) << "id " << id;
+      EXPECT_EQ(int_of<uint32_t>(whole.values.at(3)), id * 7);
+      EXPECT_EQ(whole.values.at(2)->size(), 5u);
+    }
+  }
+}
+
 TEST(LdmKeyTest, MissingRowsAndDuplicateKeys) {
   Db db;
   db.put(1, kApple);

@@ -62,6 +62,16 @@ class RowLayout {
     FJORD_ASSERT_MSG(length <= slot.length, "corrupt record: var length beyond the column");
     return ValueRef::of_bytes({start + 2, length});
   }
+  // Where a fixed-size NOT NULL column's bytes lie in every record (its
+  // value is always exactly these): false for any other column.
+  bool fixed_slot(uint32_t column, uint32_t& offset, uint32_t& length) const {
+    FJORD_ASSERT(column < reads_.size());
+    const ReadSlot& slot = reads_[column];
+    if (slot.variable || slot.null_bit >= 0) return false;
+    offset = slot.offset;
+    length = slot.length;
+    return true;
+  }
   // Sets the column; an unfitting value (check_value) is an error and leaves
   // the record unchanged.
   Status set(std::span<std::byte> record, uint32_t column, const ValueRef& value) const;

@@ -141,6 +141,15 @@ LdmTable::LdmTable(TableDef d, RowLayout l)
   header_bytes = kFixedHeaderBytes + static_cast<uint32_t>((2 * ordered.size() + 7) / 8);
   slot_bytes = header_bytes + layout.record_bytes();
   max_read_bytes = static_cast<uint32_t>(protocol::max_read_bytes(def));
+  for (uint32_t c = 0; c < layout.column_count(); ++c) {
+    FixedEntry e;
+    if (!layout.fixed_slot(c, e.offset, e.length)) {
+      fixed_entries.clear();
+      break;
+    }
+    e.header = uint64_t{c} | uint64_t{e.length} << 32;  // column, not NULL, length
+    fixed_entries.push_back(e);
+  }
   // LqhKeyConf carries the unique columns twice (before and after).
   std::size_t unique_bytes = 0;
   for (uint16_t c : unique_columns) unique_bytes += value_entry_bytes(max_value_bytes(def.columns[c]));

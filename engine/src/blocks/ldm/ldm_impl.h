@@ -126,10 +126,19 @@ struct LdmTable {
   // Unique-index columns and primary-key columns (for LqhKeyConf's
   // unique_before/after); empty when the table has no unique index.
   std::vector<uint16_t> unique_columns;
-  std::vector<uint8_t> is_key_column;                  // by column position
-  uint32_t header_bytes = 0;                           // slot header, base tags included
-  uint32_t slot_bytes = 0;                             // header + record
-  uint32_t max_read_bytes = 0;                         // the most a read's values take (protocol::max_read_bytes)
+  std::vector<uint8_t> is_key_column;  // by column position
+  uint32_t header_bytes = 0;           // slot header, base tags included
+  uint32_t slot_bytes = 0;             // header + record
+  uint32_t max_read_bytes = 0;         // the most a read's values take (protocol::max_read_bytes)
+  // When every column is fixed-size and NOT NULL, a read of all columns is
+  // the same entries for every row: each column's entry header, ready, and
+  // where its bytes lie in the record (put_columns copies them). Else empty.
+  struct FixedEntry {
+    uint64_t header = 0;  // put_value's first 8 bytes
+    uint32_t offset = 0;
+    uint32_t length = 0;
+  };
+  std::vector<FixedEntry> fixed_entries;
   bool writable = true;                                // false: unique sections could overflow a frame
   std::vector<std::unique_ptr<Partition>> partitions;  // by p / ldm_instances
 };

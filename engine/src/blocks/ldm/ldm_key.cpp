@@ -328,8 +328,26 @@ bool LdmBlock::Impl::build_image(const KeyOp& op, std::span<const std::byte> fro
 // entries; returns the bytes written.
 std::size_t LdmBlock::Impl::put_columns(const LdmTable& t, std::span<const std::byte> record,
                                         std::span<const std::byte> columns, std::span<std::byte> out) const {
-  // One loop for both forms of the list, so that its body is inlined once.
   const bool all = columns.empty();
+  if (all && !t.fixed_entries.empty()) {
+    // Every column fixed and NOT NULL: headers ready, values at fixed places.
+    FJORD_ASSERT_MSG(out.size() >= t.max_read_bytes, "a row's values outgrew their buffer");
+    std::byte* at = out.data();
+    for (const LdmTable::FixedEntry& e : t.fixed_entries) {
+      std::memcpy(at, &e.header, 8);
+      const std::size_t padded = (e.length + 3) / 4 * 4;
+      if (padded != e.length) std::memset(at + 8 + padded - 4, 0, 4);
+      if (e.length == 8)
+        std::memcpy(at + 8, record.data() + e.offset, 8);
+      else if (e.length == 4)
+        std::memcpy(at + 8, record.data() + e.offset, 4);
+      else
+        std::memcpy(at + 8, record.data() + e.offset, e.length);
+      at += 8 + padded;
+    }
+    return static_cast<std::size_t>(at - out.data());
+  }
+  // One loop for both forms of the list, so that its body is inlined once.
   const std::size_t count = all ? t.layout.column_count() : columns.size() / 2;
   std::size_t at = 0;
   for (std::size_t i = 0; i < count; ++i) {
