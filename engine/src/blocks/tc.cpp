@@ -247,6 +247,20 @@ void TcBlock::Impl::issue_user_op(uint32_t tx_ref, uint32_t op_index, LqhKeyReq&
   send_lqh(op_ref, lqh, c);
 }
 
+// Runs a direct read whose values go into the reply train (sent first if
+// the table's longest read might not fit): kNone with its record added, or
+// the read's error.
+[[gnu::always_inline]] inline ErrorCode TcBlock::Impl::read_into_reply(const LqhKeyReq& lqh, LdmBlock& ldm,
+                                                                       const EncodedKey* key, BlockContext& c) {
+  if (reply_bytes.size() - reply.used < kKeyDataRecordHeaderBytes + table(lqh.table_id)->max_read_bytes) flush_reply(c);
+  LdmBlock::Into into{std::span(reply_bytes).subspan(reply.used)};
+  const ErrorCode error = ldm.read_committed_now(lqh, c, nullptr, key, &into);
+  if (error != ErrorCode::kNone) return error;
+  reply.used += into.written;
+  ++reply.count;
+  return ErrorCode::kNone;
+}
+
 // The read runs in the LDM now and holds nothing there, so it needs no
 // operation record: it is answered (its KeyData already sent) or it failed.
 // Running it ahead of signals still queued for that LDM changes nothing a
@@ -287,12 +301,8 @@ void TcBlock::Impl::read_into_train(uint32_t tx_ref, uint32_t op_index, LqhKeyRe
   FJORD_ASSERT(lqh.api_node == reply.api_node && lqh.api_conn == reply.api_conn && lqh.tx == reply.tx);
   const bool ends_batch = tx.state == TxState::kActive && tx.execute_pending && tx.commit_requested &&
                           tx.outstanding == 0 && tx.ldm_held == 0 && lqh.api_conn == tx.api_conn;
-  if (reply_bytes.size() - reply.used < kKeyDataRecordHeaderBytes + table(lqh.table_id)->max_read_bytes) flush_reply(c);
-  LdmBlock::Into into{std::span(reply_bytes).subspan(reply.used)};
-  const ErrorCode error = ldm.read_committed_now(lqh, c, nullptr, key, &into);
+  const ErrorCode error = read_into_reply(lqh, ldm, key, c);
   if (error != ErrorCode::kNone) return start_abort(tx_ref, error, op_index, c);
-  reply.used += into.written;
-  ++reply.count;
   ++tx.data_messages;
   if (ends_batch) {
     reply.ends_batch = true;
@@ -527,15 +537,11 @@ bool TcBlock::Impl::train_read(uint32_t tx_ref, uint32_t i, BlockContext& c) {
   tx.last_activity_ns = c.now_ns();
   ++tx.batch_ops;
   ++counters.operations;
-  if (reply_bytes.size() - reply.used < kKeyDataRecordHeaderBytes + table(r.table_id)->max_read_bytes) flush_reply(c);
-  LdmBlock::Into into{std::span(reply_bytes).subspan(reply.used)};
-  const ErrorCode error = ldm->read_committed_now(lqh, c, nullptr, &train_keys[i], &into);
+  const ErrorCode error = read_into_reply(lqh, *ldm, &train_keys[i], c);
   if (error != ErrorCode::kNone) {
     start_abort(tx_ref, error, r.op_index, c);
     return true;
   }
-  reply.used += into.written;
-  ++reply.count;
   ++tx.data_messages;
   return true;
 }

@@ -174,6 +174,8 @@ struct TcBlock::Impl {
   // `known` its key encoded and hashed when the note is valid (or null).
   void key_req(NodeId sender, const protocol::TcKeyReq& req, uint64_t note, const EncodedKey* known, BlockContext& c);
   bool train_read(uint32_t tx_ref, uint32_t i, BlockContext& c);
+  protocol::ErrorCode read_into_reply(const protocol::LqhKeyReq& lqh, LdmBlock& ldm, const EncodedKey* key,
+                                      BlockContext& c);
   void flush_reply(BlockContext& c);
   template <typename M>
   void send_api(BlockContext& c, NodeId node, const M& message);
