@@ -103,14 +103,8 @@ Status Connection::wait_for_room(std::size_t bytes, std::span<std::byte>& space)
   }
 }
 
-Status Connection::send_frame(const SignalOut& out, uint16_t block, uint16_t instance) {
-  if (!link_ || !link_->is_up())
-    return Status(StatusCode::kLinkDown, "not connected to data node " + std::to_string(data_node_));
-  return pack_frame(out, block, instance);
-}
-
 // send_frame once the link is known to be up; inline in the key path.
-inline Status Connection::pack_frame(const SignalOut& out, uint16_t block, uint16_t instance) {
+[[gnu::always_inline]] inline Status Connection::pack_frame(const SignalOut& out, uint16_t block, uint16_t instance) {
   const bool checksum = link_->config().checksum;
   const std::size_t bytes = frame::frame_bytes_for(out.word_count, out.section_list(), checksum);
   if (bytes == 0) return Status(StatusCode::kInvalidArgument, "request too large for one 32 KB frame");
@@ -121,6 +115,12 @@ inline Status Connection::pack_frame(const SignalOut& out, uint16_t block, uint1
                           out.section_list(), checksum);
   link_->commit(bytes, 1);
   return Status::ok();
+}
+
+Status Connection::send_frame(const SignalOut& out, uint16_t block, uint16_t instance) {
+  if (!link_ || !link_->is_up())
+    return Status(StatusCode::kLinkDown, "not connected to data node " + std::to_string(data_node_));
+  return pack_frame(out, block, instance);
 }
 
 // A batch of several operations goes out as trains (TcKeyTrain) of up to
@@ -230,6 +230,16 @@ void Connection::complete(Transaction& tx) {
     tx.callback_ = nullptr;
     cb(tx, tx.status_);
   }
+}
+
+// Inline here: dispatch calls it for every read's values.
+inline void Transaction::take_values(uint32_t op_index, std::span<const std::byte> values) {
+  Operation& op = *ops_[op_index];
+  op.has_row_ = true;
+  op.result_offset_ = results_used_;
+  op.result_bytes_ = values.size();
+  detail::append_bytes(results_, results_used_, values);
+  ++data_received_;
 }
 
 void Connection::dispatch(const engine::Signal& s) {

@@ -148,12 +148,6 @@ Operation& Transaction::define(OpType type, const TableDef& table, std::span<con
   return op;
 }
 
-uint32_t Transaction::flags_of(std::size_t i) const {
-  const bool last = i + 1 == ops_used_;
-  return (ops_[i]->via_unique_ ? kFlagViaUnique : 0) | (!started_ && i == batch_first_ ? kFlagStartTx : 0) |
-         (last ? kFlagExecute | (commit_ ? kFlagCommit : 0) : 0);
-}
-
 void Transaction::mark_batch(std::size_t batch) {
   // Record words: 3 flags, 6 batch_ops (protocol.h, trains).
   const auto set_word = [&](std::size_t i, std::size_t word, uint32_t value) {
@@ -184,15 +178,6 @@ TcKeyReq Transaction::request_of(std::size_t i, std::size_t batch) const {
                   .key = std::span(requests_).subspan(key_at, op.key_bytes_),
                   .values = std::span(requests_).subspan(values_at, op.value_bytes_),
                   .columns = std::span(requests_).subspan(columns_at, op.column_bytes_)};
-}
-
-void Transaction::take_values(uint32_t op_index, std::span<const std::byte> values) {
-  Operation& op = *ops_[op_index];
-  op.has_row_ = true;
-  op.result_offset_ = results_used_;
-  op.result_bytes_ = values.size();
-  detail::append_bytes(results_, results_used_, values);
-  ++data_received_;
 }
 
 Operation& Transaction::read(const TableDef& table, const Row& key, std::span<const uint16_t> columns, LockMode lock) {

@@ -189,12 +189,17 @@ class Transaction {
                     const IndexDef* unique);
   // The TcKeyReq of operation i of a batch of `batch` operations.
   engine::protocol::TcKeyReq request_of(std::size_t i, std::size_t batch) const;
-  uint32_t flags_of(std::size_t i) const;  // its TcKeyReq flags
+  uint32_t flags_of(std::size_t i) const {  // its TcKeyReq flags
+    using namespace engine::protocol;
+    const bool last = i + 1 == ops_used_;
+    return (ops_[i]->via_unique_ ? kFlagViaUnique : 0) | (!started_ && i == batch_first_ ? kFlagStartTx : 0) |
+           (last ? kFlagExecute | (commit_ ? kFlagCommit : 0) : 0);
+  }
   // Sets the flags and batch count in the batch's first and last records.
   void mark_batch(std::size_t batch);
   // A read's values arrived (KeyData or a KeyDataTrain record): keep them
   // for operation op_index (< ops_used_) and count the data message.
-  void take_values(uint32_t op_index, std::span<const std::byte> values);
+  void take_values(uint32_t op_index, std::span<const std::byte> values);  // in connection.cpp, beside dispatch
   void reset(uint32_t handle, engine::protocol::TxId tx);
 
   Connection& conn_;
