@@ -475,10 +475,12 @@ void TcBlock::Impl::tc_key_train(const Signal& s, BlockContext& c) {
     train_keys[i] = {key.first(*length), hash};
     train_notes[i] = route_note(*t, 0, partition, static_cast<uint32_t>(hash));
     if (const LdmBlock* ldm = direct_ldm[ldm_of(partition)])
-      ldm->prefetch_key(r.table_id, partition, static_cast<uint32_t>(hash), 0);
+      train_buckets[i] = ldm->prefetch_bucket(r.table_id, partition, static_cast<uint32_t>(hash));
   }
-  // Nothing is erased from a hash index while this signal runs, so the rows
-  // a bucket lists now are still the ones to compare when the read runs.
+  // Nothing is inserted into or erased from a hash index while this signal
+  // runs (only direct reads run in an LDM inside it), so the buckets stage 0
+  // found are still the keys' buckets, and the rows they list now are still
+  // the ones to compare when the read runs.
   if (any_direct_ldm)
     for (uint32_t i = 0; i < n; ++i) {
       if (train_notes[i] == 0) continue;
@@ -486,7 +488,7 @@ void TcBlock::Impl::tc_key_train(const Signal& s, BlockContext& c) {
       if (const LdmBlock* ldm = direct_ldm[ldm_of(partition)]) {
         EncodedKey& k = train_keys[i];
         k.candidate_count = ldm->prefetch_rows(train_reqs[i].table_id, partition, static_cast<uint32_t>(train_notes[i]),
-                                               train_rows[i].data(), 2);
+                                               train_buckets[i], train_rows[i].data(), 2);
         k.candidates = train_rows[i].data();
       }
     }

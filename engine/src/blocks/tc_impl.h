@@ -128,6 +128,7 @@ struct TcBlock::Impl {
   std::array<EncodedKey, protocol::kMaxTrainOps> train_keys{};
   std::array<uint64_t, protocol::kMaxTrainOps> train_notes{};
   std::array<std::array<uint32_t, 2>, protocol::kMaxTrainOps> train_rows{};  // EncodedKey::candidates
+  std::array<const void*, protocol::kMaxTrainOps> train_buckets{};           // from LdmBlock::prefetch_bucket
   std::vector<std::byte> train_key_bytes;                                    // kMaxTrainOps * kMaxKeyBytes
   // The KeyDataTrain its direct reads fill while it runs (active), sent
   // when it is full, when the train is done, and before anything else TC

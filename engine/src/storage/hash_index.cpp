@@ -32,14 +32,16 @@ RowId HashIndex::find(uint64_t hash, std::span<const std::byte> key) const {
   }
 }
 
-void HashIndex::prefetch_bucket(uint32_t hash) const {
-  if (segments_.end() == 0) return;
-  __builtin_prefetch(bucket(address(hash)));
+const void* HashIndex::prefetch_bucket(uint32_t hash) const {
+  if (segments_.end() == 0) return nullptr;
+  const Bucket* b = bucket(address(hash));
+  __builtin_prefetch(b);
+  return b;
 }
 
-uint32_t HashIndex::candidates(uint32_t hash, RowId* out, uint32_t max) const {
+uint32_t HashIndex::candidates(uint32_t hash, RowId* out, uint32_t max, const void* known) const {
   if (segments_.end() == 0) return 0;
-  const Bucket* b = bucket(address(hash));
+  const Bucket* b = known != nullptr ? static_cast<const Bucket*>(known) : bucket(address(hash));
   uint32_t n = 0;
   for (uint32_t i = 0; i < b->count && n < max; ++i)
     if (b->entries[i].hash == hash) out[n++] = b->entries[i].row;

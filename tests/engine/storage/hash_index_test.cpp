@@ -126,7 +126,7 @@ TEST(HashIndexTest, CandidatesAreTheBucketsRowsWithTheSameHashBits) {
   TestTable table(*pool, 8, 4);
   HashIndex index(*pool, table.pk_keys);
   RowId out[4];
-  index.prefetch_bucket(7);  // an empty index has no bucket: nothing happens
+  EXPECT_EQ(index.prefetch_bucket(7), nullptr);  // an empty index has no bucket: nothing happens
   EXPECT_EQ(index.candidates(7, out, 4), 0u);
   // 2000 keys: every one's row is among its candidates unless the key sits
   // in an overflow block (candidates looks at the bucket itself only).
@@ -140,9 +140,14 @@ TEST(HashIndexTest, CandidatesAreTheBucketsRowsWithTheSameHashBits) {
   for (uint64_t id = 0; id < 2000; ++id) hash_of_row[rows[id]] = static_cast<uint32_t>(hash_of(table.pk_key(id)));
   for (uint64_t id = 0; id < 2000; ++id) {
     const auto hash = static_cast<uint32_t>(hash_of(table.pk_key(id)));
-    index.prefetch_bucket(hash);
+    const void* bucket = index.prefetch_bucket(hash);
+    ASSERT_NE(bucket, nullptr);
     const uint32_t n = index.candidates(hash, out, 4);
     ASSERT_LE(n, 4u);
+    // Given back the bucket prefetch_bucket found, the same rows.
+    RowId again[4];
+    ASSERT_EQ(index.candidates(hash, again, 4, bucket), n);
+    EXPECT_TRUE(std::equal(out, out + n, again));
     for (uint32_t i = 0; i < n; ++i) {
       ASSERT_EQ(hash_of_row.at(out[i]), hash) << "a candidate with other hash bits";
       found += out[i] == rows[id] ? 1 : 0;

@@ -79,9 +79,13 @@ protocol::ErrorCode LdmBlock::read_committed_now(const protocol::LqhKeyReq& req,
   return impl_->read_committed_now(req, c, batch_end, key, into);
 }
 
-uint32_t LdmBlock::prefetch_rows(uint32_t table_id, uint32_t partition, uint32_t key_hash, uint32_t* rows,
-                                 uint32_t max) const {
-  return impl_->prefetch_rows(table_id, partition, key_hash, rows, max);
+const void* LdmBlock::prefetch_bucket(uint32_t table_id, uint32_t partition, uint32_t key_hash) const {
+  return impl_->prefetch_bucket(table_id, partition, key_hash);
+}
+
+uint32_t LdmBlock::prefetch_rows(uint32_t table_id, uint32_t partition, uint32_t key_hash, const void* bucket,
+                                 uint32_t* rows, uint32_t max) const {
+  return impl_->prefetch_rows(table_id, partition, key_hash, bucket, rows, max);
 }
 
 void LdmBlock::prefetch_key(uint32_t table_id, uint32_t partition, uint32_t key_hash, int stage) const {

@@ -108,21 +108,25 @@ ErrorCode LdmBlock::Impl::read_committed_now(const LqhKeyReq& req, BlockContext&
 
 void LdmBlock::Impl::prefetch_key(uint32_t table_id, uint32_t partition, uint32_t key_hash, int stage) const {
   if (stage == 0) {
-    const LdmTable* t = table_of(table_id);
-    if (t == nullptr || partition >= t->def.partitions || !owns(partition)) return;
-    t->partitions[partition / o.ldm_instances]->hash.prefetch_bucket(key_hash);
+    (void)prefetch_bucket(table_id, partition, key_hash);
     return;
   }
   RowId rows[2];
-  (void)prefetch_rows(table_id, partition, key_hash, rows, 2);
+  (void)prefetch_rows(table_id, partition, key_hash, nullptr, rows, 2);
 }
 
-uint32_t LdmBlock::Impl::prefetch_rows(uint32_t table_id, uint32_t partition, uint32_t key_hash, RowId* rows,
-                                       uint32_t max) const {
+const void* LdmBlock::Impl::prefetch_bucket(uint32_t table_id, uint32_t partition, uint32_t key_hash) const {
+  const LdmTable* t = table_of(table_id);
+  if (t == nullptr || partition >= t->def.partitions || !owns(partition)) return nullptr;
+  return t->partitions[partition / o.ldm_instances]->hash.prefetch_bucket(key_hash);
+}
+
+uint32_t LdmBlock::Impl::prefetch_rows(uint32_t table_id, uint32_t partition, uint32_t key_hash, const void* bucket,
+                                       RowId* rows, uint32_t max) const {
   const LdmTable* t = table_of(table_id);
   if (t == nullptr || partition >= t->def.partitions || !owns(partition)) return 0;
   const Partition& part = *t->partitions[partition / o.ldm_instances];
-  const uint32_t n = part.hash.candidates(key_hash, rows, max);
+  const uint32_t n = part.hash.candidates(key_hash, rows, max, bucket);
   // The lines the slot covers (header, key, and what a read returns), at most four.
   const std::size_t slot_bytes = std::min<std::size_t>(t->header_bytes + t->layout.record_bytes(), 4 * kCacheLineBytes);
   for (uint32_t i = 0; i < n; ++i) {

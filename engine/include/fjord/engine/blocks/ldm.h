@@ -137,9 +137,13 @@ class LdmBlock final : public Block {
                                          const EncodedKey* key = nullptr, Into* into = nullptr);
   // prefetch() for a request a co-located TC is about to run that way.
   void prefetch_key(uint32_t table_id, uint32_t partition, uint32_t key_hash, int stage) const;
-  // prefetch_key's stage 1 that also gives the rows it loads (at most
-  // `max`, returned): EncodedKey::candidates for a read in the same signal.
-  uint32_t prefetch_rows(uint32_t table_id, uint32_t partition, uint32_t key_hash, uint32_t* rows, uint32_t max) const;
+  // prefetch_key's stages for a look-ahead in one signal: stage 0, which
+  // returns the bucket it loads (null if none), and stage 1 given that
+  // bucket back, which also gives the rows it loads (at most `max`,
+  // returned): EncodedKey::candidates for a read in the same signal.
+  const void* prefetch_bucket(uint32_t table_id, uint32_t partition, uint32_t key_hash) const;
+  uint32_t prefetch_rows(uint32_t table_id, uint32_t partition, uint32_t key_hash, const void* bucket, uint32_t* rows,
+                         uint32_t max) const;
 
   LdmStats stats() const;
 

@@ -59,8 +59,11 @@ class HashIndex {
   // candidates, called once that load had time to land, writes the rows of
   // that bucket (not its overflow blocks) whose stored hash bits match, at
   // most `max`, and returns how many: their rows are what find() compares.
-  void prefetch_bucket(uint32_t hash) const;
-  uint32_t candidates(uint32_t hash, RowId* out, uint32_t max) const;
+  // prefetch_bucket returns the bucket it loads (null for an empty index),
+  // which candidates may be given back instead of finding it again, while
+  // the index has not changed since (no insert, erase or split).
+  const void* prefetch_bucket(uint32_t hash) const;
+  uint32_t candidates(uint32_t hash, RowId* out, uint32_t max, const void* bucket = nullptr) const;
 
   uint64_t entry_count() const { return entries_; }
   uint32_t bucket_count() const { return (1u << level_) + split_; }
