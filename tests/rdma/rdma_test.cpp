@@ -414,7 +414,9 @@ TEST_F(RdmaLink, SteadyStateAllocatesNothing) {
   busy(20000);
   sleepy(50);
   g_count_allocations = false;
-  EXPECT_EQ(g_allocations.load(), 0u) << "allocations on the hot path";
+  EXPECT_EQ(g_allocations.load(), 0u) << "allocations on the hot path"
+                                      << "\n"
+                                      << fjord::test::first_allocation();
   EXPECT_TRUE(ok) << "frames out of order or a wake-up missing";
   EXPECT_TRUE(p.client->is_up() && p.server->is_up());
   EXPECT_GE(rdma::link_info(*p.client)->wakeups, 50u);

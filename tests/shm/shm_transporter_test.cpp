@@ -566,7 +566,9 @@ TEST(ShmTransporterTest, SteadyStateAllocatesNothing) {
   g_count_allocations = true;
   for (int i = 0; i < 20000; ++i) round(1 + i % 16);
   g_count_allocations = false;
-  EXPECT_EQ(g_allocations.load(), 0u) << "allocations on the hot path";
+  EXPECT_EQ(g_allocations.load(), 0u) << "allocations on the hot path"
+                                      << "\n"
+                                      << fjord::test::first_allocation();
   EXPECT_GT(received - warm, 100000u) << "the loop must really move frames";
   EXPECT_TRUE(c.is_up() && s.is_up());
 }

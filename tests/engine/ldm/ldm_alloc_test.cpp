@@ -259,7 +259,9 @@ TEST(LdmAllocTest, SteadyStateKeyOperationsCommitsLockWaitsAndScansAllocateNothi
   g_count_allocations = false;
   EXPECT_EQ(driver.cycles_done.load(), 2200u);
   EXPECT_FALSE(driver.failed.load());
-  EXPECT_EQ(g_allocations.load(), 0u) << "heap allocations in steady state";
+  EXPECT_EQ(g_allocations.load(), 0u) << "heap allocations in steady state"
+                                      << "\n"
+                                      << fjord::test::first_allocation();
   EXPECT_GT(api_signals.load(), 2200u * 2);  // reads' KeyData and scans' ScanRows
   (*rt)->stop();
 }
@@ -271,6 +273,10 @@ TEST(LdmAllocTest, TheCounterSeesAllocations) {
   g_count_allocations = false;
   delete p;
   EXPECT_GE(g_allocations.load(), 1u);
+  // The first one counted is named, with its call stack, for a failing test.
+  const std::string first = fjord::test::first_allocation();
+  EXPECT_EQ(first.rfind("first allocation counted: ", 0), 0u) << first;
+  EXPECT_NE(first.find(" bytes at\n  "), std::string::npos) << first;
 }
 
 }  // namespace
