@@ -258,6 +258,7 @@ struct KeyOp {
   std::span<const std::byte> key;  // the encoded primary key (in Impl::pk_key, or the caller's)
   uint64_t hash = 0;
   RowId anchor = kNoRow;
+  std::span<const std::byte> anchor_slot;  // its slot, when resolve_key already looked it up
   LockKind mode = LockKind::kShared;
   uint32_t tx = kNoRecord;                                  // TxRecord
   uint32_t lock = kNoRecord;                                // RowLock of the anchor

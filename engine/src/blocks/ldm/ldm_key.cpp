@@ -86,7 +86,8 @@ ErrorCode LdmBlock::Impl::read_committed_now(const LqhKeyReq& req, BlockContext&
   op.req = &req;
   ErrorCode error = resolve_key(op, key);
   std::span<const std::byte> slot;  // looked up once for its kind and its record
-  if (error == ErrorCode::kNone && op.anchor != kNoRow) slot = op.part->rows.get(op.anchor);
+  if (error == ErrorCode::kNone && op.anchor != kNoRow)
+    slot = op.anchor_slot.empty() ? op.part->rows.get(op.anchor) : op.anchor_slot;
   if (error == ErrorCode::kNone && (slot.empty() || slot_kind(slot.data()) != RowKind::kCommitted))
     error = ErrorCode::kNoSuchRow;
   if (error != ErrorCode::kNone) {
@@ -166,11 +167,14 @@ ErrorCode LdmBlock::Impl::resolve_key(KeyOp& op, const EncodedKey* known) {
   if (!columns_valid(*t, req.columns)) return ErrorCode::kBadRequest;
   if (const ErrorCode e = check_values(op); e != ErrorCode::kNone) return e;
   op.anchor = kNoRow;
-  for (uint32_t i = 0; i < candidate_count; ++i)
-    if (op.part->pk_keys.key_equals(candidates[i], op.key)) {
+  for (uint32_t i = 0; i < candidate_count; ++i) {
+    const std::span<const std::byte> slot = op.part->rows.get(candidates[i]);
+    if (t->pk.record_matches(t->layout, op.part->record_in(slot), op.key)) {
       op.anchor = candidates[i];
+      op.anchor_slot = slot;
       return ErrorCode::kNone;
     }
+  }
   op.anchor = op.part->hash.find(op.hash, op.key);
   return ErrorCode::kNone;
 }
