@@ -242,7 +242,7 @@ class Driver {
   const uint32_t ops_per_tx_;
   const bool trains_;
   std::vector<std::byte> table_bytes_;
-  std::vector<std::byte> train_ = std::vector<std::byte>(frame::kMaxFrameBytes - 256);
+  std::vector<std::byte> train_ = std::vector<std::byte>(kMaxTrainBytes);
   std::size_t train_used_ = 0;
   Phase phase_ = kInstall;
   uint64_t target_ = 0;

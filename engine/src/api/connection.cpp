@@ -126,14 +126,13 @@ Status Connection::send_frame(const SignalOut& out, uint16_t block, uint16_t ins
 // A batch of several operations goes out as trains (TcKeyTrain) of up to
 // kMaxTrainOps requests, as few as hold it and of even length: the data
 // node answers each train's reads in one KeyDataTrain (docs/api.md,
-// "Trains"). A train holds what fits kTrainBytes; an operation that goes
+// "Trains"). A train holds what fits kMaxTrainBytes; an operation that goes
 // alone (a batch of one, or one that only fits a train by itself) is a
 // plain TcKeyReq. Each train but the last is flushed as soon as it is
 // packed, so that the node starts on it while the next is packed.
 // (Batched pk reads of 20, 100-byte rows over SHM, interleaved runs of
 // latency_bench access: trains of 2 ran 0.48 us per row, 4 0.39, 5 0.38, 7
 // 0.35, 10 0.34, 20 0.33: the node's saving per signal outweighs the overlap.)
-constexpr std::size_t kTrainBytes = frame::kMaxFrameBytes - 256;
 
 Status Connection::send_key_requests(const Transaction& tx, std::size_t batch) {
   if (!link_ || !link_->is_up())
@@ -147,7 +146,7 @@ Status Connection::send_key_requests(const Transaction& tx, std::size_t batch) {
     if (remaining > 1) {
       const std::size_t trains = (remaining + kMaxTrainOps - 1) / kMaxTrainOps;
       const std::size_t length = (remaining + trains - 1) / trains;
-      for (; count < length && bytes + tx.ops_[i + count]->request_bytes_ <= kTrainBytes; ++count)
+      for (; count < length && bytes + tx.ops_[i + count]->request_bytes_ <= kMaxTrainBytes; ++count)
         bytes += tx.ops_[i + count]->request_bytes_;
     }
     if (count <= 1) count = 1;

@@ -149,22 +149,20 @@ Operation& Transaction::define(OpType type, const TableDef& table, std::span<con
 }
 
 void Transaction::mark_batch(std::size_t batch) {
-  // Record words: 3 flags, 6 batch_ops (protocol.h, trains).
   const auto set_word = [&](std::size_t i, std::size_t word, uint32_t value) {
     std::memcpy(requests_.data() + ops_[i]->request_offset_ + 4 * word, &value, 4);
   };
-  set_word(batch_first_, 3, flags_of(batch_first_));
-  set_word(ops_used_ - 1, 3, flags_of(ops_used_ - 1));
-  set_word(ops_used_ - 1, 6, static_cast<uint32_t>(batch));
+  set_word(batch_first_, kTrainRecordFlagsWord, flags_of(batch_first_));
+  set_word(ops_used_ - 1, kTrainRecordFlagsWord, flags_of(ops_used_ - 1));
+  set_word(ops_used_ - 1, kTrainRecordBatchOpsWord, static_cast<uint32_t>(batch));
 }
 
 TcKeyReq Transaction::request_of(std::size_t i, std::size_t batch) const {
   const Operation& op = *ops_[i];
   const bool last = i + 1 == ops_used_;
-  const auto padded = [](std::size_t n) { return (n + 3) / 4 * 4; };
   const std::size_t key_at = op.request_offset_ + kTrainRecordHeaderBytes;
-  const std::size_t values_at = key_at + padded(op.key_bytes_);
-  const std::size_t columns_at = values_at + padded(op.value_bytes_);
+  const std::size_t values_at = key_at + padded_to_4(op.key_bytes_);
+  const std::size_t columns_at = values_at + padded_to_4(op.value_bytes_);
   return TcKeyReq{.api_conn = handle_,
                   .tx = tx_,
                   .table_id = op.table_id_,

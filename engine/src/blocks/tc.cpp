@@ -46,9 +46,6 @@ uint32_t slot_of_note(uint64_t note) { return static_cast<uint32_t>(note >> 45) 
 Address ldm_address(BlockContext& c, uint16_t ldm) { return {c.self_node(), {block_numbers::kLdm, ldm}}; }
 }  // namespace
 
-// A KeyDataTrain's records: what a frame holds beside its header and 7 words.
-constexpr std::size_t kReplyTrainBytes = frame::kMaxFrameBytes - 256;
-
 TcBlock::Impl::Impl(const TcOptions& options, TcCounters& c)
     : o(options),
       counters(c),
@@ -62,7 +59,7 @@ TcBlock::Impl::Impl(const TcOptions& options, TcCounters& c)
       section_a(frame::kMaxFrameBytes),
       section_b(frame::kMaxFrameBytes),
       train_key_bytes(std::size_t{kMaxTrainOps} * kMaxKeyBytes),
-      reply_bytes(kReplyTrainBytes) {
+      reply_bytes(kMaxTrainBytes) {
   FJORD_ASSERT(options.ldm_instances >= 1 && options.ldm_instances <= 64);
 }
 
@@ -191,6 +188,15 @@ void TcBlock::Impl::refuse(NodeId sender, const TcKeyReq& req, ErrorCode error, 
   send_api(c, sender, TcKeyRef{req.api_conn, req.tx, req.op_index, error});
 }
 
+// A TcKeyReq or TcKeyTrain that does not decode: refused (kBadRequest) to
+// the handle and transaction its first words name, if it has them.
+void TcBlock::Impl::refuse_malformed(const Signal& s, const Status& why, BlockContext& c) {
+  FJORD_LOG_WARN("TC: refused a request from node %u: %s", s.sender_node, why.message().c_str());
+  TcKeyReq blank;
+  if (s.word_count() >= 3) blank = TcKeyReq{s.word(0), TxId::from(s.word(1), s.word(2))};
+  refuse(s.sender_node, blank, ErrorCode::kBadRequest, c);
+}
+
 // Everything TC sends an API goes after the reads a train answered so far.
 template <typename M>
 void TcBlock::Impl::send_api(BlockContext& c, NodeId node, const M& message) {
@@ -261,6 +267,15 @@ void TcBlock::Impl::issue_user_op(uint32_t tx_ref, uint32_t op_index, LqhKeyReq&
   return ErrorCode::kNone;
 }
 
+namespace {
+// Whether a direct read of `tx` ends its batch: the batch is committed,
+// complete, and has nothing else outstanding or held (see read_now).
+bool read_ends_batch(const Tx& tx, const LqhKeyReq& lqh) {
+  return tx.state == TxState::kActive && tx.execute_pending && tx.commit_requested && tx.outstanding == 0 &&
+         tx.ldm_held == 0 && lqh.api_conn == tx.api_conn;
+}
+}  // namespace
+
 // The read runs in the LDM now and holds nothing there, so it needs no
 // operation record: it is answered (its KeyData already sent) or it failed.
 // Running it ahead of signals still queued for that LDM changes nothing a
@@ -278,8 +293,7 @@ void TcBlock::Impl::read_now(uint32_t tx_ref, uint32_t op_index, LqhKeyReq& lqh,
   Tx& tx = txs[tx_ref];
   lqh.tx = tx.id;
   ++counters.operations;
-  const bool ends_batch = tx.state == TxState::kActive && tx.execute_pending && tx.commit_requested &&
-                          tx.outstanding == 0 && tx.ldm_held == 0 && lqh.api_conn == tx.api_conn;
+  const bool ends_batch = read_ends_batch(tx, lqh);
   TcKeyConf end;
   if (ends_batch) end = {tx.api_conn, tx.id, tx.batch_ops, tx.data_messages + 1, true};
   const ErrorCode error = ldm.read_committed_now(lqh, c, ends_batch ? &end : nullptr, key);
@@ -299,8 +313,7 @@ void TcBlock::Impl::read_into_train(uint32_t tx_ref, uint32_t op_index, LqhKeyRe
   lqh.tx = tx.id;
   ++counters.operations;
   FJORD_ASSERT(lqh.api_node == reply.api_node && lqh.api_conn == reply.api_conn && lqh.tx == reply.tx);
-  const bool ends_batch = tx.state == TxState::kActive && tx.execute_pending && tx.commit_requested &&
-                          tx.outstanding == 0 && tx.ldm_held == 0 && lqh.api_conn == tx.api_conn;
+  const bool ends_batch = read_ends_batch(tx, lqh);
   const ErrorCode error = read_into_reply(lqh, ldm, key, c);
   if (error != ErrorCode::kNone) return start_abort(tx_ref, error, op_index, c);
   ++tx.data_messages;
@@ -432,12 +445,7 @@ void TcBlock::Impl::send_lqh(uint32_t op_ref, const LqhKeyReq& req, BlockContext
 
 void TcBlock::Impl::tc_key_req(const Signal& s, BlockContext& c) {
   TcKeyReq req;
-  if (const Status decoded = decode_tc_key_req(s, req); !decoded) {
-    FJORD_LOG_WARN("TC: refused a request from node %u: %s", s.sender_node, decoded.message().c_str());
-    TcKeyReq blank;
-    if (s.word_count() >= 3) blank = TcKeyReq{s.word(0), TxId::from(s.word(1), s.word(2))};
-    return refuse(s.sender_node, blank, ErrorCode::kBadRequest, c);
-  }
+  if (const Status decoded = decode_tc_key_req(s, req); !decoded) return refuse_malformed(s, decoded, c);
   const PreparedKey* p = (s.prefetch_note >> 63) != 0 ? prepared_for(s) : nullptr;
   key_req(s.sender_node, req, s.prefetch_note, p != nullptr ? &p->key : nullptr, c);
 }
@@ -454,12 +462,7 @@ void TcBlock::Impl::tc_key_train(const Signal& s, BlockContext& c) {
   // the end, reading nothing) may get the spare slot.
   static_assert(std::tuple_size_v<decltype(train_reqs)> == kMaxTrainOps + 1);
   while (cursor.next(train_reqs[n])) ++n;
-  if (!cursor.error().is_ok()) {
-    FJORD_LOG_WARN("TC: refused a train from node %u: %s", s.sender_node, cursor.error().message().c_str());
-    TcKeyReq blank;
-    if (s.word_count() >= 3) blank = TcKeyReq{s.word(0), TxId::from(s.word(1), s.word(2))};
-    return refuse(s.sender_node, blank, ErrorCode::kBadRequest, c);
-  }
+  if (!cursor.error().is_ok()) return refuse_malformed(s, cursor.error(), c);
   for (uint32_t i = 0; i < n; ++i) {
     train_notes[i] = 0;
     const TcKeyReq& r = train_reqs[i];

@@ -144,7 +144,7 @@ struct TcBlock::Impl {
     uint32_t batch_ops = 0;
     uint32_t data_messages = 0;
   } reply;
-  std::vector<std::byte> reply_bytes;  // kReplyTrainBytes
+  std::vector<std::byte> reply_bytes;  // kMaxTrainBytes
 
   const TcTable* table(uint32_t id) const { return id < tables.size() ? tables[id].get() : nullptr; }
   uint16_t ldm_of(uint32_t partition) const { return static_cast<uint16_t>(partition % o.ldm_instances); }
@@ -195,6 +195,7 @@ struct TcBlock::Impl {
                  EncodedKey* encoded = nullptr);
   const PreparedKey* prepared_for(const Signal& s) const;
   void refuse(NodeId sender, const protocol::TcKeyReq& req, protocol::ErrorCode error, BlockContext& c);
+  void refuse_malformed(const Signal& s, const Status& why, BlockContext& c);
   void unique_lookup_done(uint32_t op_ref, const protocol::LqhKeyConf& conf, BlockContext& c);
   void maintain_unique(uint32_t tx_ref, const Op& op, const protocol::LqhKeyConf& conf, BlockContext& c);
   void op_done(uint32_t tx_ref, BlockContext& c);

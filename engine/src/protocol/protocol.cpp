@@ -179,8 +179,6 @@ inline bool tc_key_req_ok(const TcKeyReq& m) {
   return std::string(op_type_name(m.op)) + " carries values";
 }
 
-std::size_t padded4(std::size_t n) { return (n + 3) / 4 * 4; }
-
 }  // namespace
 
 SignalOut encode(const TcKeyReq& m) {
@@ -334,10 +332,10 @@ bool TcKeyTrainCursor::next(TcKeyReq& m) {
   // Each length against what is left, so that the sum cannot wrap.
   std::size_t at = kTrainRecordHeaderBytes;
   const auto part = [&](uint32_t length, std::span<const std::byte>& out) {
-    if (length > rest_.size() - at || padded4(length) > rest_.size() - at) [[unlikely]]
+    if (length > rest_.size() - at || padded_to_4(length) > rest_.size() - at) [[unlikely]]
       return false;
     out = rest_.subspan(at, length);
-    at += padded4(length);
+    at += padded_to_4(length);
     return true;
   };
   if (!part(head[7], m.key)) [[unlikely]]

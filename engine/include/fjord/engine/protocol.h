@@ -125,7 +125,8 @@ struct ValueEntry {
   bool is_null = false;
   std::span<const std::byte> bytes;
 };
-inline std::size_t value_entry_bytes(std::size_t value_bytes) { return 8 + (value_bytes + 3) / 4 * 4; }
+inline constexpr std::size_t padded_to_4(std::size_t n) { return (n + 3) / 4 * 4; }
+inline std::size_t value_entry_bytes(std::size_t value_bytes) { return 8 + padded_to_4(value_bytes); }
 // Walks a section's entries, checking each (the bytes may come from a
 // peer). Inline: every key and every value read passes through it; what
 // was wrong is kept as a few numbers and worded only when error() is asked.
@@ -288,6 +289,11 @@ inline constexpr uint32_t kMaxTrainOps = 32;
 // The most bytes a read of `table` returns as value entries (every column, each at its longest).
 std::size_t max_read_bytes(const TableDef& table);
 inline constexpr std::size_t kTrainRecordHeaderBytes = 40;
+inline constexpr std::size_t kTrainRecordFlagsWord = 3;  // of a record's 10 header words
+inline constexpr std::size_t kTrainRecordBatchOpsWord = 6;
+// The most bytes of records a train of either kind carries: what one frame
+// holds beside its header, words and checksum, with room to spare.
+inline constexpr std::size_t kMaxTrainBytes = frame::kMaxFrameBytes - 256;
 inline constexpr std::size_t kKeyDataRecordHeaderBytes = 8;
 
 struct TcKeyTrain {
@@ -298,8 +304,8 @@ struct TcKeyTrain {
 };
 // Bytes m takes as a train record.
 inline std::size_t tc_key_train_record_bytes(const TcKeyReq& m) {
-  auto padded = [](std::size_t n) { return (n + 3) / 4 * 4; };
-  return kTrainRecordHeaderBytes + padded(m.key.size()) + padded(m.values.size()) + padded(m.columns.size());
+  return kTrainRecordHeaderBytes + padded_to_4(m.key.size()) + padded_to_4(m.values.size()) +
+         padded_to_4(m.columns.size());
 }
 // Writes m as a train record (its api_conn and tx are the train's); returns
 // the bytes written, or 0 if `out` is too small. Inline: the API writes one
@@ -323,7 +329,7 @@ inline std::size_t put_tc_key_train_record(std::span<std::byte> out, const TcKey
   at += sizeof head;
   for (const std::span<const std::byte> part : {m.key, m.values, m.columns}) {
     if (part.empty()) continue;
-    const std::size_t padded = (part.size() + 3) / 4 * 4;
+    const std::size_t padded = padded_to_4(part.size());
     if (padded != part.size()) std::memset(at + padded - 4, 0, 4);  // the padding, under the last bytes
     std::memcpy(at, part.data(), part.size());
     at += padded;

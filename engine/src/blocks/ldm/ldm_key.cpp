@@ -339,11 +339,14 @@ std::size_t LdmBlock::Impl::put_columns(const LdmTable& t, std::span<const std::
   const bool all = columns.empty();
   if (all && !t.fixed_entries.empty()) {
     // Every column fixed and NOT NULL: headers ready, values at fixed places.
+    // put_value's format written directly: through put_value (a header built
+    // and a room check per column) node_bench trains cost 1,847 instructions
+    // per read instead of 1,794.
     FJORD_ASSERT_MSG(out.size() >= t.max_read_bytes, "a row's values outgrew their buffer");
     std::byte* at = out.data();
     for (const LdmTable::FixedEntry& e : t.fixed_entries) {
       std::memcpy(at, &e.header, 8);
-      const std::size_t padded = (e.length + 3) / 4 * 4;
+      const std::size_t padded = padded_to_4(e.length);
       if (padded != e.length) std::memset(at + 8 + padded - 4, 0, 4);
       if (e.length == 8)
         std::memcpy(at + 8, record.data() + e.offset, 8);
