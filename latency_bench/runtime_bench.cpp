@@ -167,11 +167,12 @@ Result<double> raw_job_buffer_rtt_ns(uint64_t rounds) {
   };
   const auto receive = [](JobBuffer& q) {
     std::span<const std::byte> e;
-    while ((e = q.entry_at(0)).empty()) {
+    std::size_t at = 0;
+    while ((e = q.entry_at(at)).empty()) {
     }
     uint64_t v;
     std::memcpy(&v, e.data() + sizeof(Envelope), sizeof v);
-    q.consume(e.size());
+    q.consume(at + e.size());
     return v;
   };
   std::thread echo([&] {
@@ -224,11 +225,15 @@ Result<double> minimal_loop_rtt_ns(uint64_t rounds) {
           if ((++polls & 7) == 0) cpu_relax();
           continue;
         }
-        const std::span<const std::byte> entry = q->entry_at(0);
-        if (entry.empty()) continue;
+        std::size_t at = 0;
+        const std::span<const std::byte> entry = q->entry_at(at);
+        if (entry.empty()) {
+          q->consume(at);  // a gap, or nothing
+          continue;
+        }
         frame::decode_validated(entry.subspan(sizeof(Envelope)), view);
         handler(*this, view);
-        q->consume(entry.size());
+        q->consume(at + entry.size());
       }
     }
     void reply(uint32_t trace) {

@@ -436,14 +436,14 @@ bool WorkerThread::execute_queue(JobBuffer& queue, uint32_t budget, uint32_t* ex
     // next few (entries stay put until consume()), let their blocks start
     // the loads they will need, then run them in order.
     Block* blocks[Block::kPrefetchWindow] = {block};
-    std::size_t sizes[Block::kPrefetchWindow] = {entry.size()};
+    std::size_t ends[Block::kPrefetchWindow] = {done + entry.size()};  // where each entry ends (gaps stepped over)
     uint32_t n = 1;
-    for (std::size_t at = done + entry.size(); n < Block::kPrefetchWindow && n < budget - *executed; ++n) {
+    for (std::size_t at = ends[0]; n < Block::kPrefetchWindow && n < budget - *executed; ++n) {
       const std::span<const std::byte> next = queue.entry_at(at);
       if (next.empty()) break;
       blocks[n] = decode(next, window_[n]);
-      sizes[n] = next.size();
       at += next.size();
+      ends[n] = at;
     }
     if (n > 1) {
       for (int stage = 0; stage < 2; ++stage)
@@ -452,7 +452,7 @@ bool WorkerThread::execute_queue(JobBuffer& queue, uint32_t budget, uint32_t* ex
     }
     for (uint32_t i = 0; i < n && (i == 0 || may_execute()); ++i) {
       execute_one(*blocks[i], window_[i]);
-      done += sizes[i];
+      done = ends[i];
       ++*executed;
     }
   }

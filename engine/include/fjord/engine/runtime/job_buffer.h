@@ -16,6 +16,20 @@
 // zero (fresh pages) and every commit zeroes the envelope after its entry
 // before publishing its own.
 //
+// Going back to the start (the hot window). A ring walked end to end keeps
+// every line of it in play: each line the producer comes back to a lap later
+// has left both cores' caches, and a signal through a 1 MB buffer took 290
+// ns round trip against 160 through a 64 KB one (runtime_bench queue_only,
+// docs/benchmarks.md). So while the consumer keeps up, the producer does not
+// walk the whole ring: once its position is kHotWindowBytes into a lap and
+// at most a quarter of that is unread, it publishes a gap entry (flag
+// kGapEntry) that covers the rest of the lap and goes on at the ring's
+// start. The consumer steps over gaps (entry_at), so they are never seen as
+// signals. A consumer that falls behind keeps the producer walking the
+// whole ring, all of its capacity in use; the bytes of a gap not yet stepped
+// over are left out of free_bytes()/used_bytes(), which congestion and the
+// statistics read. Buffers under 4x the window never go back early.
+//
 // Threads: reserve/commit by the producer only; entry_at/consume/has_data by
 // the consumer only; capacity()/used_bytes() by anyone.
 // Hot path: everything here.
@@ -33,6 +47,7 @@
 // producer's own position, published relaxed for statistics only.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <bit>
 #include <cstddef>
@@ -53,6 +68,9 @@ struct Envelope {
   uint16_t flags = 0;
 };
 static_assert(sizeof(Envelope) == 8);
+// Envelope::flags: the entry is no signal, only bytes to step over (the rest
+// of a lap the producer left to go back to the ring's start).
+inline constexpr uint16_t kGapEntry = 1;
 
 class JobBuffer {
  public:
@@ -71,9 +89,11 @@ class JobBuffer {
   // Room for a frame of `frame_bytes` (a multiple of 8): a span of at least
   // that many bytes where the frame goes, or empty if the entry does not fit.
   std::span<std::byte> reserve(std::size_t frame_bytes) noexcept {
-    const uint64_t w = write_.load(std::memory_order_relaxed);
     // The entry and the zeroed envelope after it must fit.
     const uint64_t need = entry_bytes(frame_bytes) + sizeof(Envelope);
+    uint64_t w = write_.load(std::memory_order_relaxed);
+    if (w >= rewind_check_at_) [[unlikely]]
+      w = maybe_rewind(w);
     if (w + need - cached_read_ > capacity_) {
       cached_read_ = read_.load(std::memory_order_acquire);  // P2
       if (w + need - cached_read_ > capacity_) return {};
@@ -90,9 +110,11 @@ class JobBuffer {
     word_at(w).store(std::bit_cast<uint64_t>(e), std::memory_order_release);  // P1
     write_.store(next, std::memory_order_relaxed);
   }
-  // Free bytes as the producer last saw them (may be stale-low, never high).
+  // Free bytes as the producer last saw them (may be stale-low, never high),
+  // not counting a gap the consumer has yet to step over.
   std::size_t free_bytes_hint() const noexcept {
-    return static_cast<std::size_t>(capacity_ - (write_.load(std::memory_order_relaxed) - cached_read_));
+    const uint64_t used = write_.load(std::memory_order_relaxed) - cached_read_;
+    return static_cast<std::size_t>(capacity_ - (cached_read_ < gap_end_ ? used - gap_bytes_ : used));
   }
   std::size_t free_bytes() noexcept {
     cached_read_ = read_.load(std::memory_order_acquire);  // P2
@@ -102,12 +124,20 @@ class JobBuffer {
   // ---- consumer ----
   // The entry that starts `offset` bytes past the read position (an offset
   // reached by walking entry sizes from there), or empty if it is not
-  // published yet.
-  std::span<const std::byte> entry_at(std::size_t offset) noexcept {
-    const uint64_t at = read_.load(std::memory_order_relaxed) + offset;
-    const uint64_t word = word_at(at).load(std::memory_order_acquire);  // C1
+  // published yet. A gap there is stepped over: `offset` then moves past it
+  // (and an empty answer may still leave bytes to consume()).
+  std::span<const std::byte> entry_at(std::size_t& offset) noexcept {
+    const uint64_t read = read_.load(std::memory_order_relaxed);
+    uint64_t word = word_at(read + offset).load(std::memory_order_acquire);  // C1
     if (word == 0) return {};
-    return {base_ + (at & mask_), std::bit_cast<Envelope>(word).entry_bytes};
+    Envelope e = std::bit_cast<Envelope>(word);
+    if (e.flags & kGapEntry) [[unlikely]] {
+      offset += e.entry_bytes;
+      word = word_at(read + offset).load(std::memory_order_acquire);  // C1 (never two gaps in a row)
+      if (word == 0) return {};
+      e = std::bit_cast<Envelope>(word);
+    }
+    return {base_ + ((read + offset) & mask_), e.entry_bytes};
   }
   // True if entry_at(0) would return an entry (a hint: no ordering).
   bool has_data() noexcept {
@@ -120,12 +150,27 @@ class JobBuffer {
 
   // ---- anyone ----
   std::size_t capacity() const noexcept { return static_cast<std::size_t>(capacity_); }
-  // Bytes in the queue now (racy snapshot, exact when both sides are idle).
+  // Bytes in the queue now, a gap not yet stepped over left out (racy
+  // snapshot, exact when both sides are idle).
   std::size_t used_bytes() const noexcept {
-    return static_cast<std::size_t>(write_.load(std::memory_order_relaxed) - read_.load(std::memory_order_relaxed));
+    const uint64_t read = read_.load(std::memory_order_relaxed);
+    const uint64_t used = write_.load(std::memory_order_relaxed) - read;
+    const uint64_t gap =
+        read < gap_end_seen_.load(std::memory_order_relaxed) ? gap_bytes_seen_.load(std::memory_order_relaxed) : 0;
+    return static_cast<std::size_t>(std::min(used - std::min(used, gap), capacity_));
   }
+  // Where the producer goes back to the ring's start (bytes into a lap).
+  std::size_t hot_window_bytes() const noexcept { return static_cast<std::size_t>(hot_bytes_); }
+
+  // The window a producer keeps to while its consumer keeps up.
+  static constexpr std::size_t kHotWindowBytes = 64 << 10;
 
  private:
+  // At `w`, rewind_check_at_ or later: goes back to the ring's start if the
+  // consumer keeps up (returns the new write position), else sets when to
+  // look again. Rare: once per window of bytes at most.
+  uint64_t maybe_rewind(uint64_t w) noexcept;
+
   std::atomic_ref<uint64_t> word_at(uint64_t position) const noexcept {
     return std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(base_ + (position & mask_)));
   }
@@ -134,8 +179,16 @@ class JobBuffer {
   std::byte* base_ = nullptr;
   uint64_t capacity_ = 0;
   uint64_t mask_ = 0;
+  uint64_t hot_bytes_ = 0;  // kHotWindowBytes, or capacity_ (never rewind) for a small buffer
   alignas(kCacheLineBytes) std::atomic<uint64_t> write_{0};  // the producer's line
   uint64_t cached_read_ = 0;
+  uint64_t rewind_check_at_ = 0;  // maybe_rewind() when write_ gets here
+  // The last gap: the position after it, and its size. Producer-owned; the
+  // *_seen_ copies (relaxed) serve used_bytes() in other threads.
+  uint64_t gap_end_ = 0;
+  uint64_t gap_bytes_ = 0;
+  std::atomic<uint64_t> gap_end_seen_{0};
+  std::atomic<uint64_t> gap_bytes_seen_{0};
   alignas(kCacheLineBytes) std::atomic<uint64_t> read_{0};  // the consumer's line
 };
 
