@@ -449,6 +449,10 @@ bool WorkerThread::execute_queue(JobBuffer& queue, uint32_t budget, uint32_t* ex
       for (int stage = 0; stage < 2; ++stage)
         for (uint32_t i = 0; i < n; ++i)
           if (blocks[i]->prefetches()) blocks[i]->prefetch(window_[i], stage);
+    } else {
+      // Alone: stage 0 only. Its loads (a key's bucket) then overlap the
+      // block's own work before the lookup; stage 1 would wait for them.
+      block->prefetch(window_[0], 0);
     }
     for (uint32_t i = 0; i < n && (i == 0 || may_execute()); ++i) {
       execute_one(*blocks[i], window_[i]);
