@@ -407,10 +407,6 @@ void TcBlock::Impl::send_lqh(uint32_t op_ref, const LqhKeyReq& req, BlockContext
     }
     return issue_user_op(tx_ref, req.op_index, lqh, c, key);
   }
-  const uint32_t op_ref = new_op(tx_ref, OpKind::kUniqueLookup);
-  if (op_ref == kNoRecord) return start_abort(tx_ref, ErrorCode::kTooManyOperations, req.op_index, c);
-  Op& op = ops[op_ref];
-  op.op_index = req.op_index;
   // Read by unique key: first the hidden table (unique key -> primary key).
   const TcTable::Unique* unique = nullptr;
   for (const TcTable::Unique& u : t->uniques)
@@ -418,9 +414,6 @@ void TcBlock::Impl::send_lqh(uint32_t op_ref, const LqhKeyReq& req, BlockContext
   const TcTable* hidden = unique ? table(unique->index_id) : nullptr;
   if (!hidden) return start_abort(tx_ref, ErrorCode::kNoSuchIndex, req.op_index, c);
   if (req.columns.size() / 2 > kMaxColumns) return start_abort(tx_ref, ErrorCode::kBadRequest, req.op_index, c);
-  op.base_table = req.table_id;
-  op.column_count = static_cast<uint16_t>(req.columns.size() / 2);
-  std::memcpy(lookup_columns[record_index(op_ref)].data(), req.columns.data(), req.columns.size());
   // Re-address the key values to the hidden table's positions.
   std::size_t at = 0;
   ValueCursor cursor(req.key);
@@ -440,6 +433,27 @@ void TcBlock::Impl::send_lqh(uint32_t op_ref, const LqhKeyReq& req, BlockContext
   lqh.result_to = ResultTo::kTc;
   lqh.key = std::span(section_a).first(at);
   if (!route_key(*hidden, lqh.key, lqh, error)) return start_abort(tx_ref, error, req.op_index, c);
+  // A read-committed lookup in an LDM of this thread runs now, as a direct
+  // pk read does (read_now: it holds nothing, and sees what it would see
+  // queued), and the base read follows at once: in a train, into its reply.
+  if (lqh.lock == LockMode::kCommitted && any_direct_ldm)
+    if (LdmBlock* ldm = direct_ldm[ldm_of(lqh.partition)]) {
+      lqh.tx = tx.id;
+      ++counters.operations;
+      LdmBlock::Into into{section_b};
+      const ErrorCode looked_up = ldm->read_committed_now(lqh, c, nullptr, nullptr, &into);
+      if (looked_up != ErrorCode::kNone) return start_abort(tx_ref, looked_up, req.op_index, c);
+      const std::span<const std::byte> hidden_row =
+          std::span(section_b).subspan(kKeyDataRecordHeaderBytes, into.written - kKeyDataRecordHeaderBytes);
+      return read_base_of_unique(tx_ref, req.op_index, req.table_id, req.lock, req.columns, *hidden, hidden_row, c);
+    }
+  const uint32_t op_ref = new_op(tx_ref, OpKind::kUniqueLookup);
+  if (op_ref == kNoRecord) return start_abort(tx_ref, ErrorCode::kTooManyOperations, req.op_index, c);
+  Op& op = ops[op_ref];
+  op.op_index = req.op_index;
+  op.base_table = req.table_id;
+  op.column_count = static_cast<uint16_t>(req.columns.size() / 2);
+  std::memcpy(lookup_columns[record_index(op_ref)].data(), req.columns.data(), req.columns.size());
   send_lqh(op_ref, lqh, c);
 }
 
@@ -552,34 +566,45 @@ bool TcBlock::Impl::train_read(uint32_t tx_ref, uint32_t i, BlockContext& c) {
 }
 
 void TcBlock::Impl::unique_lookup_done(uint32_t op_ref, const LqhKeyConf& conf, BlockContext& c) {
-  Op& op = ops[op_ref];
-  const TcTable* base = table(op.base_table);
+  const Op& op = ops[op_ref];
   const TcTable* hidden = table(op.table);
-  if (!base || !hidden) return start_abort(op.tx, ErrorCode::kNoSuchTable, op.op_index, c);
-  // The hidden row: unique key columns, then the base primary key columns.
-  const std::size_t key_columns = hidden->def.primary_key.size();
+  if (!hidden) return start_abort(op.tx, ErrorCode::kNoSuchTable, op.op_index, c);
+  read_base_of_unique(op.tx, op.op_index, op.base_table, op.lock,
+                      std::as_bytes(std::span(lookup_columns[record_index(op_ref)].data(), op.column_count)), *hidden,
+                      conf.data, c);
+}
+
+// The base-table read of a read by unique key, given the row of the hidden
+// table the lookup found: the unique key columns, then the base primary key
+// columns.
+void TcBlock::Impl::read_base_of_unique(uint32_t tx_ref, uint32_t op_index, uint32_t base_table, LockMode lock,
+                                        std::span<const std::byte> columns, const TcTable& hidden,
+                                        std::span<const std::byte> hidden_row, BlockContext& c) {
+  const TcTable* base = table(base_table);
+  if (!base) return start_abort(tx_ref, ErrorCode::kNoSuchTable, op_index, c);
+  const std::size_t key_columns = hidden.def.primary_key.size();
   std::size_t at = 0;
-  ValueCursor cursor(conf.data);
+  ValueCursor cursor(hidden_row);
   ValueEntry e;
   while (cursor.next(e)) {
     if (e.column < key_columns) continue;
     const std::size_t k = e.column - key_columns;
-    if (k >= base->def.primary_key.size()) return start_abort(op.tx, ErrorCode::kBadRequest, op.op_index, c);
+    if (k >= base->def.primary_key.size()) return start_abort(tx_ref, ErrorCode::kBadRequest, op_index, c);
     at += put_value(std::span(section_a).subspan(at), base->def.primary_key[k], e.is_null, e.bytes);
   }
   LqhKeyReq lqh;
   lqh.table_id = base->def.table_id;
   lqh.table_version = base->def.version;
   lqh.op = OpType::kRead;
-  lqh.lock = op.lock;
-  lqh.api_node = txs[op.tx].api_node;
-  lqh.api_conn = txs[op.tx].api_conn;
-  lqh.op_index = op.op_index;
+  lqh.lock = lock;
+  lqh.api_node = txs[tx_ref].api_node;
+  lqh.api_conn = txs[tx_ref].api_conn;
+  lqh.op_index = op_index;
   lqh.key = std::span(section_a).first(at);
-  lqh.columns = std::as_bytes(std::span(lookup_columns[record_index(op_ref)].data(), op.column_count));
+  lqh.columns = columns;
   ErrorCode error = ErrorCode::kNone;
-  if (!route_key(*base, lqh.key, lqh, error)) return start_abort(op.tx, error, op.op_index, c);
-  issue_user_op(op.tx, op.op_index, lqh, c);
+  if (!route_key(*base, lqh.key, lqh, error)) return start_abort(tx_ref, error, op_index, c);
+  issue_user_op(tx_ref, op_index, lqh, c);
 }
 
 // A write on a table with unique indexes: delete the old hidden rows and

@@ -197,6 +197,9 @@ struct TcBlock::Impl {
   void refuse(NodeId sender, const protocol::TcKeyReq& req, protocol::ErrorCode error, BlockContext& c);
   void refuse_malformed(const Signal& s, const Status& why, BlockContext& c);
   void unique_lookup_done(uint32_t op_ref, const protocol::LqhKeyConf& conf, BlockContext& c);
+  void read_base_of_unique(uint32_t tx_ref, uint32_t op_index, uint32_t base_table, protocol::LockMode lock,
+                           std::span<const std::byte> columns, const TcTable& hidden,
+                           std::span<const std::byte> hidden_row, BlockContext& c);
   void maintain_unique(uint32_t tx_ref, const Op& op, const protocol::LqhKeyConf& conf, BlockContext& c);
   void op_done(uint32_t tx_ref, BlockContext& c);
   void start_commit(uint32_t tx_ref, BlockContext& c);

@@ -348,6 +348,59 @@ TEST_F(DataApiTest, BatchesGoAsTrainsAndEveryRowComesBackWhole) {
   }
 }
 
+// A batch mixing reads by primary and by unique key (column subsets too)
+// goes as trains; every operation gets its own row, and a unique value
+// nobody has fails the batch naming that operation. Single-threaded, the
+// unique lookups run in TC's own LDM and answer inside the train.
+TEST_F(DataApiTest, BatchedUniqueKeyReadsGetTheirRowsInBothLayouts) {
+  for (const bool single : {true, false}) {
+    SCOPED_TRACE(single ? "single-threaded" : "multi-threaded");
+    ClusterOptions options;
+    options.medium = "shm";
+    options.single_threaded = single;
+    if (!single) options.thread_config = "ldm={count=2},tc={count=1},recv={count=1}";
+    start(options);
+    ASSERT_TRUE(run([&](api::Transaction& tx) {
+      for (uint64_t id = 0; id < 40; ++id) tx.insert(*table_, account(id, static_cast<int64_t>(id) * 3, "n"));
+    }));
+    const uint16_t balance_only[] = {kBalance};
+    const auto email_of = [](uint64_t id) { return "user" + std::to_string(id) + "@example.com"; };
+    for (const std::size_t batch : {std::size_t{1}, std::size_t{2}, std::size_t{20}, std::size_t{45}}) {
+      SCOPED_TRACE("batch of " + std::to_string(batch));
+      api::Transaction& tx = conn_->start_transaction();
+      std::vector<api::Operation*> ops;
+      for (std::size_t i = 0; i < batch; ++i) {
+        const uint64_t id = (i * 7) % 40;
+        if (i % 3 == 0)
+          ops.push_back(&tx.read(*table_, key_of(id)));
+        else
+          ops.push_back(
+              &tx.read_unique(*table_, index("by_email"), Row().set(kEmail, email_of(id)),
+                              i % 3 == 2 ? std::span<const uint16_t>(balance_only) : std::span<const uint16_t>()));
+      }
+      ASSERT_TRUE(tx.execute(ExecType::kCommit));
+      for (std::size_t i = 0; i < batch; ++i) {
+        const uint64_t id = (i * 7) % 40;
+        ASSERT_TRUE(ops[i]->has_row()) << "operation " << i;
+        EXPECT_EQ(ops[i]->value(kBalance).as_int64(), static_cast<int64_t>(id) * 3) << "operation " << i;
+        if (i % 3 == 2) {
+          EXPECT_FALSE(ops[i]->row().has(kId)) << "operation " << i;
+        } else {
+          EXPECT_EQ(ops[i]->value(kId).as_uint64(), id) << "operation " << i;
+          EXPECT_EQ(ops[i]->value(kEmail).as_string(), email_of(id)) << "operation " << i;
+        }
+      }
+      tx.close();
+      api::Transaction& bad = conn_->start_transaction();
+      for (std::size_t i = 0; i < batch; ++i)
+        bad.read_unique(*table_, index("by_email"), Row().set(kEmail, i == batch / 2 ? "nobody" : email_of(i % 40)));
+      const Status s = bad.execute(ExecType::kCommit);
+      EXPECT_EQ(s.message(), "626: Tuple did not exist (operation " + std::to_string(batch / 2) + ")");
+      bad.close();
+    }
+  }
+}
+
 // start_transaction(table, &key) picks the TC of the key's partition
 // (partition % TC count, the partition from the hash of the encoded key):
 // transactions whose keys all belong to one TC keep the other one idle.

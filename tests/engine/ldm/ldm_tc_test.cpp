@@ -159,6 +159,7 @@ class Api {
     LockMode lock;
     Values key;
     Values values;
+    uint32_t index_id = 0;  // a read by this unique index
   };
   // `train`: the batch goes as one TcKeyTrain (at most kMaxTrainOps).
   TxResult run_batch(const TableDef& t, const std::vector<BatchOp>& batch, bool train = false) {
@@ -174,7 +175,9 @@ class Api {
       r.table_version = t.version;
       r.op = batch[i].op;
       r.lock = batch[i].lock;
-      r.flags = (i == 0 ? kFlagStartTx : 0) | (last ? kFlagExecute | kFlagCommit : 0);
+      r.flags = (i == 0 ? kFlagStartTx : 0) | (last ? kFlagExecute | kFlagCommit : 0) |
+                (batch[i].index_id != 0 ? kFlagViaUnique : 0);
+      r.index_id = batch[i].index_id;
       r.op_index = i;
       r.batch_ops = last ? static_cast<uint32_t>(batch.size()) : 0;
       r.key = batch[i].key.bytes();
@@ -488,6 +491,82 @@ TEST(LdmWithTcTest, ReadCommittedRunsInACoLocatedLdmDirectlyWithTheSameAnswers) 
     }
   }
   EXPECT_EQ(answers[1][45].error, ErrorCode::kNoSuchRow);
+}
+
+// A read by unique key whose hidden row lies in an LDM of TC's own thread
+// looks that row up directly (no LqhKeyReq and LqhKeyConf), and, when the
+// base row is there too, ends its transaction with its values (one
+// KeyDataConf): with the same answers as every block on its own thread.
+TEST(LdmWithTcTest, AUniqueKeyLookupInACoLocatedLdmRunsDirectlyWithTheSameAnswers) {
+  std::vector<std::vector<TxResult>> answers;
+  for (const Layout layout : {Layout::kSeparate, Layout::kTcWithLdm0}) {
+    SCOPED_TRACE(layout == Layout::kSeparate ? "separate threads" : "TC with LDM 0");
+    Cluster cluster(layout, /*tc_timer_ms=*/600000);
+    Api api(cluster);
+    const TableDef t = cluster.create(plain_items());
+    const uint32_t by_code = index_id_of(t, "by_code");
+    for (uint64_t id = 0; id < 40; ++id)
+      ASSERT_TRUE(api.run(t, OpType::kInsert, item_key(id),
+                          item_values(id, Item{int32_t(id), long_name(id), uint32_t(1000 + id)}))
+                      .ok);
+    const LdmStats before[2] = {cluster.ldm(0).stats(), cluster.ldm(1).stats()};
+    std::vector<TxResult> results;
+    uint32_t direct_ends = 0;
+    for (uint32_t code = 1000; code < 1050; ++code) {  // 1040..1049 are nobody's
+      results.push_back(api.run(t, OpType::kRead, Values().u32(kCode, code), {}, true, std::nullopt, by_code));
+      if (results.back().ended_with_data) {
+        ++direct_ends;
+        EXPECT_TRUE(results.back().ok) << "code " << code;
+      }
+    }
+    // Both lookups and base reads count as key operations; 40 hidden rows
+    // and 40 base rows found, 10 hidden rows missing, wherever they ran.
+    uint64_t reads = 0, refused = 0;
+    for (uint32_t i = 0; i < 2; ++i) {
+      const LdmStats now = cluster.ldm(static_cast<uint16_t>(i)).stats();
+      reads += now.reads - before[i].reads;
+      refused += now.refused - before[i].refused;
+    }
+    EXPECT_EQ(reads, 80u);
+    EXPECT_EQ(refused, 10u);
+    if (layout == Layout::kSeparate) {
+      EXPECT_EQ(direct_ends, 0u);
+    } else {
+      // About a quarter of the codes have both rows in LDM 0's partitions.
+      EXPECT_GT(direct_ends, 0u) << "no lookup ran directly";
+    }
+    answers.push_back(std::move(results));
+    // The same 20 codes in one train: every row, each its own; with TC
+    // beside LDM 0, those whose lookup and base row are both there answer
+    // in the train's KeyDataTrain, as many as ended their own transaction
+    // above.
+    std::vector<Api::BatchOp> by_code_reads;
+    for (uint32_t code = 1000; code < 1020; ++code)
+      by_code_reads.push_back({OpType::kRead, LockMode::kCommitted, Values().u32(kCode, code), {}, by_code});
+    const TxResult train = api.run_batch(t, by_code_reads, /*train=*/true);
+    ASSERT_TRUE(train.ok) << error_text(train.error);
+    ASSERT_EQ(train.rows.size(), 20u);
+    std::set<uint64_t> ids;
+    for (const RowValues& row : train.rows) ids.insert(int_of<uint64_t>(row.at(kId)));
+    EXPECT_EQ(ids.size(), 20u);
+    EXPECT_EQ(*ids.rbegin(), 19u);
+    uint32_t ended_alone = 0;
+    for (uint32_t i = 0; i < 20; ++i) ended_alone += answers.back()[i].ended_with_data ? 1 : 0;
+    EXPECT_EQ(train.train_ops.size(), ended_alone);
+  }
+  for (std::size_t i = 0; i < answers[0].size(); ++i) {
+    SCOPED_TRACE("code " + std::to_string(1000 + i));
+    EXPECT_EQ(answers[0][i].ok, i < 40);
+    EXPECT_EQ(answers[1][i].ok, i < 40);
+    EXPECT_EQ(answers[0][i].error, answers[1][i].error);
+    if (i < 40) {
+      ASSERT_EQ(answers[1][i].rows.size(), 1u);
+      EXPECT_EQ(item_of(answers[0][i].rows.at(0)), item_of(answers[1][i].rows.at(0)));
+      EXPECT_EQ(int_of<uint64_t>(answers[1][i].rows.at(0).at(kId)), i);
+    } else {
+      EXPECT_EQ(answers[1][i].error, ErrorCode::kNoSuchRow);
+    }
+  }
 }
 
 // A read-committed read that runs directly sees what one sent as a signal

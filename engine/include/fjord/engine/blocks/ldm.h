@@ -127,7 +127,8 @@ class LdmBlock final : public Block {
   // `into`, when given, takes the values instead of a KeyData: a
   // KeyDataTrain record (header and values) written at its start, which
   // must have room for kKeyDataRecordHeaderBytes + max_read_bytes(table);
-  // returns the bytes written in `written` (batch_end is then null).
+  // returns the bytes written in `written` (batch_end is then null; and
+  // req.result_to may be kTc: TC's lookup of a unique key's hidden row).
   struct Into {
     std::span<std::byte> room;
     std::size_t written = 0;
