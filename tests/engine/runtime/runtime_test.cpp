@@ -128,6 +128,45 @@ TEST(RuntimeTest, SlowConsumerStopsTheProducerWithoutLossAndWithBoundedMemory) {
   EXPECT_GT(max_fill, 50u) << "the consumer's queue never filled";
 }
 
+// Two producers on their own threads flood one slow consumer: the consumer
+// takes their queues in turn (a batch from each, the empty queues between
+// them giving neither an extra turn), however busy the first one it finds
+// with data is, so each gets half until one is done.
+TEST(RuntimeTest, NoProducerStarvesAnotherAtABusyConsumer) {
+  auto rt = Runtime::create(
+      options_with({plan(ThreadType::kTc, 0, 200), plan(ThreadType::kTc, 1, 200), plan(ThreadType::kLdm, 0, 200)}));
+  ASSERT_TRUE(rt) << rt.status().to_string();
+  constexpr uint32_t kCount = 20000;
+  std::vector<uint8_t> order;  // producer of each signal, in the order executed (consumer thread only)
+  order.reserve(2 * kCount);
+  std::atomic<uint32_t> received{0};
+  auto consumer = std::make_unique<LambdaBlock>(kConsumer, 0, "CONSUMER", [&](const Signal& s, BlockContext&) {
+    if (s.number() != kData) return;
+    order.push_back(static_cast<uint8_t>(s.word(0)));
+    const uint64_t until = monotonic_ns() + 5000;  // slower than either producer
+    while (monotonic_ns() < until) cpu_relax();
+    received.fetch_add(1, std::memory_order_release);
+  });
+  for (uint16_t i = 0; i < 2; ++i) ASSERT_TRUE((*rt)->add_block(producer_block(i, 1, kCount, 64), ThreadType::kTc, i));
+  ASSERT_TRUE((*rt)->add_block(std::move(consumer), ThreadType::kLdm, 0));
+  ASSERT_TRUE((*rt)->start());
+  for (uint16_t i = 0; i < 2; ++i) ASSERT_TRUE((*rt)->inject({1, {kProducer, i}}, kGo, {}));
+  EXPECT_TRUE(eventually([&] { return received.load(std::memory_order_acquire) == 2 * kCount; }, 120000))
+      << received.load();
+  (*rt)->stop();
+  ASSERT_EQ(order.size(), 2u * kCount);
+  // Until the first producer had all its signals run, each had about half
+  // of the consumer's (a producer may start a little late).
+  std::size_t last_of[2] = {0, 0};
+  for (std::size_t i = 0; i < order.size(); ++i) last_of[order[i]] = i;
+  const std::size_t window = std::min(last_of[0], last_of[1]) + 1;
+  std::size_t from_1 = 0;
+  for (std::size_t i = 0; i < window; ++i) from_1 += order[i];
+  const double share_1 = static_cast<double>(from_1) / static_cast<double>(window);
+  EXPECT_GT(share_1, 0.4) << "producer 1 had " << from_1 << " of the first " << window << " signals";
+  EXPECT_LT(share_1, 0.6) << "producer 1 had " << from_1 << " of the first " << window << " signals";
+}
+
 // A deterministic computation: a token visits blocks on every thread, each
 // visit folding the block's identity into a hash. Same result whatever the
 // thread layout.
