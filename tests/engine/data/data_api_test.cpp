@@ -53,6 +53,15 @@ Row account(uint64_t id, int64_t balance, const std::string& name = "") {
 class DataApiTest : public ::testing::Test {
  protected:
   void SetUp() override { start({}); }
+  // A fresh cluster over shm: one data node thread, or TC, two LDMs and a
+  // receive thread each on their own.
+  void start_over_shm(bool single_threaded) {
+    ClusterOptions options;
+    options.medium = "shm";
+    options.single_threaded = single_threaded;
+    if (!single_threaded) options.thread_config = "ldm={count=2},tc={count=1},recv={count=1}";
+    start(options);
+  }
   void start(const ClusterOptions& options) {
     conn_.reset();
     cluster_.reset();
@@ -302,11 +311,7 @@ uint64_t thread_signals(const std::string& stats, const std::string& name) {
 TEST_F(DataApiTest, BatchesGoAsTrainsAndEveryRowComesBackWhole) {
   for (const bool single : {true, false}) {
     SCOPED_TRACE(single ? "single-threaded" : "multi-threaded");
-    ClusterOptions options;
-    options.medium = "shm";
-    options.single_threaded = single;
-    if (!single) options.thread_config = "ldm={count=2},tc={count=1},recv={count=1}";
-    start(options);
+    start_over_shm(single);
     engine::TableDef big;
     big.name = "big";
     big.columns = {{"id", ColumnType::kUint64, 0, false}, {"blob", ColumnType::kVarBinary, 6000, false}};
@@ -355,11 +360,7 @@ TEST_F(DataApiTest, BatchesGoAsTrainsAndEveryRowComesBackWhole) {
 TEST_F(DataApiTest, BatchedUniqueKeyReadsGetTheirRowsInBothLayouts) {
   for (const bool single : {true, false}) {
     SCOPED_TRACE(single ? "single-threaded" : "multi-threaded");
-    ClusterOptions options;
-    options.medium = "shm";
-    options.single_threaded = single;
-    if (!single) options.thread_config = "ldm={count=2},tc={count=1},recv={count=1}";
-    start(options);
+    start_over_shm(single);
     ASSERT_TRUE(run([&](api::Transaction& tx) {
       for (uint64_t id = 0; id < 40; ++id) tx.insert(*table_, account(id, static_cast<int64_t>(id) * 3, "n"));
     }));

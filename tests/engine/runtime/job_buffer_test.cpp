@@ -77,28 +77,44 @@ TEST(JobBufferTest, MatchesADequeModelUnderRandomOperations) {
   }
 }
 
+// Commits 64-byte entries numbered 0, 1, ... until the queue refuses one;
+// returns how many went in.
+uint64_t fill_with_numbered_entries(JobBuffer& q) {
+  uint64_t pushed = 0;
+  for (;;) {
+    auto space = q.reserve(56);
+    if (space.empty()) return pushed;
+    std::memcpy(space.data(), &pushed, sizeof pushed);
+    q.commit(56, 1);
+    ++pushed;
+  }
+}
+
+// Walks `count` numbered 64-byte entries from the read position, checking
+// each; returns the bytes walked (0 after a failure).
+std::size_t check_numbered_entries(JobBuffer& q, uint64_t count) {
+  std::size_t offset = 0;
+  for (uint64_t i = 0; i < count; ++i) {
+    const auto entry = q.entry_at(offset);
+    EXPECT_EQ(entry.size(), 64u) << "entry " << i;
+    if (entry.size() != 64) return 0;
+    uint64_t v;
+    std::memcpy(&v, entry.data() + sizeof(Envelope), sizeof v);
+    EXPECT_EQ(v, i);
+    if (v != i) return 0;
+    offset += entry.size();
+  }
+  return offset;
+}
+
 TEST(JobBufferTest, FullQueueRefusesAndLosesNothing) {
   auto q = JobBuffer::create(64 << 10);
   ASSERT_TRUE(q);
-  uint64_t pushed = 0;
-  for (;;) {
-    auto space = q->reserve(56);
-    if (space.empty()) break;
-    std::memcpy(space.data(), &pushed, sizeof pushed);
-    q->commit(56, 1);
-    ++pushed;
-  }
+  const uint64_t pushed = fill_with_numbered_entries(*q);
   // 64-byte entries, one 8-byte envelope kept free: capacity / 64 - 1 fit.
   EXPECT_EQ(pushed, q->capacity() / 64 - 1);
-  std::size_t offset = 0;
-  for (uint64_t i = 0; i < pushed; ++i) {
-    const auto entry = q->entry_at(offset);
-    ASSERT_EQ(entry.size(), 64u);
-    uint64_t v;
-    std::memcpy(&v, entry.data() + sizeof(Envelope), sizeof v);
-    ASSERT_EQ(v, i);
-    offset += entry.size();
-  }
+  std::size_t offset = check_numbered_entries(*q, pushed);
+  ASSERT_EQ(offset, pushed * 64);
   EXPECT_TRUE(q->entry_at(offset).empty());
   q->consume(offset);
   EXPECT_FALSE(q->reserve(56).empty()) << "room again once consumed";
@@ -147,7 +163,6 @@ TEST(JobBufferTest, ALaggingConsumerKeepsTheWholeRingInUse) {
   // Step the producer past the window with the consumer keeping up, so that
   // it would go back to the start, then stop consuming: no gap may shrink
   // the ring now; the whole capacity fills, less the envelope kept zero.
-  uint64_t pushed = 0;
   std::size_t consumed_bytes = 0;
   while (consumed_bytes < JobBuffer::kHotWindowBytes * 3 / 2) {
     auto space = q->reserve(56);
@@ -159,25 +174,11 @@ TEST(JobBufferTest, ALaggingConsumerKeepsTheWholeRingInUse) {
     q->consume(at + entry.size());
     consumed_bytes += at + entry.size();
   }
-  const std::size_t before = consumed_bytes;
-  for (;;) {
-    auto space = q->reserve(56);
-    if (space.empty()) break;
-    std::memcpy(space.data(), &pushed, sizeof pushed);
-    q->commit(56, 1);
-    ++pushed;
-  }
-  EXPECT_EQ(pushed, q->capacity() / 64 - 1) << "consumed " << before << " bytes first";
+  const uint64_t pushed = fill_with_numbered_entries(*q);
+  EXPECT_EQ(pushed, q->capacity() / 64 - 1) << "consumed " << consumed_bytes << " bytes first";
   EXPECT_EQ(q->used_bytes(), pushed * 64);
-  std::size_t offset = 0;
-  for (uint64_t i = 0; i < pushed; ++i) {
-    const auto entry = q->entry_at(offset);
-    ASSERT_EQ(entry.size(), 64u) << "entry " << i;
-    uint64_t v;
-    std::memcpy(&v, entry.data() + sizeof(Envelope), sizeof v);
-    ASSERT_EQ(v, i);
-    offset += entry.size();
-  }
+  const std::size_t offset = check_numbered_entries(*q, pushed);
+  ASSERT_EQ(offset, pushed * 64);
   q->consume(offset);
   EXPECT_EQ(q->used_bytes(), 0u);
 }
