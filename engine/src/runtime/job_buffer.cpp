@@ -49,10 +49,8 @@ uint64_t JobBuffer::maybe_rewind(uint64_t w) noexcept {
   const Envelope gap{static_cast<uint32_t>(lap_end - w), kNoNode, kGapEntry};
   word_at(lap_end).store(0, std::memory_order_relaxed);
   word_at(w).store(std::bit_cast<uint64_t>(gap), std::memory_order_release);  // P1
-  gap_end_ = lap_end;
-  gap_bytes_ = lap_end - w;
-  gap_bytes_seen_.store(gap_bytes_, std::memory_order_relaxed);
-  gap_end_seen_.store(gap_end_, std::memory_order_relaxed);
+  gap_bytes_.store(lap_end - w, std::memory_order_relaxed);
+  gap_end_.store(lap_end, std::memory_order_relaxed);
   write_.store(lap_end, std::memory_order_relaxed);
   rewind_check_at_ = lap_end + hot_bytes_;
   return lap_end;
@@ -71,10 +69,8 @@ JobBuffer& JobBuffer::operator=(JobBuffer&& other) noexcept {
   cached_read_ = other.cached_read_;
   hot_bytes_ = other.hot_bytes_;
   rewind_check_at_ = other.rewind_check_at_;
-  gap_end_ = other.gap_end_;
-  gap_bytes_ = other.gap_bytes_;
-  gap_end_seen_.store(other.gap_end_seen_.load(std::memory_order_relaxed), std::memory_order_relaxed);
-  gap_bytes_seen_.store(other.gap_bytes_seen_.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  gap_end_.store(other.gap_end_.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  gap_bytes_.store(other.gap_bytes_.load(std::memory_order_relaxed), std::memory_order_relaxed);
   return *this;
 }
 

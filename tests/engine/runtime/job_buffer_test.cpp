@@ -301,6 +301,16 @@ void two_threads_stream_every_byte_in_order(std::size_t bytes) {
   EXPECT_EQ(q->used_bytes(), 0u);
 }
 
+TEST(JobBufferTest, ABufferTooLargeForItsLengthFieldIsRefusedByName) {
+  // An entry's (and a gap's) length is 32 bits: past 2 GB create() says so
+  // before it maps anything.
+  auto q = JobBuffer::create(std::size_t{3} << 30);
+  ASSERT_FALSE(q);
+  EXPECT_EQ(q.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(q.status().message().find("at most 2 GB"), std::string::npos) << q.status().to_string();
+  EXPECT_TRUE(JobBuffer::create(std::size_t{1} << 20)) << "a usual size still works";
+}
+
 TEST(JobBufferTest, PlacedOnTheConsumersNumaNode) {
   const int nodes = numa_node_count();
   if (nodes < 2) GTEST_SKIP() << "this machine has " << nodes << " NUMA node(s): nothing to place";

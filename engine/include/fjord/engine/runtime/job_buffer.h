@@ -114,7 +114,7 @@ class JobBuffer {
   // not counting a gap the consumer has yet to step over.
   std::size_t free_bytes_hint() const noexcept {
     const uint64_t used = write_.load(std::memory_order_relaxed) - cached_read_;
-    return static_cast<std::size_t>(capacity_ - (cached_read_ < gap_end_ ? used - gap_bytes_ : used));
+    return static_cast<std::size_t>(capacity_ - (used - pending_gap_bytes(cached_read_)));
   }
   std::size_t free_bytes() noexcept {
     cached_read_ = read_.load(std::memory_order_acquire);  // P2
@@ -155,9 +155,7 @@ class JobBuffer {
   std::size_t used_bytes() const noexcept {
     const uint64_t read = read_.load(std::memory_order_relaxed);
     const uint64_t used = write_.load(std::memory_order_relaxed) - read;
-    const uint64_t gap =
-        read < gap_end_seen_.load(std::memory_order_relaxed) ? gap_bytes_seen_.load(std::memory_order_relaxed) : 0;
-    return static_cast<std::size_t>(std::min(used - std::min(used, gap), capacity_));
+    return static_cast<std::size_t>(std::min(used - std::min(used, pending_gap_bytes(read)), capacity_));
   }
   // Where the producer goes back to the ring's start (bytes into a lap).
   std::size_t hot_window_bytes() const noexcept { return static_cast<std::size_t>(hot_bytes_); }
@@ -170,6 +168,10 @@ class JobBuffer {
   // consumer keeps up (returns the new write position), else sets when to
   // look again. Rare: once per window of bytes at most.
   uint64_t maybe_rewind(uint64_t w) noexcept;
+  // The last gap's bytes if a consumer at `read` has not stepped over it.
+  uint64_t pending_gap_bytes(uint64_t read) const noexcept {
+    return read < gap_end_.load(std::memory_order_relaxed) ? gap_bytes_.load(std::memory_order_relaxed) : 0;
+  }
 
   std::atomic_ref<uint64_t> word_at(uint64_t position) const noexcept {
     return std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(base_ + (position & mask_)));
@@ -183,12 +185,10 @@ class JobBuffer {
   alignas(kCacheLineBytes) std::atomic<uint64_t> write_{0};  // the producer's line
   uint64_t cached_read_ = 0;
   uint64_t rewind_check_at_ = 0;  // maybe_rewind() when write_ gets here
-  // The last gap: the position after it, and its size. Producer-owned; the
-  // *_seen_ copies (relaxed) serve used_bytes() in other threads.
-  uint64_t gap_end_ = 0;
-  uint64_t gap_bytes_ = 0;
-  std::atomic<uint64_t> gap_end_seen_{0};
-  std::atomic<uint64_t> gap_bytes_seen_{0};
+  // The last gap: the position after it, and its size. Written by the
+  // producer; relaxed, as used_bytes() reads them from other threads.
+  std::atomic<uint64_t> gap_end_{0};
+  std::atomic<uint64_t> gap_bytes_{0};
   alignas(kCacheLineBytes) std::atomic<uint64_t> read_{0};  // the consumer's line
 };
 
