@@ -155,19 +155,15 @@ void WorkerThread::run() {
     // sent them may be waiting for the answer, and the steps before
     // executing cost a round trip between two threads a tenth of its time
     // when the hand-off itself is fast (docs/benchmarks.md).
-    bool work = false;
-    bool executed = false;
-    if (ready_queue_ != kNoQueue && may_execute()) {
-      work = execute_batch(ready_queue_);
-      executed = true;
-    }
-    ready_queue_ = kNoQueue;
+    const bool early = signals_waiting_ && may_execute();
+    signals_waiting_ = false;
+    bool work = early && execute_batch();
     work |= adopt_pending_links();
     if (!spill_.empty()) work |= drain_spill();
-    if (polls_links()) work |= poll_links();                                // 1. receive
-    work |= run_timers();                                                   // 2. timers
-    if (!executed && may_execute()) work |= execute_batch(rr_next_queue_);  // 3. execute
-    work |= flush_links();                                                  // 4. send
+    if (polls_links()) work |= poll_links();               // 1. receive
+    work |= run_timers();                                  // 2. timers
+    if (!early && may_execute()) work |= execute_batch();  // 3. execute
+    work |= flush_links();                                 // 4. send
     wake_destinations();
     step_started_ns_.store(0, std::memory_order_relaxed);
     counters_.loops.store(counters_.loops.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
@@ -243,21 +239,10 @@ uint64_t WorkerThread::idle(uint64_t start) {
   return end;
 }
 
-// The next batch starts at the first queue with data from the one whose
-// turn it is (execute_batch's round robin), so no busy producer keeps the
-// head of the line. Only this thread takes data out: a queue seen with data
-// still has it. Out of line: the spin's own scan stays short.
-[[gnu::noinline]] void WorkerThread::note_ready_queue() {
-  const auto queues = static_cast<uint32_t>(in_queues_.size());
-  uint32_t i = rr_next_queue_;
-  while (!in_queues_[i].has_data()) i = i + 1 == queues ? 0 : i + 1;
-  ready_queue_ = i;
-}
-
 bool WorkerThread::has_pending_input(uint64_t now_ns) {
   for (JobBuffer& q : in_queues_)
     if (q.has_data()) {
-      note_ready_queue();
+      signals_waiting_ = true;
       return true;
     }
   if (adopt_flag_.load(std::memory_order_relaxed) || shared_.stopping.load(std::memory_order_relaxed)) return true;
@@ -420,7 +405,7 @@ bool WorkerThread::run_timers() {
 
 // ---- step 3: execute -------------------------------------------------------------
 
-bool WorkerThread::execute_batch(uint32_t first) {
+bool WorkerThread::execute_batch() {
   // Round-robin over the incoming queues so no producer starves another.
   const uint32_t budget = shared_.options.batch_signals;
   const auto queues = static_cast<uint32_t>(in_queues_.size());
@@ -428,7 +413,7 @@ bool WorkerThread::execute_batch(uint32_t first) {
   // (No division: a 32-bit divide is about 25 cycles, and this runs per loop.)
   // The next batch starts after the last queue this one took signals from,
   // so busy queues alternate however many empty ones lie between them.
-  uint32_t q = first;
+  uint32_t q = rr_next_queue_;
   for (uint32_t k = 0; k < queues && executed < budget && may_execute(); ++k) {
     if (execute_queue(in_queues_[q], budget, &executed)) rr_next_queue_ = q + 1 == queues ? 0 : q + 1;
     if (++q == queues) q = 0;

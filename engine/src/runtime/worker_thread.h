@@ -118,9 +118,8 @@ class alignas(kCacheLineBytes) WorkerThread {
   // inputs (so they do not wait on each other forever), and the bound keeps
   // memory fixed.
   bool may_execute() const { return spill_.used_bytes() < spill_.capacity() / 4; }
-  // Executes up to batch_signals signals, taking the input queues in turn
-  // from `first`.
-  bool execute_batch(uint32_t first);
+  // Executes up to batch_signals signals, taking the input queues in turn.
+  bool execute_batch();
   bool execute_queue(JobBuffer& queue, uint32_t budget, uint32_t* executed);
   // The block an entry is for, with its signal decoded into `signal`.
   Block* decode(std::span<const std::byte> entry, Signal& signal) const;
@@ -133,7 +132,6 @@ class alignas(kCacheLineBytes) WorkerThread {
   // the time it stopped (a reading at most 64 polls old after a spin).
   uint64_t idle(uint64_t start_ns);
   bool has_pending_input(uint64_t now_ns);
-  void note_ready_queue();
   void sleep_until(uint64_t deadline_ns);
 
   // Places a packed entry (envelope + frame) or packs directly.
@@ -169,8 +167,7 @@ class alignas(kCacheLineBytes) WorkerThread {
   LineVector<NodeId> pending_flush_;  // links whose flush returned kPending
   uint64_t loop_now_ns_ = 0;
   uint32_t rr_next_queue_ = 0;
-  static constexpr uint32_t kNoQueue = UINT32_MAX;
-  uint32_t ready_queue_ = kNoQueue;  // an input queue has_pending_input() found data in
+  bool signals_waiting_ = false;  // has_pending_input() found a job buffer with data
   BlockContext context_;
   Signal window_[Block::kPrefetchWindow];  // decoded entries of execute_queue
 
