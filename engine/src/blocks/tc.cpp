@@ -466,9 +466,11 @@ void TcBlock::Impl::tc_key_req(const Signal& s, BlockContext& c) {
 
 // A train runs as its requests would one by one, but reads ahead: the keys
 // of its read-committed reads are encoded and hashed and their buckets
-// loaded (stage 0), then their rows (stage 1), before the first runs; and
-// its direct reads answer in one KeyDataTrain. A train with a fault in any
-// record is refused whole, before any of it runs.
+// loaded (stage 0), then their rows (stage 1), before the first runs; a
+// key its bucket did not list has its overflow block loaded in stage 1 and
+// its rows a few records before it runs (stage 2); and its direct reads
+// answer in one KeyDataTrain. A train with a fault in any record is
+// refused whole, before any of it runs.
 void TcBlock::Impl::tc_key_train(const Signal& s, BlockContext& c) {
   TcKeyTrainCursor cursor(s);
   uint32_t n = 0;
@@ -479,6 +481,7 @@ void TcBlock::Impl::tc_key_train(const Signal& s, BlockContext& c) {
   if (!cursor.error().is_ok()) return refuse_malformed(s, cursor.error(), c);
   for (uint32_t i = 0; i < n; ++i) {
     train_notes[i] = 0;
+    train_buckets[i] = nullptr;
     const TcKeyReq& r = train_reqs[i];
     if (!any_direct_ldm || r.op != OpType::kRead || r.lock != LockMode::kCommitted || (r.flags & kFlagViaUnique))
       continue;
@@ -505,7 +508,7 @@ void TcBlock::Impl::tc_key_train(const Signal& s, BlockContext& c) {
       if (const LdmBlock* ldm = direct_ldm[ldm_of(partition)]) {
         EncodedKey& k = train_keys[i];
         k.candidate_count = ldm->prefetch_rows(train_reqs[i].table_id, partition, static_cast<uint32_t>(train_notes[i]),
-                                               train_buckets[i], train_rows[i].data(), 2);
+                                               train_buckets[i], train_rows[i].data(), 2, &train_buckets[i]);
         k.candidates = train_rows[i].data();
       }
     }
@@ -517,13 +520,28 @@ void TcBlock::Impl::tc_key_train(const Signal& s, BlockContext& c) {
   // and left it known: the direct reads in the middle of an active batch
   // then take the short way (train_read).
   uint32_t tx_ref = kNoRecord;
+  constexpr uint32_t kStage2Ahead = 4;  // records: time for a row to load, not so long it leaves the cache
   for (uint32_t i = 0; i < n; ++i) {
+    for (uint32_t j = i == 0 ? 0 : i + kStage2Ahead; j <= i + kStage2Ahead && j < n; ++j) train_overflow(j);
     if (train_notes[i] != 0 && tx_ref != kNoRecord && train_read(tx_ref, i, c)) continue;
     key_req(s.sender_node, train_reqs[i], train_notes[i], train_notes[i] != 0 ? &train_keys[i] : nullptr, c);
     if (!tx_by_id.find(reply.tx.value, tx_ref)) tx_ref = kNoRecord;
   }
   flush_reply(c);
   reply.active = false;
+}
+
+// Stage 2 of train record i: when stage 1 found no candidate in its bucket
+// but an overflow block after it, the rows that block lists under its hash
+// bits (loading them), as its candidates.
+void TcBlock::Impl::train_overflow(uint32_t i) {
+  const void* block = train_buckets[i];
+  if (block == nullptr) return;  // stage 1 set it only for a direct read
+  const uint32_t partition = partition_of_note(train_notes[i]);
+  EncodedKey& k = train_keys[i];
+  k.candidate_count = direct_ldm[ldm_of(partition)]->prefetch_rows(
+      train_reqs[i].table_id, partition, static_cast<uint32_t>(train_notes[i]), block, train_rows[i].data(), 2);
+  train_buckets[i] = nullptr;
 }
 
 // What key_req, issue_user_op, read_now and op_done do for train record i,

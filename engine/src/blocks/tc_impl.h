@@ -128,8 +128,11 @@ struct TcBlock::Impl {
   std::array<EncodedKey, protocol::kMaxTrainOps> train_keys{};
   std::array<uint64_t, protocol::kMaxTrainOps> train_notes{};
   std::array<std::array<uint32_t, 2>, protocol::kMaxTrainOps> train_rows{};  // EncodedKey::candidates
-  std::array<const void*, protocol::kMaxTrainOps> train_buckets{};           // from LdmBlock::prefetch_bucket
-  std::vector<std::byte> train_key_bytes;                                    // kMaxTrainOps * kMaxKeyBytes
+  // Stage 0's bucket (LdmBlock::prefetch_bucket); after stage 1, the
+  // overflow block it started loading for a key its bucket did not list
+  // (null: none), which stage 2 looks in a few records ahead of the reads.
+  std::array<const void*, protocol::kMaxTrainOps> train_buckets{};
+  std::vector<std::byte> train_key_bytes;  // kMaxTrainOps * kMaxKeyBytes
   // The KeyDataTrain its direct reads fill while it runs (active), sent
   // when it is full, when the train is done, and before anything else TC
   // sends the API (send_api), so that the API sees it in order.
@@ -175,6 +178,7 @@ struct TcBlock::Impl {
   // `known` its key encoded and hashed when the note is valid (or null).
   void key_req(NodeId sender, const protocol::TcKeyReq& req, uint64_t note, const EncodedKey* known, BlockContext& c);
   bool train_read(uint32_t tx_ref, uint32_t i, BlockContext& c);
+  void train_overflow(uint32_t i);
   protocol::ErrorCode read_into_reply(const protocol::LqhKeyReq& lqh, LdmBlock& ldm, const EncodedKey* key,
                                       BlockContext& c);
   void flush_reply(BlockContext& c);

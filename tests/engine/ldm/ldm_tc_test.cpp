@@ -727,9 +727,12 @@ TEST(LdmWithTcTest, TrainsRunAsTheirRequestsWouldAloneInBothLayouts) {
     EXPECT_EQ(qty[100], 100);
     EXPECT_EQ(item_of(api.run(t, OpType::kRead, item_key(5)).rows.at(0)).qty, 55);
 
-    // Enough rows that some hash buckets overflow: a train's read that its
-    // bucket's candidates do not name is found in the overflow chain. Every
-    // row found, each its own; inserted by trains too.
+    // Enough rows that some hash buckets overflow (about one key in ten
+    // sits in an overflow block): a train's direct read whose bucket does
+    // not list it is looked for in the overflow block a few records ahead
+    // (stage 2), so it too finds its row among the candidates instead of
+    // searching the index. Every row found, each its own; inserted by
+    // trains too.
     constexpr uint64_t kMany = 3000;
     for (uint64_t first = 1000; first < 1000 + kMany; first += kMaxTrainOps) {
       std::vector<Api::BatchOp> inserts;
@@ -739,6 +742,7 @@ TEST(LdmWithTcTest, TrainsRunAsTheirRequestsWouldAloneInBothLayouts) {
       ASSERT_TRUE(api.run_batch(t, inserts, true).ok);
     }
     uint64_t found = 0;
+    const LdmStats before = cluster.ldm(0).stats();
     for (uint64_t first = 1000; first < 1000 + kMany; first += kMaxTrainOps) {
       std::vector<Api::BatchOp> batch;
       for (uint64_t id = first; id < std::min<uint64_t>(first + kMaxTrainOps, 1000 + kMany); ++id)
@@ -754,6 +758,15 @@ TEST(LdmWithTcTest, TrainsRunAsTheirRequestsWouldAloneInBothLayouts) {
       }
     }
     EXPECT_EQ(found, kMany);
+    if (layout == Layout::kTcWithLdm0) {
+      const LdmStats after = cluster.ldm(0).stats();
+      const uint64_t hits = after.lookahead_hits - before.lookahead_hits;
+      const uint64_t searches = after.index_searches - before.index_searches;
+      EXPECT_EQ(hits + searches, after.reads - before.reads) << "every read looked its key up once";
+      EXPECT_GT(hits, kMany / 3) << "about half the rows are LDM 0's";
+      // Only a key two overflow blocks down its chain is searched for.
+      EXPECT_LE(searches, hits / 100) << hits << " found among candidates, " << searches << " searched";
+    }
 
     // A read of a missing row in the middle aborts the train's transaction:
     // its update does not happen.

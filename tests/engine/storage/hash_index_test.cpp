@@ -131,7 +131,7 @@ TEST(HashIndexTest, CandidatesAreTheBucketsRowsWithTheSameHashBits) {
   // 2000 keys: every one's row is among its candidates unless the key sits
   // in an overflow block (candidates looks at the bucket itself only).
   std::vector<RowId> rows;
-  uint32_t found = 0;
+  uint32_t found = 0, looked_further = 0, found_further = 0;
   for (uint64_t id = 0; id < 2000; ++id) {
     rows.push_back(table.rows.insert(table.record(id, "c")).value());
     ASSERT_TRUE(index.insert(hash_of(table.pk_key(id)), table.pk_key(id), rows.back()).is_ok());
@@ -148,14 +148,37 @@ TEST(HashIndexTest, CandidatesAreTheBucketsRowsWithTheSameHashBits) {
     RowId again[4];
     ASSERT_EQ(index.candidates(hash, again, 4, bucket), n);
     EXPECT_TRUE(std::equal(out, out + n, again));
+    bool here = false;
     for (uint32_t i = 0; i < n; ++i) {
       ASSERT_EQ(hash_of_row.at(out[i]), hash) << "a candidate with other hash bits";
-      found += out[i] == rows[id] ? 1 : 0;
+      here = here || out[i] == rows[id];
     }
+    found += here ? 1 : 0;
+    // Asked for more: the next block of the chain when the bucket listed
+    // nothing and chains on, whose own candidates are then the key's.
+    const void* more = bucket;
+    ASSERT_EQ(index.candidates(hash, again, 4, bucket, &more), n);
+    if (n > 0) {
+      EXPECT_EQ(more, nullptr) << "the bucket listed a candidate: nothing more to look at";
+      continue;
+    }
+    ASSERT_NE(more, nullptr) << "key " << id << " is in no bucket and no chain";
+    ++looked_further;
+    const void* deeper = nullptr;
+    const uint32_t m = index.candidates(hash, out, 4, more, &deeper);
+    for (uint32_t i = 0; i < m; ++i) ASSERT_EQ(hash_of_row.at(out[i]), hash);
+    if (std::find(out, out + m, rows[id]) != out + m)
+      ++found_further;
+    else
+      EXPECT_NE(deeper, nullptr) << "key " << id << " is not in the first overflow block: the chain goes on";
   }
   // At this load (5 entries per 7-entry bucket on average) about 90 % of
-  // the keys sit in the bucket itself, the rest in overflow blocks.
+  // the keys sit in the bucket itself, the rest in overflow blocks, almost
+  // all in the first.
   EXPECT_GT(found, 1600u) << "most keys live in their bucket itself";
+  EXPECT_GT(looked_further, 50u) << "some keys sit in overflow blocks";
+  EXPECT_EQ(found + looked_further, 2000u);
+  EXPECT_GT(found_further, looked_further * 9 / 10);
   // Equal hash bits: at most `max`, all of them rows with that hash.
   HashIndex same(*pool, table.pk_keys);
   for (uint64_t id = 0; id < 5; ++id) ASSERT_TRUE(same.insert(0x1234, table.pk_key(id), rows[id]).is_ok());

@@ -84,8 +84,8 @@ const void* LdmBlock::prefetch_bucket(uint32_t table_id, uint32_t partition, uin
 }
 
 uint32_t LdmBlock::prefetch_rows(uint32_t table_id, uint32_t partition, uint32_t key_hash, const void* bucket,
-                                 uint32_t* rows, uint32_t max) const {
-  return impl_->prefetch_rows(table_id, partition, key_hash, bucket, rows, max);
+                                 uint32_t* rows, uint32_t max, const void** more) const {
+  return impl_->prefetch_rows(table_id, partition, key_hash, bucket, rows, max, more);
 }
 
 void LdmBlock::prefetch_key(uint32_t table_id, uint32_t partition, uint32_t key_hash, int stage) const {
@@ -108,6 +108,8 @@ LdmStats LdmBlock::stats() const {
   out.aborts = get(k.aborts);
   out.scans = get(k.scans);
   out.scan_rows = get(k.scan_rows);
+  out.lookahead_hits = get(k.lookahead_hits);
+  out.index_searches = get(k.index_searches);
   out.out_of_memory = get(k.out_of_memory);
   out.parked_now = get(k.parked_now);
   out.operation_records_in_use = get(k.operation_records_in_use);

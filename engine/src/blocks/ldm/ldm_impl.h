@@ -329,7 +329,7 @@ struct LdmBlock::Impl {
   void prefetch_key(uint32_t table_id, uint32_t partition, uint32_t key_hash, int stage) const;
   const void* prefetch_bucket(uint32_t table_id, uint32_t partition, uint32_t key_hash) const;
   uint32_t prefetch_rows(uint32_t table_id, uint32_t partition, uint32_t key_hash, const void* bucket,
-                         storage::RowId* rows, uint32_t max) const;
+                         storage::RowId* rows, uint32_t max, const void** more = nullptr) const;
   ldm::KeyOutcome execute_key(const protocol::LqhKeyReq& req, Address from, bool resumed, BlockContext& c);
   protocol::ErrorCode read_committed_now(const protocol::LqhKeyReq& req, BlockContext& c,
                                          const protocol::TcKeyConf* batch_end, const EncodedKey* key,

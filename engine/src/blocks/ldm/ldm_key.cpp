@@ -126,11 +126,12 @@ const void* LdmBlock::Impl::prefetch_bucket(uint32_t table_id, uint32_t partitio
 }
 
 uint32_t LdmBlock::Impl::prefetch_rows(uint32_t table_id, uint32_t partition, uint32_t key_hash, const void* bucket,
-                                       RowId* rows, uint32_t max) const {
+                                       RowId* rows, uint32_t max, const void** more) const {
   const LdmTable* t = table_of(table_id);
+  if (more != nullptr) *more = nullptr;
   if (t == nullptr || partition >= t->def.partitions || !owns(partition)) return 0;
   const Partition& part = *t->partitions[partition / o.ldm_instances];
-  const uint32_t n = part.hash.candidates(key_hash, rows, max, bucket);
+  const uint32_t n = part.hash.candidates(key_hash, rows, max, bucket, more);
   // The lines the slot covers (header, key, and what a read returns), at most four.
   const std::size_t slot_bytes = std::min<std::size_t>(t->header_bytes + t->layout.record_bytes(), 4 * kCacheLineBytes);
   for (uint32_t i = 0; i < n; ++i) {
@@ -175,9 +176,11 @@ ErrorCode LdmBlock::Impl::resolve_key(KeyOp& op, const EncodedKey* known) {
     if (t->pk.record_matches(t->layout, op.part->record_in(slot), op.key)) {
       op.anchor = candidates[i];
       op.anchor_slot = slot;
+      bump(counters.lookahead_hits);
       return ErrorCode::kNone;
     }
   }
+  bump(counters.index_searches);
   op.anchor = op.part->hash.find(op.hash, op.key);
   return ErrorCode::kNone;
 }

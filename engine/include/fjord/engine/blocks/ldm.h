@@ -87,6 +87,10 @@ struct LdmCounters {
   std::atomic<uint64_t> scans{0};       // ScanFragReq accepted
   std::atomic<uint64_t> scan_rows{0};   // rows sent by scans
   std::atomic<uint64_t> out_of_memory{0};
+  // Key lookups that found their row among the rows a look-ahead listed
+  // (EncodedKey::candidates), and those that searched the hash index.
+  std::atomic<uint64_t> lookahead_hits{0};
+  std::atomic<uint64_t> index_searches{0};
   // Gauges.
   std::atomic<uint64_t> parked_now{0};
   std::atomic<uint64_t> operation_records_in_use{0};
@@ -98,6 +102,7 @@ struct LdmCounters {
 struct LdmStats {
   uint64_t committed_rows = 0, key_operations = 0, reads = 0, inserts = 0, updates = 0, deletes = 0;
   uint64_t refused = 0, lock_waits = 0, commits = 0, aborts = 0, scans = 0, scan_rows = 0, out_of_memory = 0;
+  uint64_t lookahead_hits = 0, index_searches = 0;
   uint64_t parked_now = 0, operation_records_in_use = 0, lock_records_in_use = 0, scans_open = 0;
   uint64_t data_memory_used_bytes = 0;  // the node's DataMemory in use (all LDM instances)
   uint64_t data_memory_bytes = 0;       // the node's DataMemory
@@ -142,9 +147,12 @@ class LdmBlock final : public Block {
   // returns the bucket it loads (null if none), and stage 1 given that
   // bucket back, which also gives the rows it loads (at most `max`,
   // returned): EncodedKey::candidates for a read in the same signal.
+  // `more`, when given, is set to the overflow block stage 1 started
+  // loading when the bucket listed no candidate but chains on (null if
+  // not): given back as `bucket` a little later, stage 1 looks there.
   const void* prefetch_bucket(uint32_t table_id, uint32_t partition, uint32_t key_hash) const;
   uint32_t prefetch_rows(uint32_t table_id, uint32_t partition, uint32_t key_hash, const void* bucket, uint32_t* rows,
-                         uint32_t max) const;
+                         uint32_t max, const void** more = nullptr) const;
 
   LdmStats stats() const;
 

@@ -62,8 +62,13 @@ class HashIndex {
   // prefetch_bucket returns the bucket it loads (null for an empty index),
   // which candidates may be given back instead of finding it again, while
   // the index has not changed since (no insert, erase or split).
+  // `more`, when given, is set to the block after the one looked at when
+  // that block is full, chains on, and listed no candidate (the key, if
+  // present, is further down the chain), else to null; that block is
+  // prefetched, and candidates given it back as `bucket` later looks there.
   const void* prefetch_bucket(uint32_t hash) const;
-  uint32_t candidates(uint32_t hash, RowId* out, uint32_t max, const void* bucket = nullptr) const;
+  uint32_t candidates(uint32_t hash, RowId* out, uint32_t max, const void* bucket = nullptr,
+                      const void** more = nullptr) const;
 
   uint64_t entry_count() const { return entries_; }
   uint32_t bucket_count() const { return (1u << level_) + split_; }
