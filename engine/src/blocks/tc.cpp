@@ -59,6 +59,7 @@ TcBlock::Impl::Impl(const TcOptions& options, TcCounters& c)
       section_a(frame::kMaxFrameBytes),
       section_b(frame::kMaxFrameBytes),
       train_key_bytes(std::size_t{kMaxTrainOps} * kMaxKeyBytes),
+      train_hidden_rows(std::size_t{kMaxTrainOps} * kHiddenRowBytes),
       reply_bytes(kMaxTrainBytes) {
   FJORD_ASSERT(options.ldm_instances >= 1 && options.ldm_instances <= 64);
 }
@@ -347,7 +348,8 @@ void TcBlock::Impl::send_lqh(uint32_t op_ref, const LqhKeyReq& req, BlockContext
 
 // Inline in both callers: the single request's path is the serial read's.
 [[gnu::always_inline]] inline void TcBlock::Impl::key_req(NodeId sender, const TcKeyReq& req, uint64_t note,
-                                                          const EncodedKey* known, BlockContext& c) {
+                                                          const EncodedKey* known, BlockContext& c,
+                                                          const UniqueAhead* ahead) {
   if (req.tx.api_node() != sender) return refuse(sender, req, ErrorCode::kBadRequest, c);
   uint32_t tx_ref = kNoRecord;
   if (req.flags & kFlagStartTx) {
@@ -408,31 +410,26 @@ void TcBlock::Impl::send_lqh(uint32_t op_ref, const LqhKeyReq& req, BlockContext
     return issue_user_op(tx_ref, req.op_index, lqh, c, key);
   }
   // Read by unique key: first the hidden table (unique key -> primary key).
-  const TcTable::Unique* unique = nullptr;
-  for (const TcTable::Unique& u : t->uniques)
-    if (u.index_id == req.index_id) unique = &u;
-  const TcTable* hidden = unique ? table(unique->index_id) : nullptr;
-  if (!hidden) return start_abort(tx_ref, ErrorCode::kNoSuchIndex, req.op_index, c);
-  if (req.columns.size() / 2 > kMaxColumns) return start_abort(tx_ref, ErrorCode::kBadRequest, req.op_index, c);
-  // Re-address the key values to the hidden table's positions.
+  const TcTable* hidden = nullptr;
   std::size_t at = 0;
-  ValueCursor cursor(req.key);
-  ValueEntry e;
-  while (cursor.next(e)) {
-    uint16_t position = UINT16_MAX;
-    for (std::size_t i = 0; i < unique->columns.size(); ++i)
-      if (unique->columns[i] == e.column) position = static_cast<uint16_t>(i);
-    if (position == UINT16_MAX) return start_abort(tx_ref, ErrorCode::kBadRequest, req.op_index, c);
-    if (e.is_null) return start_abort(tx_ref, ErrorCode::kNoSuchRow, req.op_index, c);  // NULLs are not indexed
-    at += put_value(std::span(section_a).subspan(at), position, false, e.bytes);
+  error = hidden_key(*t, req, hidden, section_a, at);
+  if (error != ErrorCode::kNone) return start_abort(tx_ref, error, req.op_index, c);
+  if (ahead != nullptr && ahead->done) {  // a train's stage 3 ran the lookup
+    ++counters.operations;
+    if (ahead->error != ErrorCode::kNone) return start_abort(tx_ref, ahead->error, req.op_index, c);
+    return read_base_of_unique(tx_ref, req.op_index, req.table_id, req.lock, req.columns, *hidden, ahead->hidden_row, c,
+                               known, ahead->base_note);
   }
-  if (!cursor.error().is_ok()) return start_abort(tx_ref, ErrorCode::kBadRequest, req.op_index, c);
   lqh.table_id = hidden->def.table_id;
   lqh.table_version = hidden->def.version;
   lqh.op = OpType::kRead;
   lqh.result_to = ResultTo::kTc;
   lqh.key = std::span(section_a).first(at);
-  if (!route_key(*hidden, lqh.key, lqh, error)) return start_abort(tx_ref, error, req.op_index, c);
+  // `known`, from a train's look-ahead, is then the hidden key's.
+  if (known == nullptr || !read_route_note(note, *hidden, lqh.partition, lqh.key_hash)) {
+    known = nullptr;
+    if (!route_key(*hidden, lqh.key, lqh, error)) return start_abort(tx_ref, error, req.op_index, c);
+  }
   // A read-committed lookup in an LDM of this thread runs now, as a direct
   // pk read does (read_now: it holds nothing, and sees what it would see
   // queued), and the base read follows at once: in a train, into its reply.
@@ -441,7 +438,7 @@ void TcBlock::Impl::send_lqh(uint32_t op_ref, const LqhKeyReq& req, BlockContext
       lqh.tx = tx.id;
       ++counters.operations;
       LdmBlock::Into into{section_b};
-      const ErrorCode looked_up = ldm->read_committed_now(lqh, c, nullptr, nullptr, &into);
+      const ErrorCode looked_up = ldm->read_committed_now(lqh, c, nullptr, known, &into);
       if (looked_up != ErrorCode::kNone) return start_abort(tx_ref, looked_up, req.op_index, c);
       const std::span<const std::byte> hidden_row =
           std::span(section_b).subspan(kKeyDataRecordHeaderBytes, into.written - kKeyDataRecordHeaderBytes);
@@ -457,6 +454,31 @@ void TcBlock::Impl::send_lqh(uint32_t op_ref, const LqhKeyReq& req, BlockContext
   send_lqh(op_ref, lqh, c);
 }
 
+// The hidden table of a read by unique key, and its key: req.key's values
+// re-addressed to the hidden table's columns, as a value section in `out`
+// (`length` bytes). kNone, or why the read fails.
+ErrorCode TcBlock::Impl::hidden_key(const TcTable& t, const TcKeyReq& req, const TcTable*& hidden,
+                                    std::span<std::byte> out, std::size_t& length) const {
+  const TcTable::Unique* unique = nullptr;
+  for (const TcTable::Unique& u : t.uniques)
+    if (u.index_id == req.index_id) unique = &u;
+  hidden = unique != nullptr ? table(unique->index_id) : nullptr;
+  if (hidden == nullptr) return ErrorCode::kNoSuchIndex;
+  if (req.columns.size() / 2 > kMaxColumns) return ErrorCode::kBadRequest;  // the base read's column list
+  length = 0;
+  ValueCursor cursor(req.key);
+  ValueEntry e;
+  while (cursor.next(e)) {
+    uint16_t position = UINT16_MAX;
+    for (std::size_t i = 0; i < unique->columns.size(); ++i)
+      if (unique->columns[i] == e.column) position = static_cast<uint16_t>(i);
+    if (position == UINT16_MAX) return ErrorCode::kBadRequest;
+    if (e.is_null) return ErrorCode::kNoSuchRow;  // NULLs are not indexed
+    length += put_value(out.subspan(length), position, false, e.bytes);
+  }
+  return cursor.error().is_ok() ? ErrorCode::kNone : ErrorCode::kBadRequest;
+}
+
 void TcBlock::Impl::tc_key_req(const Signal& s, BlockContext& c) {
   TcKeyReq req;
   if (const Status decoded = decode_tc_key_req(s, req); !decoded) return refuse_malformed(s, decoded, c);
@@ -465,10 +487,13 @@ void TcBlock::Impl::tc_key_req(const Signal& s, BlockContext& c) {
 }
 
 // A train runs as its requests would one by one, but reads ahead: the keys
-// of its read-committed reads are encoded and hashed and their buckets
-// loaded (stage 0), then their rows (stage 1), before the first runs; a
-// key its bucket did not list has its overflow block loaded in stage 1 and
-// its rows a few records before it runs (stage 2); and its direct reads
+// of its read-committed reads (a read by unique key: its hidden row's key)
+// are encoded and hashed and their buckets loaded (stage 0), then their
+// rows (stage 1), before the first runs; a key its bucket did not list has
+// its overflow block loaded in stage 1 and its rows a few records before it
+// runs (stage 2); a read by unique key has its hidden lookup run and its
+// base row's bucket loaded three records before its turn (stage 3), and
+// that bucket's rows one record before (stage 4); and its direct reads
 // answer in one KeyDataTrain. A train with a fault in any record is
 // refused whole, before any of it runs.
 void TcBlock::Impl::tc_key_train(const Signal& s, BlockContext& c) {
@@ -481,21 +506,34 @@ void TcBlock::Impl::tc_key_train(const Signal& s, BlockContext& c) {
   if (!cursor.error().is_ok()) return refuse_malformed(s, cursor.error(), c);
   for (uint32_t i = 0; i < n; ++i) {
     train_notes[i] = 0;
+    train_unique_notes[i] = 0;
+    train_unique[i].done = false;
     train_buckets[i] = nullptr;
     const TcKeyReq& r = train_reqs[i];
-    if (!any_direct_ldm || r.op != OpType::kRead || r.lock != LockMode::kCommitted || (r.flags & kFlagViaUnique))
-      continue;
+    if (!any_direct_ldm || r.op != OpType::kRead || r.lock != LockMode::kCommitted) continue;
     const TcTable* t = table(r.table_id);
     if (t == nullptr || t->def.version != r.table_version) continue;
+    // A read by unique key looks ahead for its hidden row: t becomes the
+    // hidden table, the section its key.
+    std::span<const std::byte> section = r.key;
+    if (r.flags & kFlagViaUnique) {
+      const TcTable* hidden = nullptr;
+      std::size_t at = 0;
+      if (hidden_key(*t, r, hidden, section_a, at) != ErrorCode::kNone) continue;
+      t = hidden;
+      section = std::span(section_a).first(at);
+    }
     const std::span<std::byte> key = std::span(train_key_bytes).subspan(i * kMaxKeyBytes, kMaxKeyBytes);
-    auto length = encode_key_section(t->pk, r.key, key);
+    auto length = encode_key_section(t->pk, section, key);
     if (!length) continue;  // key_req finds the fault again and answers it
     const uint64_t hash = hash_key(key.data(), *length);
     const uint32_t partition = partition_of(hash, t->def.partitions);
     train_keys[i] = {key.first(*length), hash};
-    train_notes[i] = route_note(*t, 0, partition, static_cast<uint32_t>(hash));
+    (r.flags & kFlagViaUnique ? train_unique_notes : train_notes)[i] =
+        route_note(*t, 0, partition, static_cast<uint32_t>(hash));
+    train_tables[i] = t->def.table_id;
     if (const LdmBlock* ldm = direct_ldm[ldm_of(partition)])
-      train_buckets[i] = ldm->prefetch_bucket(r.table_id, partition, static_cast<uint32_t>(hash));
+      train_buckets[i] = ldm->prefetch_bucket(t->def.table_id, partition, static_cast<uint32_t>(hash));
   }
   // Nothing is inserted into or erased from a hash index while this signal
   // runs (only direct reads run in an LDM inside it), so the buckets stage 0
@@ -503,11 +541,12 @@ void TcBlock::Impl::tc_key_train(const Signal& s, BlockContext& c) {
   // the ones to compare when the read runs.
   if (any_direct_ldm)
     for (uint32_t i = 0; i < n; ++i) {
-      if (train_notes[i] == 0) continue;
-      const uint32_t partition = partition_of_note(train_notes[i]);
+      const uint64_t note = train_note(i);
+      if (note == 0) continue;
+      const uint32_t partition = partition_of_note(note);
       if (const LdmBlock* ldm = direct_ldm[ldm_of(partition)]) {
         EncodedKey& k = train_keys[i];
-        k.candidate_count = ldm->prefetch_rows(train_reqs[i].table_id, partition, static_cast<uint32_t>(train_notes[i]),
+        k.candidate_count = ldm->prefetch_rows(train_tables[i], partition, static_cast<uint32_t>(note),
                                                train_buckets[i], train_rows[i].data(), 2, &train_buckets[i]);
         k.candidates = train_rows[i].data();
       }
@@ -520,11 +559,19 @@ void TcBlock::Impl::tc_key_train(const Signal& s, BlockContext& c) {
   // and left it known: the direct reads in the middle of an active batch
   // then take the short way (train_read).
   uint32_t tx_ref = kNoRecord;
-  constexpr uint32_t kStage2Ahead = 4;  // records: time for a row to load, not so long it leaves the cache
+  // Stages 2-4 run this many records ahead of the reads (the first read
+  // takes them all for the records up to there): time for a line to load,
+  // not so long that it leaves the cache.
+  const auto ahead = [&](uint32_t i, uint32_t distance, auto&& stage) {
+    for (uint32_t j = i == 0 ? 0 : i + distance; j <= i + distance && j < n; ++j) stage(j);
+  };
   for (uint32_t i = 0; i < n; ++i) {
-    for (uint32_t j = i == 0 ? 0 : i + kStage2Ahead; j <= i + kStage2Ahead && j < n; ++j) train_overflow(j);
+    ahead(i, 4, [&](uint32_t j) { train_overflow(j); });
+    ahead(i, 3, [&](uint32_t j) { train_hidden_lookup(j, c); });
+    ahead(i, 1, [&](uint32_t j) { train_base_rows(j); });
     if (train_notes[i] != 0 && tx_ref != kNoRecord && train_read(tx_ref, i, c)) continue;
-    key_req(s.sender_node, train_reqs[i], train_notes[i], train_notes[i] != 0 ? &train_keys[i] : nullptr, c);
+    const bool known = train_note(i) != 0 || train_unique[i].done;
+    key_req(s.sender_node, train_reqs[i], train_note(i), known ? &train_keys[i] : nullptr, c, &train_unique[i]);
     if (!tx_by_id.find(reply.tx.value, tx_ref)) tx_ref = kNoRecord;
   }
   flush_reply(c);
@@ -537,11 +584,72 @@ void TcBlock::Impl::tc_key_train(const Signal& s, BlockContext& c) {
 void TcBlock::Impl::train_overflow(uint32_t i) {
   const void* block = train_buckets[i];
   if (block == nullptr) return;  // stage 1 set it only for a direct read
-  const uint32_t partition = partition_of_note(train_notes[i]);
+  const uint64_t note = train_note(i);
+  const uint32_t partition = partition_of_note(note);
   EncodedKey& k = train_keys[i];
   k.candidate_count = direct_ldm[ldm_of(partition)]->prefetch_rows(
-      train_reqs[i].table_id, partition, static_cast<uint32_t>(train_notes[i]), block, train_rows[i].data(), 2);
+      train_tables[i], partition, static_cast<uint32_t>(note), block, train_rows[i].data(), 2);
   train_buckets[i] = nullptr;
+}
+
+// Stage 3 of train record i, a read-committed read by unique key whose
+// hidden row's LDM is on this thread: the hidden lookup runs (see
+// UniqueAhead), and the base read's key is encoded and routed and, when its
+// LDM is here too, its bucket loaded.
+void TcBlock::Impl::train_hidden_lookup(uint32_t i, BlockContext& c) {
+  const uint64_t note = train_unique_notes[i];
+  if (note == 0) return;
+  const TcKeyReq& r = train_reqs[i];
+  const TcTable* base = table(r.table_id);  // stage 0 found it, and its hidden table
+  const TcTable* hidden = nullptr;
+  std::size_t at = 0;
+  if (base == nullptr || hidden_key(*base, r, hidden, section_a, at) != ErrorCode::kNone) return;
+  LdmBlock* ldm = direct_ldm[ldm_of(partition_of_note(note))];
+  if (ldm == nullptr || kKeyDataRecordHeaderBytes + hidden->max_read_bytes > kHiddenRowBytes) return;
+  LqhKeyReq lqh;
+  lqh.op = OpType::kRead;
+  lqh.lock = LockMode::kCommitted;
+  lqh.api_node = reply.api_node;
+  lqh.api_conn = r.api_conn;
+  lqh.op_index = r.op_index;
+  lqh.table_id = hidden->def.table_id;
+  lqh.table_version = hidden->def.version;
+  lqh.result_to = ResultTo::kTc;
+  lqh.key = std::span(section_a).first(at);
+  lqh.partition = partition_of_note(note);
+  lqh.key_hash = static_cast<uint32_t>(note);
+  lqh.tx = r.tx;
+  train_unique_notes[i] = 0;  // the record takes its lookup's outcome; train_keys[i] becomes the base key
+  const std::span<std::byte> room = std::span(train_hidden_rows).subspan(i * kHiddenRowBytes, kHiddenRowBytes);
+  LdmBlock::Into into{room};
+  UniqueAhead& u = train_unique[i];
+  u = {true, ldm->read_committed_now(lqh, c, nullptr, &train_keys[i], &into), {}, 0};
+  if (u.error != ErrorCode::kNone) return;
+  u.hidden_row = room.subspan(kKeyDataRecordHeaderBytes, into.written - kKeyDataRecordHeaderBytes);
+  if (base_key_of_unique(*base, *hidden, u.hidden_row, section_a, at) != ErrorCode::kNone) return;
+  const std::span<std::byte> key = std::span(train_key_bytes).subspan(i * kMaxKeyBytes, kMaxKeyBytes);
+  auto length = encode_key_section(base->pk, std::span(section_a).first(at), key);
+  if (!length) return;  // the base read finds the fault again
+  const uint64_t hash = hash_key(key.data(), *length);
+  const uint32_t partition = partition_of(hash, base->def.partitions);
+  train_keys[i] = {key.first(*length), hash};
+  train_tables[i] = base->def.table_id;
+  u.base_note = route_note(*base, 0, partition, static_cast<uint32_t>(hash));
+  if (const LdmBlock* base_ldm = direct_ldm[ldm_of(partition)])
+    train_buckets[i] = base_ldm->prefetch_bucket(base->def.table_id, partition, static_cast<uint32_t>(hash));
+}
+
+// Stage 4: the rows of the base key's bucket that stage 3 loaded.
+void TcBlock::Impl::train_base_rows(uint32_t i) {
+  const void* bucket = train_buckets[i];
+  const uint64_t note = train_unique[i].base_note;
+  if (!train_unique[i].done || note == 0 || bucket == nullptr) return;
+  train_buckets[i] = nullptr;
+  const uint32_t partition = partition_of_note(note);
+  EncodedKey& k = train_keys[i];
+  k.candidate_count = direct_ldm[ldm_of(partition)]->prefetch_rows(
+      train_tables[i], partition, static_cast<uint32_t>(note), bucket, train_rows[i].data(), 2);
+  k.candidates = train_rows[i].data();
 }
 
 // What key_req, issue_user_op, read_now and op_done do for train record i,
@@ -597,19 +705,13 @@ void TcBlock::Impl::unique_lookup_done(uint32_t op_ref, const LqhKeyConf& conf, 
 // columns.
 void TcBlock::Impl::read_base_of_unique(uint32_t tx_ref, uint32_t op_index, uint32_t base_table, LockMode lock,
                                         std::span<const std::byte> columns, const TcTable& hidden,
-                                        std::span<const std::byte> hidden_row, BlockContext& c) {
+                                        std::span<const std::byte> hidden_row, BlockContext& c,
+                                        const EncodedKey* base_key, uint64_t base_note) {
   const TcTable* base = table(base_table);
   if (!base) return start_abort(tx_ref, ErrorCode::kNoSuchTable, op_index, c);
-  const std::size_t key_columns = hidden.def.primary_key.size();
   std::size_t at = 0;
-  ValueCursor cursor(hidden_row);
-  ValueEntry e;
-  while (cursor.next(e)) {
-    if (e.column < key_columns) continue;
-    const std::size_t k = e.column - key_columns;
-    if (k >= base->def.primary_key.size()) return start_abort(tx_ref, ErrorCode::kBadRequest, op_index, c);
-    at += put_value(std::span(section_a).subspan(at), base->def.primary_key[k], e.is_null, e.bytes);
-  }
+  if (const ErrorCode e = base_key_of_unique(*base, hidden, hidden_row, section_a, at); e != ErrorCode::kNone)
+    return start_abort(tx_ref, e, op_index, c);
   LqhKeyReq lqh;
   lqh.table_id = base->def.table_id;
   lqh.table_version = base->def.version;
@@ -620,9 +722,27 @@ void TcBlock::Impl::read_base_of_unique(uint32_t tx_ref, uint32_t op_index, uint
   lqh.op_index = op_index;
   lqh.key = std::span(section_a).first(at);
   lqh.columns = columns;
+  if (base_key != nullptr && read_route_note(base_note, *base, lqh.partition, lqh.key_hash))
+    return issue_user_op(tx_ref, op_index, lqh, c, base_key);
   ErrorCode error = ErrorCode::kNone;
   if (!route_key(*base, lqh.key, lqh, error)) return start_abort(tx_ref, error, op_index, c);
   issue_user_op(tx_ref, op_index, lqh, c);
+}
+
+ErrorCode TcBlock::Impl::base_key_of_unique(const TcTable& base, const TcTable& hidden,
+                                            std::span<const std::byte> hidden_row, std::span<std::byte> out,
+                                            std::size_t& length) const {
+  const std::size_t key_columns = hidden.def.primary_key.size();
+  length = 0;
+  ValueCursor cursor(hidden_row);
+  ValueEntry e;
+  while (cursor.next(e)) {
+    if (e.column < key_columns) continue;
+    const std::size_t k = e.column - key_columns;
+    if (k >= base.def.primary_key.size()) return ErrorCode::kBadRequest;
+    length += put_value(out.subspan(length), base.def.primary_key[k], e.is_null, e.bytes);
+  }
+  return ErrorCode::kNone;
 }
 
 // A write on a table with unique indexes: delete the old hidden rows and

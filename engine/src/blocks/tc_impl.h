@@ -127,12 +127,33 @@ struct TcBlock::Impl {
   std::array<protocol::TcKeyReq, protocol::kMaxTrainOps + 1> train_reqs{};  // + 1: see tc_key_train
   std::array<EncodedKey, protocol::kMaxTrainOps> train_keys{};
   std::array<uint64_t, protocol::kMaxTrainOps> train_notes{};
+  // A read by unique key's look-ahead is its hidden row's: that key's
+  // route note (0: none), train_notes[i] staying 0.
+  std::array<uint64_t, protocol::kMaxTrainOps> train_unique_notes{};
+  std::array<uint32_t, protocol::kMaxTrainOps> train_tables{};  // the table train_keys[i] is a key of
+  // A read by unique key whose hidden lookup ran ahead (stage 3; it is a
+  // read-committed read and no write runs inside the train's signal, so it
+  // finds what it would at its turn): its outcome, the hidden row (the
+  // values of a KeyDataTrain record in train_hidden_rows at
+  // i * kHiddenRowBytes), and, when stage 3 went on to route the base read
+  // (base_note not 0), train_keys[i] is the base key, whose rows stage 4
+  // loads.
+  struct UniqueAhead {
+    bool done = false;
+    protocol::ErrorCode error = protocol::ErrorCode::kNone;
+    std::span<const std::byte> hidden_row;
+    uint64_t base_note = 0;
+  };
+  static constexpr std::size_t kHiddenRowBytes = 256;  // a larger hidden row is not looked up ahead
+  std::array<UniqueAhead, protocol::kMaxTrainOps> train_unique{};
+  uint64_t train_note(uint32_t i) const { return train_notes[i] | train_unique_notes[i]; }
   std::array<std::array<uint32_t, 2>, protocol::kMaxTrainOps> train_rows{};  // EncodedKey::candidates
   // Stage 0's bucket (LdmBlock::prefetch_bucket); after stage 1, the
   // overflow block it started loading for a key its bucket did not list
   // (null: none), which stage 2 looks in a few records ahead of the reads.
   std::array<const void*, protocol::kMaxTrainOps> train_buckets{};
-  std::vector<std::byte> train_key_bytes;  // kMaxTrainOps * kMaxKeyBytes
+  std::vector<std::byte> train_key_bytes;    // kMaxTrainOps * kMaxKeyBytes
+  std::vector<std::byte> train_hidden_rows;  // kMaxTrainOps * kHiddenRowBytes
   // The KeyDataTrain its direct reads fill while it runs (active), sent
   // when it is full, when the train is done, and before anything else TC
   // sends the API (send_api), so that the API sees it in order.
@@ -176,9 +197,14 @@ struct TcBlock::Impl {
  private:
   // One request, alone or from a train: `note` is its route note (or 0),
   // `known` its key encoded and hashed when the note is valid (or null).
-  void key_req(NodeId sender, const protocol::TcKeyReq& req, uint64_t note, const EncodedKey* known, BlockContext& c);
+  void key_req(NodeId sender, const protocol::TcKeyReq& req, uint64_t note, const EncodedKey* known, BlockContext& c,
+               const UniqueAhead* ahead = nullptr);
+  protocol::ErrorCode hidden_key(const TcTable& t, const protocol::TcKeyReq& req, const TcTable*& hidden,
+                                 std::span<std::byte> out, std::size_t& length) const;
   bool train_read(uint32_t tx_ref, uint32_t i, BlockContext& c);
   void train_overflow(uint32_t i);
+  void train_hidden_lookup(uint32_t i, BlockContext& c);
+  void train_base_rows(uint32_t i);
   protocol::ErrorCode read_into_reply(const protocol::LqhKeyReq& lqh, LdmBlock& ldm, const EncodedKey* key,
                                       BlockContext& c);
   void flush_reply(BlockContext& c);
@@ -201,9 +227,17 @@ struct TcBlock::Impl {
   void refuse(NodeId sender, const protocol::TcKeyReq& req, protocol::ErrorCode error, BlockContext& c);
   void refuse_malformed(const Signal& s, const Status& why, BlockContext& c);
   void unique_lookup_done(uint32_t op_ref, const protocol::LqhKeyConf& conf, BlockContext& c);
+  // The base table's key section of a unique index's hidden row (its
+  // primary key columns after the unique ones), in `out`; kNone, or why not.
+  protocol::ErrorCode base_key_of_unique(const TcTable& base, const TcTable& hidden,
+                                         std::span<const std::byte> hidden_row, std::span<std::byte> out,
+                                         std::size_t& length) const;
+  // `base_key` and `base_note`, from a train's look-ahead (stage 3), are the
+  // base read's key encoded and routed, when valid.
   void read_base_of_unique(uint32_t tx_ref, uint32_t op_index, uint32_t base_table, protocol::LockMode lock,
                            std::span<const std::byte> columns, const TcTable& hidden,
-                           std::span<const std::byte> hidden_row, BlockContext& c);
+                           std::span<const std::byte> hidden_row, BlockContext& c, const EncodedKey* base_key = nullptr,
+                           uint64_t base_note = 0);
   void maintain_unique(uint32_t tx_ref, const Op& op, const protocol::LqhKeyConf& conf, BlockContext& c);
   void op_done(uint32_t tx_ref, BlockContext& c);
   void start_commit(uint32_t tx_ref, BlockContext& c);

@@ -543,6 +543,7 @@ TEST(LdmWithTcTest, AUniqueKeyLookupInACoLocatedLdmRunsDirectlyWithTheSameAnswer
     std::vector<Api::BatchOp> by_code_reads;
     for (uint32_t code = 1000; code < 1020; ++code)
       by_code_reads.push_back({OpType::kRead, LockMode::kCommitted, Values().u32(kCode, code), {}, by_code});
+    const LdmStats train_before = cluster.ldm(0).stats();
     const TxResult train = api.run_batch(t, by_code_reads, /*train=*/true);
     ASSERT_TRUE(train.ok) << error_text(train.error);
     ASSERT_EQ(train.rows.size(), 20u);
@@ -553,6 +554,48 @@ TEST(LdmWithTcTest, AUniqueKeyLookupInACoLocatedLdmRunsDirectlyWithTheSameAnswer
     uint32_t ended_alone = 0;
     for (uint32_t i = 0; i < 20; ++i) ended_alone += answers.back()[i].ended_with_data ? 1 : 0;
     EXPECT_EQ(train.train_ops.size(), ended_alone);
+    if (layout == Layout::kTcWithLdm0) {
+      // The train looks its hidden rows in LDM 0 up ahead, and then the
+      // base rows of those: each found among the rows its look-ahead listed.
+      // A base row in LDM 0 whose hidden row is LDM 1's is searched for.
+      const auto in_ldm0 = [](const TableDef& table, const Values& key) {
+        std::array<std::byte, kMaxKeyBytes> encoded{};
+        const uint32_t n = encode_key_section(KeyCodec::for_primary_key(table), key.bytes(), encoded).value();
+        return partition_of(hash_key(encoded.data(), n), table.partitions) % 2 == 0;
+      };
+      const IndexDef& index =
+          *std::find_if(t.indexes.begin(), t.indexes.end(), [&](const IndexDef& x) { return x.index_id == by_code; });
+      const TableDef hidden = hidden_unique_table(t, index);
+      uint64_t hidden_here = 0, both_here = 0, base_only_here = 0;
+      for (uint32_t code = 1000; code < 1020; ++code) {
+        const bool h = in_ldm0(hidden, Values().u32(0, code));
+        const bool b = in_ldm0(t, item_key(code - 1000));
+        hidden_here += h ? 1 : 0;
+        both_here += h && b ? 1 : 0;
+        base_only_here += !h && b ? 1 : 0;
+      }
+      EXPECT_EQ(both_here, ended_alone);
+      const LdmStats after = cluster.ldm(0).stats();
+      EXPECT_EQ(after.lookahead_hits - train_before.lookahead_hits, hidden_here + both_here);
+      EXPECT_EQ(after.index_searches - train_before.index_searches, base_only_here);
+    }
+
+    // A missing unique value in the middle of a train aborts it at its
+    // turn, wherever its hidden row would be: the train's update before it
+    // does not happen, and the lookups after it answer nothing.
+    for (uint32_t missing = 1040; missing < 1050; ++missing) {
+      std::vector<Api::BatchOp> ops;
+      for (uint32_t code = 1000; code < 1006; ++code)
+        ops.push_back({OpType::kRead, LockMode::kCommitted, Values().u32(kCode, code), {}, by_code});
+      ops.push_back({OpType::kUpdate, LockMode::kExclusive, item_key(2), Values().i32(kQty, 22)});
+      ops.push_back({OpType::kRead, LockMode::kCommitted, Values().u32(kCode, missing), {}, by_code});
+      for (uint32_t code = 1006; code < 1012; ++code)
+        ops.push_back({OpType::kRead, LockMode::kCommitted, Values().u32(kCode, code), {}, by_code});
+      const TxResult failed = api.run_batch(t, ops, /*train=*/true);
+      EXPECT_FALSE(failed.ok) << "code " << missing;
+      EXPECT_EQ(failed.error, ErrorCode::kNoSuchRow) << "code " << missing;
+    }
+    EXPECT_EQ(item_of(api.run(t, OpType::kRead, item_key(2)).rows.at(0)).qty, 2);
   }
   for (std::size_t i = 0; i < answers[0].size(); ++i) {
     SCOPED_TRACE("code " + std::to_string(1000 + i));
