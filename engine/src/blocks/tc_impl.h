@@ -202,6 +202,8 @@ struct TcBlock::Impl {
   protocol::ErrorCode hidden_key(const TcTable& t, const protocol::TcKeyReq& req, const TcTable*& hidden,
                                  std::span<std::byte> out, std::size_t& length) const;
   bool train_read(uint32_t tx_ref, uint32_t i, BlockContext& c);
+  void train_route(uint32_t i);
+  void train_bucket_rows(uint32_t i);
   void train_overflow(uint32_t i);
   void train_hidden_lookup(uint32_t i, BlockContext& c);
   void train_base_rows(uint32_t i);
