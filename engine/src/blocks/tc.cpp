@@ -486,6 +486,59 @@ void TcBlock::Impl::tc_key_req(const Signal& s, BlockContext& c) {
   key_req(s.sender_node, req, s.prefetch_note, p != nullptr ? &p->key : nullptr, c);
 }
 
+// Stage 0 of train record i: a read-committed read's key (a read by unique
+// key: its hidden row's) encoded, hashed and routed, and its bucket loaded
+// when its LDM is on this thread.
+[[gnu::always_inline]] inline void TcBlock::Impl::train_route(uint32_t i) {
+  train_notes[i] = 0;
+  train_unique_notes[i] = 0;
+  train_unique[i].done = false;
+  train_buckets[i] = nullptr;
+  const TcKeyReq& r = train_reqs[i];
+  if (!any_direct_ldm || r.op != OpType::kRead || r.lock != LockMode::kCommitted) return;
+  const TcTable* t = table(r.table_id);
+  if (t == nullptr || t->def.version != r.table_version) return;
+  // A read by unique key looks ahead for its hidden row: t becomes the
+  // hidden table, the section its key.
+  std::span<const std::byte> section = r.key;
+  if (r.flags & kFlagViaUnique) {
+    const TcTable* hidden = nullptr;
+    std::size_t at = 0;
+    if (hidden_key(*t, r, hidden, section_a, at) != ErrorCode::kNone) return;
+    t = hidden;
+    section = std::span(section_a).first(at);
+  }
+  const std::span<std::byte> key = std::span(train_key_bytes).subspan(i * kMaxKeyBytes, kMaxKeyBytes);
+  auto length = encode_key_section(t->pk, section, key);
+  if (!length) return;  // key_req finds the fault again and answers it
+  const uint64_t hash = hash_key(key.data(), *length);
+  const uint32_t partition = partition_of(hash, t->def.partitions);
+  train_keys[i] = {key.first(*length), hash};
+  (r.flags & kFlagViaUnique ? train_unique_notes : train_notes)[i] =
+      route_note(*t, 0, partition, static_cast<uint32_t>(hash));
+  train_tables[i] = t->def.table_id;
+  if (const LdmBlock* ldm = direct_ldm[ldm_of(partition)])
+    train_buckets[i] = ldm->prefetch_bucket(t->def.table_id, partition, static_cast<uint32_t>(hash));
+}
+
+// Stage 1: the rows the key's bucket lists under its hash bits, loaded and
+// named as its candidates (and the overflow block after a bucket that
+// lists none). Nothing is inserted into or erased from a hash index while
+// the train's signal runs (only direct reads run in an LDM inside it), so
+// the bucket stage 0 found is still the key's, and the rows it lists are
+// still the ones to compare when the read runs.
+[[gnu::always_inline]] inline void TcBlock::Impl::train_bucket_rows(uint32_t i) {
+  const uint64_t note = train_note(i);
+  if (note == 0) return;
+  const uint32_t partition = partition_of_note(note);
+  if (const LdmBlock* ldm = direct_ldm[ldm_of(partition)]) {
+    EncodedKey& k = train_keys[i];
+    k.candidate_count = ldm->prefetch_rows(train_tables[i], partition, static_cast<uint32_t>(note), train_buckets[i],
+                                           train_rows[i].data(), 2, &train_buckets[i]);
+    k.candidates = train_rows[i].data();
+  }
+}
+
 // A train runs as its requests would one by one, but reads ahead: the keys
 // of its read-committed reads (a read by unique key: its hidden row's key)
 // are encoded and hashed and their buckets loaded (stage 0), then their
@@ -525,9 +578,17 @@ void TcBlock::Impl::tc_key_train(const Signal& s, BlockContext& c) {
     for (uint32_t j = i == 0 ? 0 : i + distance; j <= i + distance && j < n; ++j) stage(j);
   };
   for (uint32_t i = 0; i < n; ++i) {
-    ahead(i, 4, [&](uint32_t j) { train_overflow(j); });
-    ahead(i, 3, [&](uint32_t j) { train_hidden_lookup(j, c); });
-    ahead(i, 1, [&](uint32_t j) { train_base_rows(j); });
+    // The tests here are the stages' own first ones, inline: most records
+    // of most trains need none of them.
+    ahead(i, 4, [&](uint32_t j) {
+      if (train_buckets[j] != nullptr) train_overflow(j);
+    });
+    ahead(i, 3, [&](uint32_t j) {
+      if (train_unique_notes[j] != 0) train_hidden_lookup(j, c);
+    });
+    ahead(i, 1, [&](uint32_t j) {
+      if (train_unique[j].done) train_base_rows(j);
+    });
     if (train_notes[i] != 0 && tx_ref != kNoRecord && train_read(tx_ref, i, c)) continue;
     const bool known = train_note(i) != 0 || train_unique[i].done;
     key_req(s.sender_node, train_reqs[i], train_note(i), known ? &train_keys[i] : nullptr, c, &train_unique[i]);
@@ -535,59 +596,6 @@ void TcBlock::Impl::tc_key_train(const Signal& s, BlockContext& c) {
   }
   flush_reply(c);
   reply.active = false;
-}
-
-// Stage 0 of train record i: a read-committed read's key (a read by unique
-// key: its hidden row's) encoded, hashed and routed, and its bucket loaded
-// when its LDM is on this thread.
-void TcBlock::Impl::train_route(uint32_t i) {
-  train_notes[i] = 0;
-  train_unique_notes[i] = 0;
-  train_unique[i].done = false;
-  train_buckets[i] = nullptr;
-  const TcKeyReq& r = train_reqs[i];
-  if (!any_direct_ldm || r.op != OpType::kRead || r.lock != LockMode::kCommitted) return;
-  const TcTable* t = table(r.table_id);
-  if (t == nullptr || t->def.version != r.table_version) return;
-  // A read by unique key looks ahead for its hidden row: t becomes the
-  // hidden table, the section its key.
-  std::span<const std::byte> section = r.key;
-  if (r.flags & kFlagViaUnique) {
-    const TcTable* hidden = nullptr;
-    std::size_t at = 0;
-    if (hidden_key(*t, r, hidden, section_a, at) != ErrorCode::kNone) return;
-    t = hidden;
-    section = std::span(section_a).first(at);
-  }
-  const std::span<std::byte> key = std::span(train_key_bytes).subspan(i * kMaxKeyBytes, kMaxKeyBytes);
-  auto length = encode_key_section(t->pk, section, key);
-  if (!length) return;  // key_req finds the fault again and answers it
-  const uint64_t hash = hash_key(key.data(), *length);
-  const uint32_t partition = partition_of(hash, t->def.partitions);
-  train_keys[i] = {key.first(*length), hash};
-  (r.flags & kFlagViaUnique ? train_unique_notes : train_notes)[i] =
-      route_note(*t, 0, partition, static_cast<uint32_t>(hash));
-  train_tables[i] = t->def.table_id;
-  if (const LdmBlock* ldm = direct_ldm[ldm_of(partition)])
-    train_buckets[i] = ldm->prefetch_bucket(t->def.table_id, partition, static_cast<uint32_t>(hash));
-}
-
-// Stage 1: the rows the key's bucket lists under its hash bits, loaded and
-// named as its candidates (and the overflow block after a bucket that
-// lists none). Nothing is inserted into or erased from a hash index while
-// the train's signal runs (only direct reads run in an LDM inside it), so
-// the bucket stage 0 found is still the key's, and the rows it lists are
-// still the ones to compare when the read runs.
-void TcBlock::Impl::train_bucket_rows(uint32_t i) {
-  const uint64_t note = train_note(i);
-  if (note == 0) return;
-  const uint32_t partition = partition_of_note(note);
-  if (const LdmBlock* ldm = direct_ldm[ldm_of(partition)]) {
-    EncodedKey& k = train_keys[i];
-    k.candidate_count = ldm->prefetch_rows(train_tables[i], partition, static_cast<uint32_t>(note), train_buckets[i],
-                                           train_rows[i].data(), 2, &train_buckets[i]);
-    k.candidates = train_rows[i].data();
-  }
 }
 
 // Stage 2 of train record i: when stage 1 found no candidate in its bucket
