@@ -483,7 +483,61 @@ void TcBlock::Impl::tc_key_req(const Signal& s, BlockContext& c) {
   TcKeyReq req;
   if (const Status decoded = decode_tc_key_req(s, req); !decoded) return refuse_malformed(s, decoded, c);
   const PreparedKey* p = (s.prefetch_note >> 63) != 0 ? prepared_for(s) : nullptr;
-  key_req(s.sender_node, req, s.prefetch_note, p != nullptr ? &p->key : nullptr, c);
+  const EncodedKey* known = p != nullptr ? &p->key : nullptr;
+  if (one_shot_read(s.sender_node, req, s.prefetch_note, known, c)) return;
+  key_req(s.sender_node, req, s.prefetch_note, known, c);
+}
+
+// A transaction of one read-committed read by primary key whose LDM is on
+// this thread (start, execute and commit in one TcKeyReq: a serial or
+// asynchronous pk read) needs no transaction record: the read runs at once
+// and its KeyDataConf ends the transaction, or it fails and a TcKeyRef
+// says why, as key_req's path answers it (read_now, start_abort,
+// abort_ready) with the record allocated and freed around it. False
+// (nothing done) for anything else, which key_req takes, and for a request
+// it would refuse (a transaction id in use, a sender that is not the id's
+// node, an overloaded link to the API), which it refuses.
+bool TcBlock::Impl::one_shot_read(NodeId sender, const TcKeyReq& req, uint64_t note, const EncodedKey* known,
+                                  BlockContext& c) {
+  constexpr uint32_t kOneShot = kFlagStartTx | kFlagExecute | kFlagCommit;
+  if ((req.flags & (kOneShot | kFlagViaUnique)) != kOneShot || req.op != OpType::kRead ||
+      req.lock != LockMode::kCommitted || req.batch_ops != 1 || !any_direct_ldm || req.tx.api_node() != sender)
+    return false;
+  const TcTable* t = table(req.table_id);
+  if (t == nullptr || t->def.version != req.table_version) return false;
+  LqhKeyReq lqh;
+  lqh.op = OpType::kRead;
+  lqh.lock = LockMode::kCommitted;
+  lqh.api_node = sender;
+  lqh.api_conn = req.api_conn;
+  lqh.op_index = req.op_index;
+  lqh.table_id = req.table_id;
+  lqh.table_version = req.table_version;
+  lqh.key = req.key;
+  lqh.columns = req.columns;
+  lqh.tx = req.tx;
+  EncodedKey encoded;
+  const EncodedKey* key = known;
+  if (known == nullptr || !read_route_note(note, *t, lqh.partition, lqh.key_hash)) {
+    ErrorCode error = ErrorCode::kNone;
+    if (!route_key(*t, req.key, lqh, error, &encoded)) return false;
+    key = &encoded;
+  }
+  LdmBlock* ldm = direct_ldm[ldm_of(lqh.partition)];
+  uint32_t in_use = kNoRecord;
+  if (ldm == nullptr || tx_by_id.find(req.tx.value, in_use) ||
+      c.pressure_to(sender) == transport::SendPressure::kOverload)
+    return false;
+  ++counters.operations;
+  const TcKeyConf end{req.api_conn, req.tx, 1, 1, true};
+  const ErrorCode error = ldm->read_committed_now(lqh, c, &end, key);
+  if (error == ErrorCode::kNone) {
+    ++counters.transactions_committed;
+    return true;
+  }
+  ++counters.transactions_aborted;
+  send_api(c, sender, TcKeyRef{req.api_conn, req.tx, req.op_index, error});
+  return true;
 }
 
 // Stage 0 of train record i: a read-committed read's key (a read by unique

@@ -178,6 +178,8 @@ struct TcBlock::Impl {
   void prefetch(const Signal& s, int stage) const;
   void schema_install(const Signal& s, BlockContext& c);
   void tc_key_req(const Signal& s, BlockContext& c);
+  bool one_shot_read(NodeId sender, const protocol::TcKeyReq& req, uint64_t note, const EncodedKey* known,
+                     BlockContext& c);
   void tc_key_train(const Signal& s, BlockContext& c);
   void lqh_key_conf(const Signal& s, BlockContext& c);
   void lqh_key_ref(const Signal& s, BlockContext& c);

@@ -43,8 +43,10 @@ class Cluster {
     tc.ldm_instances = 2;
     tc.deadlock_timeout_ms = 300;
     tc.timer_period_ms = tc_timer_ms;
-    EXPECT_TRUE(rt_->add_block(std::make_unique<TcBlock>(tc),
-                               layout == Layout::kSeparate ? ThreadType::kTc : ThreadType::kLdm, 0));
+    auto tc_block = std::make_unique<TcBlock>(tc);
+    tc_ = tc_block.get();
+    EXPECT_TRUE(
+        rt_->add_block(std::move(tc_block), layout == Layout::kSeparate ? ThreadType::kTc : ThreadType::kLdm, 0));
     EXPECT_TRUE(rt_->add_block(std::make_unique<DictBlock>(1, 2, 4), ThreadType::kMain, 0));
     for (uint16_t i = 0; i < 2; ++i) {
       LdmOptions o;
@@ -72,6 +74,8 @@ class Cluster {
   }
   Inbox& inbox() { return inbox_; }
   const LdmBlock& ldm(uint16_t instance) const { return *ldm_[instance]; }
+  // Read once the cluster is quiet (the test has its answers).
+  const TcBlock& tc() const { return *tc_; }
   // Signals the thread named ("ldm 0") has executed, once it is quiet: a
   // thread counts a batch's signals after it ran them (and sent answers).
   uint64_t signals_on(const std::string& thread_name) const {
@@ -109,6 +113,7 @@ class Cluster {
   std::unique_ptr<Runtime> rt_;
   Inbox inbox_;
   LdmBlock* ldm_[2] = {};
+  TcBlock* tc_ = nullptr;
 };
 
 struct TxResult {
@@ -491,6 +496,62 @@ TEST(LdmWithTcTest, ReadCommittedRunsInACoLocatedLdmDirectlyWithTheSameAnswers) 
     }
   }
   EXPECT_EQ(answers[1][45].error, ErrorCode::kNoSuchRow);
+}
+
+// A transaction of one read-committed read, run directly, keeps no
+// transaction record in TC: it answers as one that does (the row in a
+// KeyDataConf, or a TcKeyRef naming the read and its error), counts as
+// committed or aborted, and is refused as key_req refuses: a transaction id
+// in use is a bad request, and the transaction using it goes on.
+TEST(LdmWithTcTest, AOneReadTransactionRunDirectlyAnswersAsAnyOther) {
+  Cluster cluster(Layout::kTcWithLdm0, /*tc_timer_ms=*/600000);
+  Api api(cluster);
+  const TableDef t = cluster.create(plain_items());
+  const KeyCodec pk = KeyCodec::for_primary_key(t);
+  const auto on_ldm0 = [&](uint64_t id) {
+    std::array<std::byte, kMaxKeyBytes> key{};
+    const uint32_t n = encode_key_section(pk, item_key(id).bytes(), key).value();
+    return partition_of(hash_key(key.data(), n), t.partitions) % 2 == 0;
+  };
+  std::vector<uint64_t> here;  // ids whose rows are LDM 0's
+  for (uint64_t id = 0; id < 200 && here.size() < 12; ++id)
+    if (on_ldm0(id)) here.push_back(id);
+  ASSERT_EQ(here.size(), 12u);
+  for (std::size_t i = 0; i < 8; ++i)
+    ASSERT_TRUE(
+        api.run(t, OpType::kInsert, item_key(here[i]), item_values(here[i], Item{int32_t(here[i]), "n", std::nullopt}))
+            .ok);
+  const TcCounters before = cluster.tc().counters();
+  for (std::size_t i = 0; i < 12; ++i) {  // the last four do not exist
+    const TxResult r = api.run(t, OpType::kRead, item_key(here[i]));
+    if (i < 8) {
+      ASSERT_TRUE(r.ok) << "id " << here[i];
+      EXPECT_TRUE(r.ended_with_data);
+      ASSERT_EQ(r.rows.size(), 1u);
+      EXPECT_EQ(item_of(r.rows[0]).qty, static_cast<int32_t>(here[i]));
+    } else {
+      EXPECT_FALSE(r.ok);
+      EXPECT_EQ(r.error, ErrorCode::kNoSuchRow) << "id " << here[i];
+    }
+  }
+  const TcCounters after = cluster.tc().counters();
+  EXPECT_EQ(after.transactions_committed - before.transactions_committed, 8u);
+  EXPECT_EQ(after.transactions_aborted - before.transactions_aborted, 4u);
+  EXPECT_EQ(after.operations - before.operations, 12u);
+
+  // A transaction holds an update of here[0], not yet committed; a
+  // one-read transaction under its id is refused, and the update commits.
+  const TxId open = api.tx_of_next();
+  const uint32_t open_conn =
+      api.send(t, OpType::kUpdate, item_key(here[0]), Values().i32(kQty, 500), /*commit=*/false, std::nullopt);
+  ASSERT_TRUE(api.wait(open_conn).ok);
+  const TxResult clash = api.run(t, OpType::kRead, item_key(here[1]), {}, true, open);
+  EXPECT_FALSE(clash.ok);
+  EXPECT_EQ(clash.error, ErrorCode::kBadRequest);
+  EXPECT_EQ(item_of(api.run(t, OpType::kRead, item_key(here[0])).rows.at(0)).qty, static_cast<int32_t>(here[0]))
+      << "a committed read sees the row as it was";
+  api.commit(open, open_conn);
+  EXPECT_EQ(item_of(api.run(t, OpType::kRead, item_key(here[0])).rows.at(0)).qty, 500);
 }
 
 // A read by unique key whose hidden row lies in an LDM of TC's own thread
