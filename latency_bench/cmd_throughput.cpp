@@ -73,11 +73,16 @@ void add_targets(const Options& o, ThroughputReport& r) {
     r.targets.push_back(unevaluated_target(
         rate, "the node has " + std::to_string(r.conditions.ldm_threads) + " LDM threads (or did not say)"));
   else
-    r.targets.push_back(evaluated_target(rate, reads_per_s / 1e6, kTargetReadsPerS / 1e6, "M reads/s",
-                                         r.conditions.node_layout.find("single") != std::string::npos
-                                             ? "single-threaded node: its one thread is the LDM thread"
-                                             : "one ldm thread",
-                                         true));
+    // flexAsynch, where the figure comes from, bundles many lookups per
+    // round trip (seeds/000_*): say how many this run did.
+    r.targets.push_back(evaluated_target(
+        rate, reads_per_s / 1e6, kTargetReadsPerS / 1e6, "M reads/s",
+        std::string(r.conditions.node_layout.find("single") != std::string::npos
+                        ? "single-threaded node: its one thread is the LDM thread"
+                        : "one ldm thread") +
+            "; " + std::to_string(r.conditions.plan.batch) + " read" + (r.conditions.plan.batch == 1 ? "" : "s") +
+            " per transaction" + (r.conditions.plan.batch == 1 ? ", --batch 20 bundles them as flexAsynch does" : ""),
+        true));
   const std::string redis = "asynchronous pk reads: >= 2x redis-server's pipelined GET rate (-P 32)";
   if (!r.redis_measured)
     r.targets.push_back(unevaluated_target(redis, "needs --compare"));
