@@ -673,6 +673,60 @@ TEST(LdmWithTcTest, AUniqueKeyLookupInACoLocatedLdmRunsDirectlyWithTheSameAnswer
   }
 }
 
+// A train's reads by a unique key whose hidden rows are too wide for the
+// look-ahead's room (a 300-byte VARCHAR key: over 256 bytes) are not looked
+// up ahead: they take the path of a lone read by unique key, with the same
+// answers, a missing value aborting the train.
+TEST(LdmWithTcTest, WideUniqueKeysInATrainAreLookedUpAtTheirTurn) {
+  Cluster cluster(Layout::kTcWithLdm0, /*tc_timer_ms=*/600000);
+  Api api(cluster);
+  TableDef wide;
+  wide.name = "wide";
+  wide.partitions = 8;
+  wide.columns = {column("id", ColumnType::kUint64), column("tag", ColumnType::kVarChar, 300, true)};
+  wide.primary_key = {0};
+  wide.indexes = {IndexDef{"by_tag", IndexKind::kUnique, {1}, 0}};
+  const TableDef t = cluster.create(wide);
+  const uint32_t by_tag = index_id_of(t, "by_tag");
+  const auto tag = [](uint64_t id) { return std::string(290, 'x') + std::to_string(id); };
+  for (uint64_t id = 0; id < 24; ++id)
+    ASSERT_TRUE(api.run(t, OpType::kInsert, Values().u64(0, id), Values().u64(0, id).str(1, tag(id))).ok);
+  const LdmStats before = cluster.ldm(0).stats();
+  std::vector<Api::BatchOp> reads;
+  for (uint64_t id = 0; id < 24; ++id)
+    reads.push_back({OpType::kRead, LockMode::kCommitted, Values().str(1, tag(id)), {}, by_tag});
+  const TxResult r = api.run_batch(t, reads, /*train=*/true);
+  ASSERT_TRUE(r.ok) << error_text(r.error);
+  ASSERT_EQ(r.rows.size(), 24u);
+  std::set<uint64_t> ids;
+  for (const RowValues& row : r.rows) {
+    const uint64_t id = int_of<uint64_t>(row.at(0));
+    EXPECT_EQ(str_of(row.at(1)), tag(id));
+    ids.insert(id);
+  }
+  EXPECT_EQ(ids.size(), 24u);
+  // Stages 0-1 still listed each hidden key's candidates, but no lookup ran
+  // ahead, so no base key was: every base row in LDM 0 was searched for.
+  const auto in_ldm0 = [](const TableDef& table, const Values& key) {
+    std::array<std::byte, kMaxKeyBytes> encoded{};
+    const uint32_t n = encode_key_section(KeyCodec::for_primary_key(table), key.bytes(), encoded).value();
+    return partition_of(hash_key(encoded.data(), n), table.partitions) % 2 == 0;
+  };
+  const TableDef hidden = hidden_unique_table(t, t.indexes.at(0));
+  uint64_t hidden_here = 0, base_here = 0;
+  for (uint64_t id = 0; id < 24; ++id) {
+    hidden_here += in_ldm0(hidden, Values().str(0, tag(id))) ? 1 : 0;
+    base_here += in_ldm0(t, Values().u64(0, id)) ? 1 : 0;
+  }
+  const LdmStats after = cluster.ldm(0).stats();
+  EXPECT_EQ(after.lookahead_hits - before.lookahead_hits, hidden_here);
+  EXPECT_EQ(after.index_searches - before.index_searches, base_here);
+  reads.insert(reads.begin() + 5, {OpType::kRead, LockMode::kCommitted, Values().str(1, tag(99)), {}, by_tag});
+  const TxResult missing = api.run_batch(t, reads, /*train=*/true);
+  EXPECT_FALSE(missing.ok);
+  EXPECT_EQ(missing.error, ErrorCode::kNoSuchRow);
+}
+
 // A read-committed read that runs directly sees what one sent as a signal
 // sees: the last committed version, not its own transaction's pending
 // change; when it fails, the whole transaction (its writes too) aborts; and
