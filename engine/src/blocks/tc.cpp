@@ -121,9 +121,10 @@ bool TcBlock::Impl::find_direct_ldms(BlockContext& c) {
 }
 
 // The reads TC will run directly: start loading the key's hash bucket
-// (stage 0), then its rows (stage 1), as the LDM does for its own queue.
-// Stage 0 also leaves the key's route on the signal (route_note) for stage
-// 1 and for tc_key_req, and the encoded key in a PreparedKey slot.
+// (stage 0), then its rows (stage 1), as the LDM does for its own queue;
+// for a read by unique key, its hidden row's key. Stage 0 also leaves the
+// key's route on the signal (route_note) for stage 1 and for tc_key_req,
+// and the encoded key in a PreparedKey slot.
 void TcBlock::Impl::prefetch(const Signal& s, int stage) const {
   if (stage == 1) {
     // Stage 0 read the request: its slot has the table, the note the route
@@ -139,20 +140,33 @@ void TcBlock::Impl::prefetch(const Signal& s, int stage) const {
   if (!peek_tc_key_read(s, r)) return;
   const TcTable* t = table(r.table_id);
   if (t == nullptr) return;
+  std::span<const std::byte> section = r.key;
+  std::array<std::byte, 2 * kMaxKeyBytes> unique_section;  // a hint: a key that does not fit is not prefetched
+  if (r.index_id != 0) {
+    TcKeyReq req;
+    req.index_id = r.index_id;
+    req.key = r.key;
+    const TcTable* hidden = nullptr;
+    std::size_t at = 0;
+    if (hidden_key(*t, req, hidden, unique_section, at) != ErrorCode::kNone) return;
+    t = hidden;
+    section = std::span(unique_section).first(at);
+  }
   uint32_t partition = 0, key_hash = 0;
   if (!read_route_note(s.prefetch_note, *t, partition, key_hash)) {
     const uint32_t slot = prepared_next;
     prepared_next = slot + 1 == prepared.size() ? 0 : slot + 1;
     const std::span<std::byte> key = std::span(prepared_bytes).subspan(slot * kMaxKeyBytes, kMaxKeyBytes);
-    auto length = encode_key_section(t->pk, r.key, key);
+    auto length = encode_key_section(t->pk, section, key);
     if (!length) return;
     const uint64_t hash = hash_key(key.data(), *length);
     partition = partition_of(hash, t->def.partitions);
     key_hash = static_cast<uint32_t>(hash);
     s.prefetch_note = route_note(*t, slot, partition, key_hash);
-    prepared[slot] = {&s, s.prefetch_note, r.table_id, {key.first(*length), hash}};
+    prepared[slot] = {&s, s.prefetch_note, t->def.table_id, {key.first(*length), hash}};
   }
-  if (const LdmBlock* ldm = direct_ldm[ldm_of(partition)]) ldm->prefetch_key(r.table_id, partition, key_hash, stage);
+  if (const LdmBlock* ldm = direct_ldm[ldm_of(partition)])
+    ldm->prefetch_key(t->def.table_id, partition, key_hash, stage);
 }
 
 // The key prefetch() prepared for `s` (its note names the slot), if the

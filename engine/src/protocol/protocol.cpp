@@ -224,8 +224,8 @@ Result<TcKeyReq> decode_tc_key_req(const Signal& s) {
 
 bool peek_tc_key_read(const Signal& s, TcKeyReadRoute& out) {
   if (s.number() != gsn::kTcKeyReq || s.word_count() != 10 || s.section_count() == 0) return false;  // the shape
-  if (s.word(5) != op_bits(OpType::kRead, LockMode::kCommitted) || (s.word(6) & kFlagViaUnique) != 0) return false;
-  out = {s.word(3), s.section(0)};
+  if (s.word(5) != op_bits(OpType::kRead, LockMode::kCommitted)) return false;
+  out = {s.word(3), (s.word(6) & kFlagViaUnique) != 0 ? s.word(8) : 0, s.section(0)};
   return true;
 }
 

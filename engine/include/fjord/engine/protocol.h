@@ -602,11 +602,12 @@ SignalOut encode(const KeyDataTrain& m);
 Result<TcKeyReq> decode_tc_key_req(const Signal& s);
 // The same into `out` (TC's hot path: no Result to build and copy).
 Status decode_tc_key_req(const Signal& s, TcKeyReq& out);
-// What TC's prefetch needs of a TcKeyReq that reads by primary key without
-// locks, read without decoding or checking the rest: false for any other
-// signal or request.
+// What TC's prefetch needs of a TcKeyReq that reads by primary or unique
+// key without locks, read without decoding or checking the rest: false for
+// any other signal or request.
 struct TcKeyReadRoute {
   uint32_t table_id = 0;
+  uint32_t index_id = 0;           // a read by unique key: its index (0: by primary key)
   std::span<const std::byte> key;  // section 0, unchecked
 };
 bool peek_tc_key_read(const Signal& s, TcKeyReadRoute& out);
