@@ -43,6 +43,37 @@ bool read_route_note(uint64_t note, const TcTable& t, uint32_t& partition, uint3
   return partition < t.def.partitions;
 }
 uint32_t slot_of_note(uint64_t note) { return static_cast<uint32_t>(note >> 45) & 7; }
+// The LqhKeyReq for a request on its own table, as far as the request says
+// (routing and the transaction's id are the caller's).
+LqhKeyReq user_lqh(const TcKeyReq& req, NodeId api_node) {
+  LqhKeyReq lqh;
+  lqh.op = req.op;
+  lqh.lock = req.lock;
+  lqh.api_node = api_node;
+  lqh.api_conn = req.api_conn;
+  lqh.op_index = req.op_index;
+  lqh.table_id = req.table_id;
+  lqh.table_version = req.table_version;
+  lqh.key = req.key;
+  lqh.values = req.values;
+  lqh.columns = req.columns;
+  return lqh;
+}
+// The lookup of a read by unique key's hidden row: `key` is its key section
+// on the hidden table, and every column comes back to TC.
+LqhKeyReq hidden_lqh(const TcKeyReq& req, NodeId api_node, const TcTable& hidden, std::span<const std::byte> key) {
+  LqhKeyReq lqh;
+  lqh.op = OpType::kRead;
+  lqh.lock = req.lock;
+  lqh.api_node = api_node;
+  lqh.api_conn = req.api_conn;
+  lqh.op_index = req.op_index;
+  lqh.table_id = hidden.def.table_id;
+  lqh.table_version = hidden.def.version;
+  lqh.result_to = ResultTo::kTc;
+  lqh.key = key;
+  return lqh;
+}
 Address ldm_address(BlockContext& c, uint16_t ldm) { return {c.self_node(), {block_numbers::kLdm, ldm}}; }
 }  // namespace
 
@@ -400,19 +431,9 @@ void TcBlock::Impl::send_lqh(uint32_t op_ref, const LqhKeyReq& req, BlockContext
   if (!t) return start_abort(tx_ref, ErrorCode::kNoSuchTable, req.op_index, c);
   if (t->def.version != req.table_version) return start_abort(tx_ref, ErrorCode::kSchemaVersion, req.op_index, c);
 
-  LqhKeyReq lqh;
-  lqh.op = req.op;
-  lqh.lock = req.lock;
-  lqh.api_node = sender;
-  lqh.api_conn = req.api_conn;
-  lqh.op_index = req.op_index;
   ErrorCode error = ErrorCode::kNone;
   if ((req.flags & kFlagViaUnique) == 0) {
-    lqh.table_id = req.table_id;
-    lqh.table_version = req.table_version;
-    lqh.key = req.key;
-    lqh.values = req.values;
-    lqh.columns = req.columns;
+    LqhKeyReq lqh = user_lqh(req, sender);
     // The key encoded and hashed once, here or by prefetch(), for TC's routing and a direct read.
     EncodedKey encoded;
     const EncodedKey* key = &encoded;
@@ -434,11 +455,7 @@ void TcBlock::Impl::send_lqh(uint32_t op_ref, const LqhKeyReq& req, BlockContext
     return read_base_of_unique(tx_ref, req.op_index, req.table_id, req.lock, req.columns, *hidden, ahead->hidden_row, c,
                                known, ahead->base_note);
   }
-  lqh.table_id = hidden->def.table_id;
-  lqh.table_version = hidden->def.version;
-  lqh.op = OpType::kRead;
-  lqh.result_to = ResultTo::kTc;
-  lqh.key = std::span(section_a).first(at);
+  LqhKeyReq lqh = hidden_lqh(req, sender, *hidden, std::span(section_a).first(at));
   // `known`, from a train's look-ahead, is then the hidden key's.
   if (known == nullptr || !read_route_note(note, *hidden, lqh.partition, lqh.key_hash)) {
     known = nullptr;
@@ -519,16 +536,7 @@ bool TcBlock::Impl::one_shot_read(NodeId sender, const TcKeyReq& req, uint64_t n
     return false;
   const TcTable* t = table(req.table_id);
   if (t == nullptr || t->def.version != req.table_version) return false;
-  LqhKeyReq lqh;
-  lqh.op = OpType::kRead;
-  lqh.lock = LockMode::kCommitted;
-  lqh.api_node = sender;
-  lqh.api_conn = req.api_conn;
-  lqh.op_index = req.op_index;
-  lqh.table_id = req.table_id;
-  lqh.table_version = req.table_version;
-  lqh.key = req.key;
-  lqh.columns = req.columns;
+  LqhKeyReq lqh = user_lqh(req, sender);
   lqh.tx = req.tx;
   EncodedKey encoded;
   const EncodedKey* key = known;
@@ -694,16 +702,7 @@ void TcBlock::Impl::train_hidden_lookup(uint32_t i, BlockContext& c) {
   if (base == nullptr || hidden_key(*base, r, hidden, section_a, at) != ErrorCode::kNone) return;
   LdmBlock* ldm = direct_ldm[ldm_of(partition_of_note(note))];
   if (ldm == nullptr || kKeyDataRecordHeaderBytes + hidden->max_read_bytes > kHiddenRowBytes) return;
-  LqhKeyReq lqh;
-  lqh.op = OpType::kRead;
-  lqh.lock = LockMode::kCommitted;
-  lqh.api_node = reply.api_node;
-  lqh.api_conn = r.api_conn;
-  lqh.op_index = r.op_index;
-  lqh.table_id = hidden->def.table_id;
-  lqh.table_version = hidden->def.version;
-  lqh.result_to = ResultTo::kTc;
-  lqh.key = std::span(section_a).first(at);
+  LqhKeyReq lqh = hidden_lqh(r, reply.api_node, *hidden, std::span(section_a).first(at));
   lqh.partition = partition_of_note(note);
   lqh.key_hash = static_cast<uint32_t>(note);
   lqh.tx = r.tx;
@@ -752,16 +751,7 @@ bool TcBlock::Impl::train_read(uint32_t tx_ref, uint32_t i, BlockContext& c) {
   if ((r.flags & (kFlagStartTx | kFlagExecute)) != 0 || !txs.valid(tx_ref)) return false;
   Tx& tx = txs[tx_ref];
   if (tx.id != r.tx || tx.state != TxState::kActive || tx.execute_pending) return false;
-  LqhKeyReq lqh;
-  lqh.op = OpType::kRead;
-  lqh.lock = LockMode::kCommitted;
-  lqh.api_node = reply.api_node;
-  lqh.api_conn = r.api_conn;
-  lqh.op_index = r.op_index;
-  lqh.table_id = r.table_id;
-  lqh.table_version = r.table_version;
-  lqh.key = r.key;
-  lqh.columns = r.columns;
+  LqhKeyReq lqh = user_lqh(r, reply.api_node);
   lqh.partition = partition_of_note(train_notes[i]);
   lqh.key_hash = static_cast<uint32_t>(train_notes[i]);
   lqh.tx = tx.id;
