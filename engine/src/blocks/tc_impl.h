@@ -198,7 +198,9 @@ struct TcBlock::Impl {
 
  private:
   // One request, alone or from a train: `note` is its route note (or 0),
-  // `known` its key encoded and hashed when the note is valid (or null).
+  // `known` its key encoded and hashed when the note is valid (or null); for
+  // a read by unique key both are its hidden row's key's, and `ahead` is
+  // what a train's stage 3 did for it (then `known` is the base key).
   void key_req(NodeId sender, const protocol::TcKeyReq& req, uint64_t note, const EncodedKey* known, BlockContext& c,
                const UniqueAhead* ahead = nullptr);
   protocol::ErrorCode hidden_key(const TcTable& t, const protocol::TcKeyReq& req, const TcTable*& hidden,
