@@ -5,7 +5,9 @@ Inputs: meson's testlog.json and testlog.junit.xml in BUILD_DIR/meson-logs
 (one entry per GoogleTest case with protocol 'gtest'), and RESULTS, a file of
 "PASS|FAIL|SKIP name detail" lines from run_checks.sh and the VM runner.
 A meson test that failed without naming a failing case (a crash, a timeout)
-counts as one failure. Exit status: 0 when nothing failed.
+counts as one failure, and so does a run that left no meson test log (the
+suites never ran: a run that checked nothing must not pass). Exit status: 0
+when nothing failed.
 """
 import json
 import os
@@ -33,12 +35,13 @@ def gtest_counts(build_dir):
                 cases_by_test.setdefault(test, []).append((name + "." + case.attrib.get("name", "?"), state))
     results = {}
     json_log = os.path.join(logs, "testlog.json")
-    if os.path.exists(json_log):
-        with open(json_log) as f:
-            for line in f:
-                if line.strip():
-                    entry = json.loads(line)
-                    results[entry["name"]] = entry["result"]
+    if not os.path.exists(json_log):
+        return 0, 1, 0, [f"meson test (no {json_log}: the GoogleTest suites did not run)"]
+    with open(json_log) as f:
+        for line in f:
+            if line.strip():
+                entry = json.loads(line)
+                results[entry["name"]] = entry["result"]
     for test, result in results.items():
         cases = cases_by_test.get(test, [])
         case_failures = [c for c, s in cases if s == "fail"]
