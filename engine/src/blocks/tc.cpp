@@ -75,6 +75,18 @@ LqhKeyReq hidden_lqh(const TcKeyReq& req, NodeId api_node, const TcTable& hidden
   return lqh;
 }
 Address ldm_address(BlockContext& c, uint16_t ldm) { return {c.self_node(), {block_numbers::kLdm, ldm}}; }
+// A key section encoded as t's primary key into `out`, and hashed (`key`),
+// and the partition it routes to: what TC does for every key it routes,
+// wherever the encoded bytes are kept. False (nothing set) when the section
+// does not encode.
+[[gnu::always_inline]] inline bool encode_route(const TcTable& t, std::span<const std::byte> section,
+                                                std::span<std::byte> out, EncodedKey& key, uint32_t& partition) {
+  auto length = encode_key_section(t.pk, section, out);
+  if (!length) return false;
+  key = {out.first(*length), hash_key(out.data(), *length)};
+  partition = partition_of(key.hash, t.def.partitions);
+  return true;
+}
 }  // namespace
 
 TcBlock::Impl::Impl(const TcOptions& options, TcCounters& c)
@@ -91,6 +103,7 @@ TcBlock::Impl::Impl(const TcOptions& options, TcCounters& c)
       section_b(frame::kMaxFrameBytes),
       train_key_bytes(std::size_t{kMaxTrainOps} * kMaxKeyBytes),
       train_hidden_rows(std::size_t{kMaxTrainOps} * kHiddenRowBytes),
+      train_hidden_keys(std::size_t{kMaxTrainOps} * kHiddenRowBytes),
       reply_bytes(kMaxTrainBytes) {
   FJORD_ASSERT(options.ldm_instances >= 1 && options.ldm_instances <= 64);
 }
@@ -187,14 +200,13 @@ void TcBlock::Impl::prefetch(const Signal& s, int stage) const {
   if (!read_route_note(s.prefetch_note, *t, partition, key_hash)) {
     const uint32_t slot = prepared_next;
     prepared_next = slot + 1 == prepared.size() ? 0 : slot + 1;
-    const std::span<std::byte> key = std::span(prepared_bytes).subspan(slot * kMaxKeyBytes, kMaxKeyBytes);
-    auto length = encode_key_section(t->pk, section, key);
-    if (!length) return;
-    const uint64_t hash = hash_key(key.data(), *length);
-    partition = partition_of(hash, t->def.partitions);
-    key_hash = static_cast<uint32_t>(hash);
+    EncodedKey key;
+    if (!encode_route(*t, section, std::span(prepared_bytes).subspan(slot * kMaxKeyBytes, kMaxKeyBytes), key,
+                      partition))
+      return;
+    key_hash = static_cast<uint32_t>(key.hash);
     s.prefetch_note = route_note(*t, slot, partition, key_hash);
-    prepared[slot] = {&s, s.prefetch_note, t->def.table_id, {key.first(*length), hash}};
+    prepared[slot] = {&s, s.prefetch_note, t->def.table_id, key};
   }
   if (const LdmBlock* ldm = direct_ldm[ldm_of(partition)])
     ldm->prefetch_key(t->def.table_id, partition, key_hash, stage);
@@ -274,15 +286,13 @@ uint32_t TcBlock::Impl::new_op(uint32_t tx_ref, OpKind kind) {
 
 bool TcBlock::Impl::route_key(const TcTable& t, std::span<const std::byte> key, LqhKeyReq& lqh, ErrorCode& error,
                               EncodedKey* encoded) {
-  auto length = encode_key_section(t.pk, key, key_buffer);
-  if (!length) {
+  EncodedKey k;
+  if (!encode_route(t, key, key_buffer, k, lqh.partition)) {
     error = ErrorCode::kBadRequest;
     return false;
   }
-  const uint64_t hash = hash_key(key_buffer.data(), *length);
-  lqh.partition = partition_of(hash, t.def.partitions);
-  lqh.key_hash = static_cast<uint32_t>(hash);
-  if (encoded != nullptr) *encoded = {std::span(key_buffer).first(*length), hash};
+  lqh.key_hash = static_cast<uint32_t>(k.hash);
+  if (encoded != nullptr) *encoded = k;
   return true;
 }
 
@@ -445,16 +455,16 @@ void TcBlock::Impl::send_lqh(uint32_t op_ref, const LqhKeyReq& req, BlockContext
     return issue_user_op(tx_ref, req.op_index, lqh, c, key);
   }
   // Read by unique key: first the hidden table (unique key -> primary key).
+  if (ahead != nullptr && ahead->done) {  // a train's stages 0 and 3 found the hidden table and ran the lookup
+    ++counters.operations;
+    if (ahead->error != ErrorCode::kNone) return start_abort(tx_ref, ahead->error, req.op_index, c);
+    return read_base_of_unique(tx_ref, req.op_index, req.table_id, req.lock, req.columns, *ahead->hidden,
+                               ahead->hidden_row, c, known, ahead->base_note);
+  }
   const TcTable* hidden = nullptr;
   std::size_t at = 0;
   error = hidden_key(*t, req, hidden, section_a, at);
   if (error != ErrorCode::kNone) return start_abort(tx_ref, error, req.op_index, c);
-  if (ahead != nullptr && ahead->done) {  // a train's stage 3 ran the lookup
-    ++counters.operations;
-    if (ahead->error != ErrorCode::kNone) return start_abort(tx_ref, ahead->error, req.op_index, c);
-    return read_base_of_unique(tx_ref, req.op_index, req.table_id, req.lock, req.columns, *hidden, ahead->hidden_row, c,
-                               known, ahead->base_note);
-  }
   LqhKeyReq lqh = hidden_lqh(req, sender, *hidden, std::span(section_a).first(at));
   // `known`, from a train's look-ahead, is then the hidden key's.
   if (known == nullptr || !read_route_note(note, *hidden, lqh.partition, lqh.key_hash)) {
@@ -487,7 +497,9 @@ void TcBlock::Impl::send_lqh(uint32_t op_ref, const LqhKeyReq& req, BlockContext
 
 // The hidden table of a read by unique key, and its key: req.key's values
 // re-addressed to the hidden table's columns, as a value section in `out`
-// (`length` bytes). kNone, or why the read fails.
+// (`length` bytes, as many as req.key's). kNone, or why the read fails
+// (kBadRequest also when `out` is too short: only a look-ahead's room can
+// be, and that look-ahead is then not made).
 ErrorCode TcBlock::Impl::hidden_key(const TcTable& t, const TcKeyReq& req, const TcTable*& hidden,
                                     std::span<std::byte> out, std::size_t& length) const {
   const TcTable::Unique* unique = nullptr;
@@ -505,7 +517,9 @@ ErrorCode TcBlock::Impl::hidden_key(const TcTable& t, const TcKeyReq& req, const
       if (unique->columns[i] == e.column) position = static_cast<uint16_t>(i);
     if (position == UINT16_MAX) return ErrorCode::kBadRequest;
     if (e.is_null) return ErrorCode::kNoSuchRow;  // NULLs are not indexed
-    length += put_value(out.subspan(length), position, false, e.bytes);
+    const std::size_t put = put_value(out.subspan(length), position, false, e.bytes);
+    if (put == 0) return ErrorCode::kBadRequest;
+    length += put;
   }
   return cursor.error().is_ok() ? ErrorCode::kNone : ErrorCode::kBadRequest;
 }
@@ -578,23 +592,27 @@ bool TcBlock::Impl::one_shot_read(NodeId sender, const TcKeyReq& req, uint64_t n
   // hidden table, the section its key.
   std::span<const std::byte> section = r.key;
   if (r.flags & kFlagViaUnique) {
+    // The section is as long as r.key: kept for stage 3 when it fits its
+    // room (a longer one's hidden row does not fit stage 3's either).
+    const bool kept = r.key.size() <= kHiddenRowBytes;
+    const std::span<std::byte> out =
+        kept ? std::span(train_hidden_keys).subspan(i * kHiddenRowBytes, kHiddenRowBytes) : std::span(section_a);
     const TcTable* hidden = nullptr;
     std::size_t at = 0;
-    if (hidden_key(*t, r, hidden, section_a, at) != ErrorCode::kNone) return;
+    if (hidden_key(*t, r, hidden, out, at) != ErrorCode::kNone) return;
     t = hidden;
-    section = std::span(section_a).first(at);
+    section = out.first(at);
+    train_hidden_key[i] = kept ? section : std::span<const std::byte>();
   }
-  const std::span<std::byte> key = std::span(train_key_bytes).subspan(i * kMaxKeyBytes, kMaxKeyBytes);
-  auto length = encode_key_section(t->pk, section, key);
-  if (!length) return;  // key_req finds the fault again and answers it
-  const uint64_t hash = hash_key(key.data(), *length);
-  const uint32_t partition = partition_of(hash, t->def.partitions);
-  train_keys[i] = {key.first(*length), hash};
-  (r.flags & kFlagViaUnique ? train_unique_notes : train_notes)[i] =
-      route_note(*t, 0, partition, static_cast<uint32_t>(hash));
+  uint32_t partition = 0;
+  if (!encode_route(*t, section, std::span(train_key_bytes).subspan(i * kMaxKeyBytes, kMaxKeyBytes), train_keys[i],
+                    partition))
+    return;  // key_req finds the fault again and answers it
+  const auto hash = static_cast<uint32_t>(train_keys[i].hash);
+  (r.flags & kFlagViaUnique ? train_unique_notes : train_notes)[i] = route_note(*t, 0, partition, hash);
   train_tables[i] = t->def.table_id;
   if (const LdmBlock* ldm = direct_ldm[ldm_of(partition)])
-    train_buckets[i] = ldm->prefetch_bucket(t->def.table_id, partition, static_cast<uint32_t>(hash));
+    train_buckets[i] = ldm->prefetch_bucket(t->def.table_id, partition, hash);
 }
 
 // Stage 1: the rows the key's bucket lists under its hash bits, loaded and
@@ -696,13 +714,15 @@ void TcBlock::Impl::train_hidden_lookup(uint32_t i, BlockContext& c) {
   const uint64_t note = train_unique_notes[i];
   if (note == 0) return;
   const TcKeyReq& r = train_reqs[i];
-  const TcTable* base = table(r.table_id);  // stage 0 found it, and its hidden table
-  const TcTable* hidden = nullptr;
-  std::size_t at = 0;
-  if (base == nullptr || hidden_key(*base, r, hidden, section_a, at) != ErrorCode::kNone) return;
+  // Stage 0 found both tables and built the hidden key; nothing in the
+  // train's signal changes the schema.
+  const TcTable* base = table(r.table_id);
+  const TcTable* hidden = table(train_tables[i]);
   LdmBlock* ldm = direct_ldm[ldm_of(partition_of_note(note))];
-  if (ldm == nullptr || kKeyDataRecordHeaderBytes + hidden->max_read_bytes > kHiddenRowBytes) return;
-  LqhKeyReq lqh = hidden_lqh(r, reply.api_node, *hidden, std::span(section_a).first(at));
+  if (ldm == nullptr || train_hidden_key[i].empty() ||
+      kKeyDataRecordHeaderBytes + hidden->max_read_bytes > kHiddenRowBytes)
+    return;
+  LqhKeyReq lqh = hidden_lqh(r, reply.api_node, *hidden, train_hidden_key[i]);
   lqh.partition = partition_of_note(note);
   lqh.key_hash = static_cast<uint32_t>(note);
   lqh.tx = r.tx;
@@ -710,20 +730,20 @@ void TcBlock::Impl::train_hidden_lookup(uint32_t i, BlockContext& c) {
   const std::span<std::byte> room = std::span(train_hidden_rows).subspan(i * kHiddenRowBytes, kHiddenRowBytes);
   LdmBlock::Into into{room};
   UniqueAhead& u = train_unique[i];
-  u = {true, ldm->read_committed_now(lqh, c, nullptr, &train_keys[i], &into), {}, 0};
+  u = {true, ldm->read_committed_now(lqh, c, nullptr, &train_keys[i], &into), {}, 0, hidden};
   if (u.error != ErrorCode::kNone) return;
+  std::size_t at = 0;
   u.hidden_row = room.subspan(kKeyDataRecordHeaderBytes, into.written - kKeyDataRecordHeaderBytes);
   if (base_key_of_unique(*base, *hidden, u.hidden_row, section_a, at) != ErrorCode::kNone) return;
-  const std::span<std::byte> key = std::span(train_key_bytes).subspan(i * kMaxKeyBytes, kMaxKeyBytes);
-  auto length = encode_key_section(base->pk, std::span(section_a).first(at), key);
-  if (!length) return;  // the base read finds the fault again
-  const uint64_t hash = hash_key(key.data(), *length);
-  const uint32_t partition = partition_of(hash, base->def.partitions);
-  train_keys[i] = {key.first(*length), hash};
+  uint32_t partition = 0;
+  if (!encode_route(*base, std::span(section_a).first(at),
+                    std::span(train_key_bytes).subspan(i * kMaxKeyBytes, kMaxKeyBytes), train_keys[i], partition))
+    return;  // the base read finds the fault again
+  const auto hash = static_cast<uint32_t>(train_keys[i].hash);
   train_tables[i] = base->def.table_id;
-  u.base_note = route_note(*base, 0, partition, static_cast<uint32_t>(hash));
+  u.base_note = route_note(*base, 0, partition, hash);
   if (const LdmBlock* base_ldm = direct_ldm[ldm_of(partition)])
-    train_buckets[i] = base_ldm->prefetch_bucket(base->def.table_id, partition, static_cast<uint32_t>(hash));
+    train_buckets[i] = base_ldm->prefetch_bucket(base->def.table_id, partition, hash);
 }
 
 // Stage 4: the rows of the base key's bucket that stage 3 loaded.

@@ -143,6 +143,7 @@ struct TcBlock::Impl {
     protocol::ErrorCode error = protocol::ErrorCode::kNone;
     std::span<const std::byte> hidden_row;
     uint64_t base_note = 0;
+    const TcTable* hidden = nullptr;  // the unique index's hidden table
   };
   static constexpr std::size_t kHiddenRowBytes = 256;  // a larger hidden row is not looked up ahead
   std::array<UniqueAhead, protocol::kMaxTrainOps> train_unique{};
@@ -154,6 +155,11 @@ struct TcBlock::Impl {
   std::array<const void*, protocol::kMaxTrainOps> train_buckets{};
   std::vector<std::byte> train_key_bytes;    // kMaxTrainOps * kMaxKeyBytes
   std::vector<std::byte> train_hidden_rows;  // kMaxTrainOps * kHiddenRowBytes
+  // A read by unique key's hidden key section, built once by stage 0 (in
+  // train_hidden_keys at i * kHiddenRowBytes) for stage 3's lookup; empty
+  // when longer than that, and then not looked up ahead.
+  std::vector<std::byte> train_hidden_keys;
+  std::array<std::span<const std::byte>, protocol::kMaxTrainOps> train_hidden_key{};
   // The KeyDataTrain its direct reads fill while it runs (active), sent
   // when it is full, when the train is done, and before anything else TC
   // sends the API (send_api), so that the API sees it in order.

@@ -727,6 +727,38 @@ TEST(LdmWithTcTest, WideUniqueKeysInATrainAreLookedUpAtTheirTurn) {
   EXPECT_EQ(missing.error, ErrorCode::kNoSuchRow);
 }
 
+// TC's prefetch of a read by unique key builds its hidden key in a 2 KB
+// room: a key section longer than that (here the unique column given
+// twice, the second time 2,100 bytes long) gets no hint, and the read is
+// refused as the column given twice, as it is without the prefetch; a
+// hint from the part that fitted would have found the first value's row.
+TEST(LdmWithTcTest, AUniqueKeyTooLongForThePrefetchIsJudgedWhole) {
+  Cluster cluster(Layout::kTcWithLdm0, /*tc_timer_ms=*/600000);
+  Api api(cluster);
+  TableDef wide;
+  wide.name = "wide";
+  wide.partitions = 8;
+  wide.columns = {column("id", ColumnType::kUint64), column("tag", ColumnType::kVarChar, 500, true)};
+  wide.primary_key = {0};
+  wide.indexes = {IndexDef{"by_tag", IndexKind::kUnique, {1}, 0}};
+  const TableDef t = cluster.create(wide);
+  const uint32_t by_tag = index_id_of(t, "by_tag");
+  for (uint64_t id = 0; id < 8; ++id)
+    ASSERT_TRUE(
+        api.run(t, OpType::kInsert, Values().u64(0, id), Values().u64(0, id).str(1, "t" + std::to_string(id))).ok);
+  for (uint64_t id = 0; id < 8; ++id) {
+    SCOPED_TRACE("id " + std::to_string(id));
+    const TxResult found =
+        api.run(t, OpType::kRead, Values().str(1, "t" + std::to_string(id)), {}, true, std::nullopt, by_tag);
+    ASSERT_TRUE(found.ok) << error_text(found.error);
+    const TxResult twice =
+        api.run(t, OpType::kRead, Values().str(1, "t" + std::to_string(id)).str(1, std::string(2100, 'y')), {}, true,
+                std::nullopt, by_tag);
+    EXPECT_FALSE(twice.ok);
+    EXPECT_EQ(twice.error, ErrorCode::kBadRequest);
+  }
+}
+
 // A read-committed read that runs directly sees what one sent as a signal
 // sees: the last committed version, not its own transaction's pending
 // change; when it fails, the whole transaction (its writes too) aborts; and
