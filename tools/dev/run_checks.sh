@@ -2,9 +2,10 @@
 # Runs every check CI runs and prints "N passed, N failed" last.
 # Usage: run_checks.sh BUILD_DIR FUZZ_DIR FUZZ_SECONDS   (tools/dev.sh test calls it)
 #
-# Checks: clang-format, clang-tidy, every GoogleTest case (meson test), each
-# fuzz target for FUZZ_SECONDS under ASan/UBSan, and the RDMA suites inside
-# the soft-RoCE guest. Each GoogleTest case counts as one check.
+# Checks: clang-format, clang-tidy, every GoogleTest case (meson test), the
+# test of summarize.py, the installed client, each fuzz target for
+# FUZZ_SECONDS under ASan/UBSan, and the RDMA suites inside the soft-RoCE
+# guest. Each GoogleTest case counts as one check.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD_DIR=$1
@@ -48,6 +49,14 @@ meson test -C "$BUILD_DIR" --num-processes 2 --print-errorlogs > "$BUILD_DIR/mes
 MESON_RC=$?
 grep -E "^ *[0-9]+/[0-9]+ " "$BUILD_DIR/meson-test.log"
 [ $MESON_RC = 0 ] || grep -E "Failure|FAILED|assert|Which is|Expected" "$BUILD_DIR/meson-test.log" | head -40
+
+# 3a. the script that prints this run's last line, on logs made by hand
+if python3 tests/tools/summarize_test.py > "$BUILD_DIR/summarize-test.log" 2>&1; then
+  record PASS summarize-test "($(grep -m1 -o 'Ran [0-9]* tests' "$BUILD_DIR/summarize-test.log"))"
+else
+  record FAIL summarize-test "(see $BUILD_DIR/summarize-test.log)"
+  tail -20 "$BUILD_DIR/summarize-test.log"
+fi
 
 # 3b. the installed client: headers, libfjord-client.a and fjord-client.pc,
 # used by the quick-start example against a real data node.
