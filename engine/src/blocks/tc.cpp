@@ -669,7 +669,11 @@ void TcBlock::Impl::tc_key_train(const Signal& s, BlockContext& c) {
   // takes them all for the records up to there): time for a line to load,
   // not so long that it leaves the cache.
   const auto ahead = [&](uint32_t i, uint32_t distance, auto&& stage) {
-    for (uint32_t j = i == 0 ? 0 : i + distance; j <= i + distance && j < n; ++j) stage(j);
+    if (i != 0) {
+      if (i + distance < n) stage(i + distance);
+      return;
+    }
+    for (uint32_t j = 0; j <= distance && j < n; ++j) stage(j);
   };
   for (uint32_t i = 0; i < n; ++i) {
     // The tests here are the stages' own first ones, inline: most records

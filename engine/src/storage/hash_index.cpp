@@ -10,16 +10,6 @@ namespace fjord::engine::storage {
 HashIndex::HashIndex(PagePool& pool, const KeySource& keys)
     : keys_(keys), segments_(pool), overflow_(pool, sizeof(Bucket), alignof(Bucket)) {}
 
-uint32_t HashIndex::address(uint32_t hash) const {
-  const uint32_t low = hash & static_cast<uint32_t>((uint64_t{1} << level_) - 1);
-  if (low >= split_) return low;
-  return hash & static_cast<uint32_t>((uint64_t{2} << level_) - 1);  // already split: one more bit
-}
-
-HashIndex::Bucket* HashIndex::bucket(uint32_t index) const {
-  return reinterpret_cast<Bucket*>(segments_.address(index / kBucketsPerSegment)) + index % kBucketsPerSegment;
-}
-
 RowId HashIndex::find(uint64_t hash, std::span<const std::byte> key) const {
   if (segments_.end() == 0) return kNoRow;
   const auto hash32 = static_cast<uint32_t>(hash);
@@ -30,13 +20,6 @@ RowId HashIndex::find(uint64_t hash, std::span<const std::byte> key) const {
     if (b->next == kNoBlock) return kNoRow;
     b = block(b->next);
   }
-}
-
-const void* HashIndex::prefetch_bucket(uint32_t hash) const {
-  if (segments_.end() == 0) return nullptr;
-  const Bucket* b = bucket(address(hash));
-  __builtin_prefetch(b);
-  return b;
 }
 
 uint32_t HashIndex::candidates(uint32_t hash, RowId* out, uint32_t max, const void* known, const void** more) const {

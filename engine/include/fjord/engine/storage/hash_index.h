@@ -66,7 +66,12 @@ class HashIndex {
   // that block is full, chains on, and listed no candidate (the key, if
   // present, is further down the chain), else to null; that block is
   // prefetched, and candidates given it back as `bucket` later looks there.
-  const void* prefetch_bucket(uint32_t hash) const;
+  const void* prefetch_bucket(uint32_t hash) const {
+    if (segments_.end() == 0) return nullptr;
+    const Bucket* b = bucket(address(hash));
+    __builtin_prefetch(b);
+    return b;
+  }
   uint32_t candidates(uint32_t hash, RowId* out, uint32_t max, const void* bucket = nullptr,
                       const void** more = nullptr) const;
 
@@ -94,8 +99,15 @@ class HashIndex {
   static_assert(sizeof(Bucket) == 64, "a bucket is one cache line");
   static constexpr uint32_t kBucketsPerSegment = PagePool::kPageBytes / sizeof(Bucket);
 
-  uint32_t address(uint32_t hash) const;
-  Bucket* bucket(uint32_t index) const;
+  // Defined here, with prefetch_bucket: a key read's path inlines them.
+  uint32_t address(uint32_t hash) const {
+    const uint32_t low = hash & static_cast<uint32_t>((uint64_t{1} << level_) - 1);
+    if (low >= split_) return low;
+    return hash & static_cast<uint32_t>((uint64_t{2} << level_) - 1);  // already split: one more bit
+  }
+  Bucket* bucket(uint32_t index) const {
+    return reinterpret_cast<Bucket*>(segments_.address(index / kBucketsPerSegment)) + index % kBucketsPerSegment;
+  }
   Bucket* block(BlockId id) const { return reinterpret_cast<Bucket*>(overflow_.address(id)); }
   void maybe_split();
   Status split_one();
