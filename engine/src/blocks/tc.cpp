@@ -155,6 +155,7 @@ void TcBlock::execute(const Signal& s, BlockContext& c) {
 // at once, with no LqhKeyReq/LqhKeyConf round. Returns whether there is one.
 bool TcBlock::Impl::find_direct_ldms(BlockContext& c) {
   direct_ldm.assign(o.ldm_instances, nullptr);
+  train_plans.assign(o.ldm_instances, {});
   bool any = false;
   for (uint16_t i = 0; i < o.ldm_instances; ++i) {
     direct_ldm[i] = dynamic_cast<LdmBlock*>(c.block_on_this_thread({block_numbers::kLdm, i}));
@@ -309,13 +310,18 @@ void TcBlock::Impl::issue_user_op(uint32_t tx_ref, uint32_t op_index, LqhKeyReq&
   send_lqh(op_ref, lqh, c);
 }
 
-// Runs a direct read whose values go into the reply train (sent first if
-// the table's longest read might not fit): kNone with its record added, or
-// the read's error.
+// Where a direct read of table `table_id` writes its record in the reply
+// train (the train sent first if the table's longest read might not fit).
+[[gnu::always_inline]] inline LdmBlock::Into TcBlock::Impl::reply_room(uint32_t table_id, BlockContext& c) {
+  if (reply_bytes.size() - reply.used < kKeyDataRecordHeaderBytes + table(table_id)->max_read_bytes) flush_reply(c);
+  return {std::span(reply_bytes).subspan(reply.used)};
+}
+
+// Runs a direct read whose values go into the reply train: kNone with its
+// record added, or the read's error.
 [[gnu::always_inline]] inline ErrorCode TcBlock::Impl::read_into_reply(const LqhKeyReq& lqh, LdmBlock& ldm,
                                                                        const EncodedKey* key, BlockContext& c) {
-  if (reply_bytes.size() - reply.used < kKeyDataRecordHeaderBytes + table(lqh.table_id)->max_read_bytes) flush_reply(c);
-  LdmBlock::Into into{std::span(reply_bytes).subspan(reply.used)};
+  LdmBlock::Into into = reply_room(lqh.table_id, c);
   const ErrorCode error = ldm.read_committed_now(lqh, c, nullptr, key, &into);
   if (error != ErrorCode::kNone) return error;
   reply.used += into.written;
@@ -657,6 +663,7 @@ void TcBlock::Impl::tc_key_train(const Signal& s, BlockContext& c) {
   // rows: 235-260 ns per read against 248-288 at distances 7/5 to 40/8).
   for (uint32_t i = 0; i < n; ++i) train_route(i);
   for (uint32_t i = 0; i < n; ++i) train_bucket_rows(i);
+  ++train_serial;  // the LDMs' read plans of earlier trains are stale
   reply.active = true;
   reply.api_node = s.sender_node;
   reply.api_conn = cursor.train().api_conn;
@@ -767,28 +774,41 @@ void TcBlock::Impl::train_base_rows(uint32_t i) {
 // a read-committed read by primary key that stage 0 routed (its table
 // found, its version current, its key encoded) to an LDM of this thread,
 // when it neither starts nor ends the batch and the transaction is active:
-// count it in the batch, run it in the LDM into the reply train, and abort
-// the transaction if it fails. False (nothing done) in any other case, for
-// key_req to take it.
+// count it in the batch, run it in the LDM into the reply train (by a read
+// plan: the LDM checks the table and column list once for the train's
+// reads of them), and abort the transaction if it fails. False (nothing
+// done) in any other case, for key_req to take it.
 bool TcBlock::Impl::train_read(uint32_t tx_ref, uint32_t i, BlockContext& c) {
   const TcKeyReq& r = train_reqs[i];
   if ((r.flags & (kFlagStartTx | kFlagExecute)) != 0 || !txs.valid(tx_ref)) return false;
   Tx& tx = txs[tx_ref];
   if (tx.id != r.tx || tx.state != TxState::kActive || tx.execute_pending) return false;
-  LqhKeyReq lqh = user_lqh(r, reply.api_node);
-  lqh.partition = partition_of_note(train_notes[i]);
-  lqh.key_hash = static_cast<uint32_t>(train_notes[i]);
-  lqh.tx = tx.id;
-  LdmBlock* ldm = direct_ldm[ldm_of(lqh.partition)];
+  const uint32_t partition = partition_of_note(train_notes[i]);
+  const uint16_t l = ldm_of(partition);
+  LdmBlock* ldm = direct_ldm[l];
   if (ldm == nullptr) return false;  // its LDM is on another thread: an LqhKeyReq
+  // The LDM's checks of the table and column list, made once for the
+  // train's reads of the same ones (a plan it could not make: key_req's
+  // path names the error).
+  TrainPlan& p = train_plans[l];
+  const auto same_columns = [&] {
+    return p.plan.columns.size() == r.columns.size() &&
+           (r.columns.empty() || std::memcmp(p.plan.columns.data(), r.columns.data(), r.columns.size()) == 0);
+  };
+  if (p.train != train_serial || p.table_id != r.table_id || p.table_version != r.table_version || !same_columns())
+    p = {train_serial, r.table_id, r.table_version, ldm->plan_reads(r.table_id, r.table_version, r.columns)};
+  if (!p.plan.valid()) return false;
   tx.last_activity_ns = c.now_ns();
   ++tx.batch_ops;
   ++counters.operations;
-  const ErrorCode error = read_into_reply(lqh, *ldm, &train_keys[i], c);
+  LdmBlock::Into into = reply_room(r.table_id, c);
+  const ErrorCode error = ldm->read_planned(p.plan, partition, train_keys[i], r.op_index, into);
   if (error != ErrorCode::kNone) {
     start_abort(tx_ref, error, r.op_index, c);
     return true;
   }
+  reply.used += into.written;
+  ++reply.count;
   ++tx.data_messages;
   return true;
 }

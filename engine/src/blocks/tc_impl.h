@@ -153,6 +153,17 @@ struct TcBlock::Impl {
   // overflow block it started loading for a key its bucket did not list
   // (null: none), which stage 2 looks in a few records ahead of the reads.
   std::array<const void*, protocol::kMaxTrainOps> train_buckets{};
+  // The read plan (LdmBlock::plan_reads) train_read made last in each LDM
+  // of this thread, by LDM instance; good for the train whose serial it
+  // has (the schema does not change inside a train's signal).
+  struct TrainPlan {
+    uint64_t train = 0;
+    uint32_t table_id = 0;
+    uint32_t table_version = 0;
+    LdmBlock::ReadPlan plan;
+  };
+  std::vector<TrainPlan> train_plans;
+  uint64_t train_serial = 0;
   std::vector<std::byte> train_key_bytes;    // kMaxTrainOps * kMaxKeyBytes
   std::vector<std::byte> train_hidden_rows;  // kMaxTrainOps * kHiddenRowBytes
   // A read by unique key's hidden key section, built once by stage 0 (in
@@ -217,6 +228,7 @@ struct TcBlock::Impl {
   void train_overflow(uint32_t i);
   void train_hidden_lookup(uint32_t i, BlockContext& c);
   void train_base_rows(uint32_t i);
+  LdmBlock::Into reply_room(uint32_t table_id, BlockContext& c);
   protocol::ErrorCode read_into_reply(const protocol::LqhKeyReq& lqh, LdmBlock& ldm, const EncodedKey* key,
                                       BlockContext& c);
   void flush_reply(BlockContext& c);

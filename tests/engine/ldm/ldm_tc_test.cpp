@@ -98,6 +98,10 @@ class Cluster {
     const Captured c = inbox_.take([](const Captured& x) { return x.number() == gsn::kCreateTableConf; });
     return decode_table(decode_schema_message(c.signal())->payload).value();
   }
+  void drop(const std::string& name) {
+    send(block_numbers::kDict, encode(SchemaMessage{gsn::kDropTableReq, 2, std::as_bytes(std::span(name))}));
+    (void)inbox_.take([](const Captured& x) { return x.number() == gsn::kDropTableConf; });
+  }
 
  private:
   void relay(const Signal& s, BlockContext& c) {
@@ -164,7 +168,9 @@ class Api {
     LockMode lock;
     Values key;
     Values values;
-    uint32_t index_id = 0;  // a read by this unique index
+    uint32_t index_id = 0;            // a read by this unique index
+    const TableDef* table = nullptr;  // another table than the batch's
+    std::vector<uint16_t> columns;    // a read's column list (empty: all)
   };
   // `train`: the batch goes as one TcKeyTrain (at most kMaxTrainOps).
   TxResult run_batch(const TableDef& t, const std::vector<BatchOp>& batch, bool train = false) {
@@ -176,8 +182,10 @@ class Api {
       TcKeyReq r;
       r.api_conn = conn;
       r.tx = tx_id(1000 + conn);
-      r.table_id = t.table_id;
-      r.table_version = t.version;
+      const TableDef& table = batch[i].table != nullptr ? *batch[i].table : t;
+      r.table_id = table.table_id;
+      r.table_version = table.version;
+      r.columns = std::as_bytes(std::span(batch[i].columns));
       r.op = batch[i].op;
       r.lock = batch[i].lock;
       r.flags = (i == 0 ? kFlagStartTx : 0) | (last ? kFlagExecute | kFlagCommit : 0) |
@@ -756,6 +764,110 @@ TEST(LdmWithTcTest, AUniqueKeyTooLongForThePrefetchIsJudgedWhole) {
                 std::nullopt, by_tag);
     EXPECT_FALSE(twice.ok);
     EXPECT_EQ(twice.error, ErrorCode::kBadRequest);
+  }
+}
+
+// A train's direct reads take the LDM's read plan for their table and
+// column list, made once per train and LDM: a train mixing two tables and
+// three column lists, record by record, answers each read from its own
+// table with its own columns, in both layouts; a record whose table
+// version is stale aborts the batch as it does alone, and so does one of a
+// table dropped since an earlier train read it.
+TEST(LdmWithTcTest, ATrainMixingTablesAndColumnListsAnswersEachReadAsAlone) {
+  for (const Layout layout : {Layout::kSeparate, Layout::kTcWithLdm0}) {
+    SCOPED_TRACE(layout == Layout::kSeparate ? "separate threads" : "TC with LDM 0");
+    Cluster cluster(layout, /*tc_timer_ms=*/600000);
+    Api api(cluster);
+    const TableDef items = cluster.create(plain_items());
+    TableDef other_def;
+    other_def.name = "other";
+    other_def.partitions = 4;
+    other_def.columns = {column("k", ColumnType::kUint64), column("a", ColumnType::kUint32),
+                         column("b", ColumnType::kUint64)};
+    other_def.primary_key = {0};
+    const TableDef other = cluster.create(other_def);
+    for (uint64_t id = 0; id < 120; ++id) {
+      ASSERT_TRUE(api.run(items, OpType::kInsert, item_key(id),
+                          item_values(id, Item{int32_t(id), long_name(id), uint32_t(500 + id)}))
+                      .ok);
+      ASSERT_TRUE(
+          api.run(other, OpType::kInsert, Values().u64(0, id), Values().u64(0, id).u32(1, 7000 + id).u64(2, 9 * id))
+              .ok);
+    }
+    const auto in_ldm0 = [](const TableDef& table, const Values& key) {
+      std::array<std::byte, kMaxKeyBytes> encoded{};
+      const uint32_t n = encode_key_section(KeyCodec::for_primary_key(table), key.bytes(), encoded).value();
+      return partition_of(hash_key(encoded.data(), n), table.partitions) % 2 == 0;
+    };
+    // Kind id % 4: 0 items (every column), 1 other (every column), 2 other
+    // (b), 3 other (a, k). The reads in LDM 0 go through the kinds in
+    // turn: other with every column follows items with every column (the
+    // table tells their plans apart), then other with b follows it, and
+    // with a and k follows that (the column list does). Then a few in
+    // LDM 1.
+    const auto read_of = [&](uint64_t id) {
+      if (id % 4 == 0) return Api::BatchOp{OpType::kRead, LockMode::kCommitted, item_key(id), {}};
+      static const std::vector<uint16_t> lists[] = {{}, {}, {2}, {1, 0}};
+      return Api::BatchOp{OpType::kRead, LockMode::kCommitted, Values().u64(0, id), {}, 0, &other, lists[id % 4]};
+    };
+    const auto here = [&](const Api::BatchOp& op) { return in_ldm0(op.table != nullptr ? *op.table : items, op.key); };
+    std::vector<uint64_t> kinds[4], elsewhere;
+    for (uint64_t id = 1; id < 120; ++id) (here(read_of(id)) ? kinds[id % 4] : elsewhere).push_back(id);
+    std::vector<Api::BatchOp> reads = {read_of(0)};  // starts the transaction: key_req's way
+    for (std::size_t j = 0; j < 6; ++j)
+      for (const std::vector<uint64_t>& kind : kinds) reads.push_back(read_of(kind.at(j)));
+    for (std::size_t j = 0; j < 5; ++j) reads.push_back(read_of(elsewhere.at(j)));
+    const TxResult r = api.run_batch(items, reads, /*train=*/true);
+    ASSERT_TRUE(r.ok) << error_text(r.error);
+    ASSERT_EQ(r.rows.size(), reads.size());
+    // KeyData of the separate layout come in any order: each row says
+    // which read it answers by its columns and values.
+    std::set<uint64_t> answered;
+    for (const RowValues& row : r.rows) {
+      if (row.size() == 1) {  // other, column b only
+        const uint64_t b = int_of<uint64_t>(row.at(2));
+        EXPECT_EQ(b % 9, 0u);
+        EXPECT_EQ(b / 9 % 4, 2u);
+        answered.insert(b / 9);
+      } else if (row.size() == 2) {  // other, columns a and k
+        const uint64_t id = int_of<uint64_t>(row.at(0));
+        EXPECT_EQ(int_of<uint32_t>(row.at(1)), 7000 + id);
+        EXPECT_EQ(id % 4, 3u);
+        answered.insert(id);
+      } else if (row.size() == 3) {  // other, every column
+        const uint64_t id = int_of<uint64_t>(row.at(0));
+        EXPECT_EQ(int_of<uint32_t>(row.at(1)), 7000 + id);
+        EXPECT_EQ(int_of<uint64_t>(row.at(2)), 9 * id);
+        EXPECT_EQ(id % 4, 1u);
+        answered.insert(id);
+      } else {  // items, every column
+        const uint64_t id = int_of<uint64_t>(row.at(kId));
+        EXPECT_EQ(item_of(row).qty, int32_t(id));
+        EXPECT_EQ(int_of<uint32_t>(row.at(kCode)), 500 + id);
+        EXPECT_EQ(id % 4, 0u);
+        answered.insert(id);
+      }
+    }
+    EXPECT_EQ(answered.size(), reads.size());
+    if (layout == Layout::kTcWithLdm0) {
+      // Every read whose row is in LDM 0 ran directly, into the train.
+      const auto direct = static_cast<std::size_t>(std::count_if(reads.begin(), reads.end(), here));
+      EXPECT_GE(direct, 24u);
+      EXPECT_EQ(r.train_ops.size(), direct);
+    }
+    TableDef stale = other;
+    stale.version += 1;
+    reads[10].table = &stale;
+    const TxResult refused = api.run_batch(items, reads, /*train=*/true);
+    EXPECT_FALSE(refused.ok);
+    EXPECT_EQ(refused.error, ErrorCode::kSchemaVersion);
+    // A plan is the train's own: after a drop, the same reads of the table
+    // find it gone.
+    reads[10].table = &other;
+    cluster.drop("other");
+    const TxResult gone = api.run_batch(items, reads, /*train=*/true);
+    EXPECT_FALSE(gone.ok);
+    EXPECT_EQ(gone.error, ErrorCode::kNoSuchTable);
   }
 }
 

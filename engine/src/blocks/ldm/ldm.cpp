@@ -79,6 +79,16 @@ protocol::ErrorCode LdmBlock::read_committed_now(const protocol::LqhKeyReq& req,
   return impl_->read_committed_now(req, c, batch_end, key, into);
 }
 
+LdmBlock::ReadPlan LdmBlock::plan_reads(uint32_t table_id, uint32_t table_version,
+                                        std::span<const std::byte> columns) const {
+  return impl_->plan_reads(table_id, table_version, columns);
+}
+
+protocol::ErrorCode LdmBlock::read_planned(const ReadPlan& plan, uint32_t partition, const EncodedKey& key,
+                                           uint32_t op_index, Into& into) {
+  return impl_->read_planned(plan, partition, key, op_index, into);
+}
+
 const void* LdmBlock::prefetch_bucket(uint32_t table_id, uint32_t partition, uint32_t key_hash) const {
   return impl_->prefetch_bucket(table_id, partition, key_hash);
 }

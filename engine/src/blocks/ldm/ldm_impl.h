@@ -331,6 +331,9 @@ struct LdmBlock::Impl {
   uint32_t prefetch_rows(uint32_t table_id, uint32_t partition, uint32_t key_hash, const void* bucket,
                          storage::RowId* rows, uint32_t max, const void** more = nullptr) const;
   ldm::KeyOutcome execute_key(const protocol::LqhKeyReq& req, Address from, bool resumed, BlockContext& c);
+  LdmBlock::ReadPlan plan_reads(uint32_t table_id, uint32_t table_version, std::span<const std::byte> columns) const;
+  protocol::ErrorCode read_planned(const LdmBlock::ReadPlan& plan, uint32_t partition, const EncodedKey& key,
+                                   uint32_t op_index, LdmBlock::Into& into);
   protocol::ErrorCode read_committed_now(const protocol::LqhKeyReq& req, BlockContext& c,
                                          const protocol::TcKeyConf* batch_end, const EncodedKey* key,
                                          LdmBlock::Into* into);

@@ -110,6 +110,53 @@ ErrorCode LdmBlock::Impl::read_committed_now(const LqhKeyReq& req, BlockContext&
   return ErrorCode::kNone;
 }
 
+// What resolve_key checks of every read of a train's that is the same for
+// all of them: the table, its version, the column list (a read carries no
+// values: TC's decoder refused any that did).
+LdmBlock::ReadPlan LdmBlock::Impl::plan_reads(uint32_t table_id, uint32_t table_version,
+                                              std::span<const std::byte> columns) const {
+  const LdmTable* t = table_of(table_id);
+  if (t == nullptr || t->def.version != table_version || !columns_valid(*t, columns)) return {};
+  return {t, columns};
+}
+
+// read_committed_now's path for a planned read: the partition checked, the
+// row found (a candidate, else the index) and its values written, counted
+// as there.
+ErrorCode LdmBlock::Impl::read_planned(const LdmBlock::ReadPlan& plan, uint32_t partition, const EncodedKey& key,
+                                       uint32_t op_index, LdmBlock::Into& into) {
+  const auto& t = *static_cast<const LdmTable*>(plan.table);
+  bump(counters.key_operations);
+  if (partition >= t.def.partitions || !owns(partition)) {
+    bump(counters.refused);
+    return ErrorCode::kBadRequest;
+  }
+  const Partition& part = *t.partitions[partition / o.ldm_instances];
+  std::span<const std::byte> slot;
+  for (uint32_t i = 0; i < key.candidate_count && slot.empty(); ++i) {
+    const std::span<const std::byte> candidate = part.rows.get(key.candidates[i]);
+    if (t.pk.record_matches(t.layout, part.record_in(candidate), key.bytes)) {
+      slot = candidate;
+      bump(counters.lookahead_hits);
+    }
+  }
+  if (slot.empty()) {
+    bump(counters.index_searches);
+    if (const RowId row = part.hash.find(key.hash, key.bytes); row != kNoRow) slot = part.rows.get(row);
+  }
+  if (slot.empty() || slot_kind(slot.data()) != RowKind::kCommitted) {
+    bump(counters.refused);
+    return ErrorCode::kNoSuchRow;
+  }
+  bump(counters.reads);
+  FJORD_ASSERT(into.room.size() >= kKeyDataRecordHeaderBytes + t.max_read_bytes);
+  const std::size_t n =
+      put_columns(t, part.record_in(slot), plan.columns, into.room.subspan(kKeyDataRecordHeaderBytes));
+  put_key_data_record_header(into.room.data(), op_index, static_cast<uint32_t>(n));
+  into.written = kKeyDataRecordHeaderBytes + n;
+  return ErrorCode::kNone;
+}
+
 void LdmBlock::Impl::prefetch_key(uint32_t table_id, uint32_t partition, uint32_t key_hash, int stage) const {
   if (stage == 0) {
     (void)prefetch_bucket(table_id, partition, key_hash);

@@ -141,6 +141,26 @@ class LdmBlock final : public Block {
   protocol::ErrorCode read_committed_now(const protocol::LqhKeyReq& req, BlockContext& context,
                                          const protocol::TcKeyConf* batch_end = nullptr,
                                          const EncodedKey* key = nullptr, Into* into = nullptr);
+  // A train's reads that share a table and a column list, as TC runs them
+  // (train_read): what read_committed_now checks of those (the table here
+  // at that version, the column list) checked once, for read_planned. An
+  // invalid plan when a check fails: those reads then take
+  // read_committed_now, which names the error. A plan holds `columns`
+  // (the caller's bytes) and is good while the schema does not change:
+  // within the signal that made it.
+  struct ReadPlan {
+    const void* table = nullptr;  // this instance's table
+    std::span<const std::byte> columns;
+    bool valid() const { return table != nullptr; }
+  };
+  ReadPlan plan_reads(uint32_t table_id, uint32_t table_version, std::span<const std::byte> columns) const;
+  // A read-committed read of a plan, as read_committed_now runs one with
+  // `into` (same answer, record and counters) for an LqhKeyReq of the
+  // plan's table and columns and `op_index`, in `partition` (refused with
+  // kBadRequest when not this instance's), of `key`, which the caller
+  // encoded and hashed and routed there. Hot path: a train's reads.
+  protocol::ErrorCode read_planned(const ReadPlan& plan, uint32_t partition, const EncodedKey& key, uint32_t op_index,
+                                   Into& into);
   // prefetch() for a request a co-located TC is about to run that way.
   void prefetch_key(uint32_t table_id, uint32_t partition, uint32_t key_hash, int stage) const;
   // prefetch_key's stages for a look-ahead in one signal: stage 0, which
