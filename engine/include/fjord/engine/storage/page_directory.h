@@ -41,9 +41,11 @@ class PageDirectory {
   void remove_page(uint32_t local);
 
   bool present(uint32_t local) const { return local < end_ && !is_hole(entry(local)); }
-  std::byte* address(uint32_t local) const {
-    FJORD_ASSERT(present(local));
-    return pool_.address(entry(local));
+  std::byte* address(uint32_t local) const {  // present(local), its entry looked up once
+    FJORD_ASSERT(local < end_);
+    const PageId page = entry(local);
+    FJORD_ASSERT(!is_hole(page));
+    return pool_.address(page);
   }
   // One past the highest local index handed out (holes included).
   uint32_t end() const { return end_; }
