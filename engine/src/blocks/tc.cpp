@@ -81,9 +81,9 @@ Address ldm_address(BlockContext& c, uint16_t ldm) { return {c.self_node(), {blo
 // does not encode.
 [[gnu::always_inline]] inline bool encode_route(const TcTable& t, std::span<const std::byte> section,
                                                 std::span<std::byte> out, EncodedKey& key, uint32_t& partition) {
-  auto length = encode_key_section(t.pk, section, out);
-  if (!length) return false;
-  key = {out.first(*length), hash_key(out.data(), *length)};
+  uint32_t length = 0;
+  if (!encode_key_section(t.pk, section, out, length)) return false;
+  key = {out.first(length), hash_key(out.data(), length)};
   partition = partition_of(key.hash, t.def.partitions);
   return true;
 }

@@ -772,8 +772,6 @@ union KeyValues {
 static_assert(std::is_trivially_copy_assignable_v<ValueRef> && std::is_trivially_destructible_v<ValueRef>);
 }  // namespace
 
-namespace {
-
 // encode_key_section() for a key of non-nullable integer columns (most
 // keys): each entry goes straight to its column's place in `out`. False on
 // anything unusual (a malformed or NULL entry, a column that is not a key
@@ -804,8 +802,6 @@ bool encode_integer_key_section(const KeyCodec& codec, std::span<const std::byte
   }
   return seen == (columns.size() == 32 ? UINT32_MAX : (1u << columns.size()) - 1);
 }
-
-}  // namespace
 
 Result<uint32_t> encode_key_section(const KeyCodec& codec, std::span<const std::byte> section,
                                     std::span<std::byte> out) {
