@@ -329,21 +329,22 @@ bool TcKeyTrainCursor::next(TcKeyReq& m) {
   m.op_index = head[4];
   m.index_id = head[5];
   m.batch_ops = head[6];
-  // Each length against what is left, so that the sum cannot wrap.
-  std::size_t at = kTrainRecordHeaderBytes;
-  const auto part = [&](uint32_t length, std::span<const std::byte>& out) {
-    if (length > rest_.size() - at || padded_to_4(length) > rest_.size() - at) [[unlikely]]
-      return false;
-    out = rest_.subspan(at, length);
-    at += padded_to_4(length);
-    return true;
-  };
-  if (!part(head[7], m.key)) [[unlikely]]
-    return fail_record("key of " + std::to_string(head[7]) + " bytes runs past the section");
-  if (!part(head[8], m.values)) [[unlikely]]
-    return fail_record("values of " + std::to_string(head[8]) + " bytes runs past the section");
-  if (!part(head[9], m.columns)) [[unlikely]]
+  // The three parts' padded lengths, summed in 64 bits (no wrap), against
+  // what is left; which part runs past is worked out only for the error.
+  const uint64_t key_at = kTrainRecordHeaderBytes;
+  const uint64_t values_at = key_at + padded_to_4(uint64_t{head[7]});
+  const uint64_t columns_at = values_at + padded_to_4(uint64_t{head[8]});
+  const uint64_t at = columns_at + padded_to_4(uint64_t{head[9]});
+  if (at > rest_.size()) [[unlikely]] {
+    if (values_at > rest_.size())
+      return fail_record("key of " + std::to_string(head[7]) + " bytes runs past the section");
+    if (columns_at > rest_.size())
+      return fail_record("values of " + std::to_string(head[8]) + " bytes runs past the section");
     return fail_record("column list of " + std::to_string(head[9]) + " bytes runs past the section");
+  }
+  m.key = rest_.subspan(key_at, head[7]);
+  m.values = rest_.subspan(values_at, head[8]);
+  m.columns = rest_.subspan(columns_at, head[9]);
   if (!tc_key_req_ok(m)) [[unlikely]]
     return fail_record(tc_key_req_fault(m));
   if ((m.flags & kFlagStartTx) && read_ != 0) return fail_record("starts the transaction but is not the first");
