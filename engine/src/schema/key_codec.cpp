@@ -227,8 +227,21 @@ uint32_t KeyCodec::encode_record(const RowLayout& layout, std::span<const std::b
   return n;
 }
 
-bool KeyCodec::record_matches(const RowLayout& layout, std::span<const std::byte> record,
-                              std::span<const std::byte> key) const {
+void KeyCodec::locate(const RowLayout& layout) {
+  if (integer_columns_.empty()) return;
+  std::vector<uint32_t> offsets;
+  for (const IntegerColumn& c : integer_columns_) {
+    uint32_t offset = 0, length = 0;
+    if (!layout.fixed_slot(c.position, offset, length) || length != c.width) return;  // not this table's layout
+    offsets.push_back(offset);
+  }
+  for (std::size_t i = 0; i < offsets.size(); ++i) integer_columns_[i].record_offset = offsets[i];
+  located_record_bytes_ = layout.record_bytes();
+  located_ = true;
+}
+
+bool KeyCodec::record_matches_in(const RowLayout& layout, std::span<const std::byte> record,
+                                 std::span<const std::byte> key) const {
   if (integer_key()) {
     // Each column's encoding is at its fixed offset: encode it there in a
     // scratch key and compare those bytes.

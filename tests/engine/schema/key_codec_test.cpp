@@ -334,6 +334,21 @@ TEST(KeyCodecIntegerKeyTest, RecordMatchesAgreesWithEncodingTheRecord) {
   const KeyCodec codec = KeyCodec::for_primary_key(t);
   ASSERT_TRUE(codec.integer_key());
   expect_record_matches_agrees(t, codec, std::random_device{}());
+  // Located in the table's records (as the LDM's codecs are): the inline
+  // compare at fixed offsets agrees too, seed for seed.
+  KeyCodec located = KeyCodec::for_primary_key(t);
+  located.locate(RowLayout::create(t).value());
+  const uint64_t seed = std::random_device{}();
+  expect_record_matches_agrees(t, located, seed);
+  expect_record_matches_agrees(t, codec, seed);
+}
+
+// A key that is not all integers is not located: its compare stays the
+// general one, and agrees.
+TEST_F(KeyCodecTest, LocatingAKeyOfOtherTypesChangesNothing) {
+  KeyCodec located = codec_;
+  located.locate(RowLayout::create(table_).value());
+  expect_record_matches_agrees(table_, located, std::random_device{}());
 }
 
 std::string encode_error(const KeyCodec& codec, const std::vector<ValueRef>& values, std::size_t buffer = 1024) {

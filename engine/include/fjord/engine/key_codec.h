@@ -28,6 +28,7 @@
 #include <string_view>
 #include <vector>
 
+#include "fjord/base/assert.h"
 #include "fjord/base/status.h"
 #include "fjord/engine/schema.h"
 
@@ -113,7 +114,8 @@ class KeyCodec {
     uint16_t position = 0;  // in TableDef::columns
     uint8_t width = 0;      // 4 or 8
     bool is_signed = false;
-    uint32_t offset = 0;  // of its encoding in the key
+    uint32_t offset = 0;         // of its encoding in the key
+    uint32_t record_offset = 0;  // of its value in a record, once located (locate)
   };
   bool integer_key() const { return !integer_columns_.empty(); }
   std::span<const IntegerColumn> integer_columns() const { return integer_columns_; }
@@ -146,7 +148,18 @@ class KeyCodec {
   // True when `key` is exactly the encoding encode_record() would write for
   // `record`, found by comparing column by column in place: no buffer, and
   // it stops at the first byte that differs (a hash index's key compare).
-  bool record_matches(const RowLayout& layout, std::span<const std::byte> record, std::span<const std::byte> key) const;
+  // For an integer key located in `layout`'s records (locate), inline: a
+  // load, a byte swap and a compare per column.
+  bool record_matches(const RowLayout& layout, std::span<const std::byte> record,
+                      std::span<const std::byte> key) const {
+    if (located_) return located_record_matches(record, key);
+    return record_matches_in(layout, record, key);
+  }
+  // An integer key's columns are fixed-size and NOT NULL, so they lie at the
+  // same offsets in every record of a table: records of `layout` (the
+  // codec's table's) are compared there from now on, not through
+  // RowLayout::get. Nothing changes for other keys.
+  void locate(const RowLayout& layout);
 
   // Decodes a key or key prefix into `values` (at least column_count()).
   // Integers come back little-endian; all bytes are written to `scratch`,
@@ -162,6 +175,31 @@ class KeyCodec {
   uint32_t max_encoded_bytes_ = 0;
   bool fixed_width_ = true;
   std::vector<IntegerColumn> integer_columns_;  // one per column for an integer key, else none
+  bool located_ = false;
+  uint32_t located_record_bytes_ = 0;
+
+  bool record_matches_in(const RowLayout& layout, std::span<const std::byte> record,
+                         std::span<const std::byte> key) const;
+  bool located_record_matches(std::span<const std::byte> record, std::span<const std::byte> key) const {
+    FJORD_ASSERT(record.size() == located_record_bytes_);
+    if (key.size() != max_encoded_bytes_) return false;
+    for (const IntegerColumn& c : integer_columns_) {
+      const std::byte* value = record.data() + c.record_offset;
+      const std::byte* theirs = key.data() + c.offset;
+      if (c.width == 8) {
+        uint64_t mine, k;
+        std::memcpy(&mine, value, 8);
+        std::memcpy(&k, theirs, 8);
+        if ((__builtin_bswap64(mine) ^ (c.is_signed ? 0x80 : 0)) != k) return false;
+      } else {
+        uint32_t mine, k;
+        std::memcpy(&mine, value, 4);
+        std::memcpy(&k, theirs, 4);
+        if ((__builtin_bswap32(mine) ^ (c.is_signed ? 0x80u : 0u)) != k) return false;
+      }
+    }
+    return true;
+  }
 };
 
 }  // namespace fjord::engine

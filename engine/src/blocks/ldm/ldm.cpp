@@ -136,6 +136,7 @@ namespace ldm {
 
 LdmTable::LdmTable(TableDef d, RowLayout l)
     : def(std::move(d)), layout(std::move(l)), pk(KeyCodec::for_primary_key(def)) {
+  pk.locate(layout);
   is_key_column.assign(def.columns.size(), 0);
   for (uint16_t position : def.primary_key) is_key_column[position] = 1;
   std::vector<uint8_t> in_unique(def.columns.size(), 0);
