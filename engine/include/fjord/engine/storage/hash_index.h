@@ -121,4 +121,21 @@ class HashIndex {
   uint64_t entries_ = 0;
 };
 
+// Here, inline: every key read's look-ahead calls it.
+inline uint32_t HashIndex::candidates(uint32_t hash, RowId* out, uint32_t max, const void* known,
+                                      const void** more) const {
+  if (more != nullptr) *more = nullptr;
+  if (segments_.end() == 0) return 0;
+  const Bucket* b = known != nullptr ? static_cast<const Bucket*>(known) : bucket(address(hash));
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < b->count && n < max; ++i)
+    if (b->entries[i].hash == hash) out[n++] = b->entries[i].row;
+  if (n == 0 && more != nullptr && b->next != kNoBlock) {
+    const Bucket* next = block(b->next);
+    __builtin_prefetch(next);
+    *more = next;
+  }
+  return n;
+}
+
 }  // namespace fjord::engine::storage
