@@ -337,6 +337,26 @@ TableDef plain_items() {
   return t;
 }
 
+// Whether `key`'s row is in LDM 0's partitions (the even ones, with two
+// LDMs): where the tests expect direct reads and look-ahead hits.
+bool in_ldm0(const TableDef& table, const Values& key) {
+  std::array<std::byte, kMaxKeyBytes> encoded{};
+  const uint32_t n = encode_key_section(KeyCodec::for_primary_key(table), key.bytes(), encoded).value();
+  return partition_of(hash_key(encoded.data(), n), table.partitions) % 2 == 0;
+}
+
+// A table of an id and a nullable VARCHAR tag of `tag_bytes` with a unique
+// index on the tag ("by_tag").
+TableDef tagged_table(uint32_t tag_bytes) {
+  TableDef wide;
+  wide.name = "wide";
+  wide.partitions = 8;
+  wide.columns = {column("id", ColumnType::kUint64), column("tag", ColumnType::kVarChar, tag_bytes, true)};
+  wide.primary_key = {0};
+  wide.indexes = {IndexDef{"by_tag", IndexKind::kUnique, {1}, 0}};
+  return wide;
+}
+
 uint32_t index_id_of(const TableDef& t, const std::string& name) {
   for (const IndexDef& index : t.indexes)
     if (index.name == name) return index.index_id;
@@ -627,11 +647,6 @@ TEST(LdmWithTcTest, AUniqueKeyLookupInACoLocatedLdmRunsDirectlyWithTheSameAnswer
       // The train looks its hidden rows in LDM 0 up ahead, and then the
       // base rows of those: each found among the rows its look-ahead listed.
       // A base row in LDM 0 whose hidden row is LDM 1's is searched for.
-      const auto in_ldm0 = [](const TableDef& table, const Values& key) {
-        std::array<std::byte, kMaxKeyBytes> encoded{};
-        const uint32_t n = encode_key_section(KeyCodec::for_primary_key(table), key.bytes(), encoded).value();
-        return partition_of(hash_key(encoded.data(), n), table.partitions) % 2 == 0;
-      };
       const IndexDef& index =
           *std::find_if(t.indexes.begin(), t.indexes.end(), [&](const IndexDef& x) { return x.index_id == by_code; });
       const TableDef hidden = hidden_unique_table(t, index);
@@ -688,13 +703,7 @@ TEST(LdmWithTcTest, AUniqueKeyLookupInACoLocatedLdmRunsDirectlyWithTheSameAnswer
 TEST(LdmWithTcTest, WideUniqueKeysInATrainAreLookedUpAtTheirTurn) {
   Cluster cluster(Layout::kTcWithLdm0, /*tc_timer_ms=*/600000);
   Api api(cluster);
-  TableDef wide;
-  wide.name = "wide";
-  wide.partitions = 8;
-  wide.columns = {column("id", ColumnType::kUint64), column("tag", ColumnType::kVarChar, 300, true)};
-  wide.primary_key = {0};
-  wide.indexes = {IndexDef{"by_tag", IndexKind::kUnique, {1}, 0}};
-  const TableDef t = cluster.create(wide);
+  const TableDef t = cluster.create(tagged_table(300));
   const uint32_t by_tag = index_id_of(t, "by_tag");
   const auto tag = [](uint64_t id) { return std::string(290, 'x') + std::to_string(id); };
   for (uint64_t id = 0; id < 24; ++id)
@@ -715,11 +724,6 @@ TEST(LdmWithTcTest, WideUniqueKeysInATrainAreLookedUpAtTheirTurn) {
   EXPECT_EQ(ids.size(), 24u);
   // Stages 0-1 still listed each hidden key's candidates, but no lookup ran
   // ahead, so no base key was: every base row in LDM 0 was searched for.
-  const auto in_ldm0 = [](const TableDef& table, const Values& key) {
-    std::array<std::byte, kMaxKeyBytes> encoded{};
-    const uint32_t n = encode_key_section(KeyCodec::for_primary_key(table), key.bytes(), encoded).value();
-    return partition_of(hash_key(encoded.data(), n), table.partitions) % 2 == 0;
-  };
   const TableDef hidden = hidden_unique_table(t, t.indexes.at(0));
   uint64_t hidden_here = 0, base_here = 0;
   for (uint64_t id = 0; id < 24; ++id) {
@@ -743,13 +747,7 @@ TEST(LdmWithTcTest, WideUniqueKeysInATrainAreLookedUpAtTheirTurn) {
 TEST(LdmWithTcTest, AUniqueKeyTooLongForThePrefetchIsJudgedWhole) {
   Cluster cluster(Layout::kTcWithLdm0, /*tc_timer_ms=*/600000);
   Api api(cluster);
-  TableDef wide;
-  wide.name = "wide";
-  wide.partitions = 8;
-  wide.columns = {column("id", ColumnType::kUint64), column("tag", ColumnType::kVarChar, 500, true)};
-  wide.primary_key = {0};
-  wide.indexes = {IndexDef{"by_tag", IndexKind::kUnique, {1}, 0}};
-  const TableDef t = cluster.create(wide);
+  const TableDef t = cluster.create(tagged_table(500));
   const uint32_t by_tag = index_id_of(t, "by_tag");
   for (uint64_t id = 0; id < 8; ++id)
     ASSERT_TRUE(
@@ -794,11 +792,6 @@ TEST(LdmWithTcTest, ATrainMixingTablesAndColumnListsAnswersEachReadAsAlone) {
           api.run(other, OpType::kInsert, Values().u64(0, id), Values().u64(0, id).u32(1, 7000 + id).u64(2, 9 * id))
               .ok);
     }
-    const auto in_ldm0 = [](const TableDef& table, const Values& key) {
-      std::array<std::byte, kMaxKeyBytes> encoded{};
-      const uint32_t n = encode_key_section(KeyCodec::for_primary_key(table), key.bytes(), encoded).value();
-      return partition_of(hash_key(encoded.data(), n), table.partitions) % 2 == 0;
-    };
     // Kind id % 4: 0 items (every column), 1 other (every column), 2 other
     // (b), 3 other (a, k). The reads in LDM 0 go through the kinds in
     // turn: other with every column follows items with every column (the
