@@ -323,10 +323,8 @@ void TcBlock::Impl::issue_user_op(uint32_t tx_ref, uint32_t op_index, LqhKeyReq&
                                                                        const EncodedKey* key, BlockContext& c) {
   LdmBlock::Into into = reply_room(lqh.table_id, c);
   const ErrorCode error = ldm.read_committed_now(lqh, c, nullptr, key, &into);
-  if (error != ErrorCode::kNone) return error;
-  reply.used += into.written;
-  ++reply.count;
-  return ErrorCode::kNone;
+  if (error == ErrorCode::kNone) add_to_reply(into);
+  return error;
 }
 
 namespace {
@@ -807,8 +805,7 @@ bool TcBlock::Impl::train_read(uint32_t tx_ref, uint32_t i, BlockContext& c) {
     start_abort(tx_ref, error, r.op_index, c);
     return true;
   }
-  reply.used += into.written;
-  ++reply.count;
+  add_to_reply(into);
   ++tx.data_messages;
   return true;
 }

@@ -229,6 +229,11 @@ struct TcBlock::Impl {
   void train_hidden_lookup(uint32_t i, BlockContext& c);
   void train_base_rows(uint32_t i);
   LdmBlock::Into reply_room(uint32_t table_id, BlockContext& c);
+  // The record a direct read wrote into reply_room's answer joins the train.
+  void add_to_reply(const LdmBlock::Into& into) {
+    reply.used += into.written;
+    ++reply.count;
+  }
   protocol::ErrorCode read_into_reply(const protocol::LqhKeyReq& lqh, LdmBlock& ldm, const EncodedKey* key,
                                       BlockContext& c);
   void flush_reply(BlockContext& c);

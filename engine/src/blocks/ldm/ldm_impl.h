@@ -339,6 +339,10 @@ struct LdmBlock::Impl {
                                          LdmBlock::Into* into);
   // `known`: the request's key already encoded and hashed (read_committed_now).
   protocol::ErrorCode resolve_key(ldm::KeyOp& op, const EncodedKey* known = nullptr);
+  ldm::RowId find_row(const ldm::LdmTable& t, const ldm::Partition& part, std::span<const std::byte> key, uint64_t hash,
+                      const ldm::RowId* candidates, uint32_t candidate_count, std::span<const std::byte>& slot);
+  void put_record(const ldm::LdmTable& t, std::span<const std::byte> record, std::span<const std::byte> columns,
+                  uint32_t op_index, LdmBlock::Into& into) const;
   protocol::ErrorCode check_values(const ldm::KeyOp& op) const;
   bool columns_valid(const ldm::LdmTable& t, std::span<const std::byte> columns) const;
   ldm::KeyOutcome read_committed(ldm::KeyOp& op, BlockContext& c);

@@ -99,11 +99,8 @@ ErrorCode LdmBlock::Impl::read_committed_now(const LqhKeyReq& req, BlockContext&
   }
   bump(counters.reads);
   if (into != nullptr) {
-    FJORD_ASSERT(batch_end == nullptr && into->room.size() >= kKeyDataRecordHeaderBytes + op.table->max_read_bytes);
-    const std::size_t n =
-        put_columns(*op.table, op.part->record_in(slot), req.columns, into->room.subspan(kKeyDataRecordHeaderBytes));
-    put_key_data_record_header(into->room.data(), req.op_index, static_cast<uint32_t>(n));
-    into->written = kKeyDataRecordHeaderBytes + n;
+    FJORD_ASSERT(batch_end == nullptr);
+    put_record(*op.table, op.part->record_in(slot), req.columns, req.op_index, *into);
     return ErrorCode::kNone;
   }
   send_key_data(op, op.part->record_in(slot), c, batch_end);
@@ -133,28 +130,45 @@ ErrorCode LdmBlock::Impl::read_planned(const LdmBlock::ReadPlan& plan, uint32_t 
   }
   const Partition& part = *t.partitions[partition / o.ldm_instances];
   std::span<const std::byte> slot;
-  for (uint32_t i = 0; i < key.candidate_count && slot.empty(); ++i) {
-    const std::span<const std::byte> candidate = part.rows.get(key.candidates[i]);
-    if (t.pk.record_matches(t.layout, part.record_in(candidate), key.bytes)) {
-      slot = candidate;
-      bump(counters.lookahead_hits);
-    }
-  }
-  if (slot.empty()) {
-    bump(counters.index_searches);
-    if (const RowId row = part.hash.find(key.hash, key.bytes); row != kNoRow) slot = part.rows.get(row);
-  }
+  const RowId row = find_row(t, part, key.bytes, key.hash, key.candidates, key.candidate_count, slot);
+  if (row != kNoRow && slot.empty()) slot = part.rows.get(row);
   if (slot.empty() || slot_kind(slot.data()) != RowKind::kCommitted) {
     bump(counters.refused);
     return ErrorCode::kNoSuchRow;
   }
   bump(counters.reads);
+  put_record(t, part.record_in(slot), plan.columns, op_index, into);
+  return ErrorCode::kNone;
+}
+
+// The key's row: the look-ahead's candidate that is it (its slot then in
+// `slot`), else what an index search finds (`slot` left empty); kNoRow
+// when there is none. Counted as a look-ahead hit or an index search.
+[[gnu::always_inline]] inline RowId LdmBlock::Impl::find_row(const LdmTable& t, const Partition& part,
+                                                             std::span<const std::byte> key, uint64_t hash,
+                                                             const RowId* candidates, uint32_t candidate_count,
+                                                             std::span<const std::byte>& slot) {
+  for (uint32_t i = 0; i < candidate_count; ++i) {
+    const std::span<const std::byte> candidate = part.rows.get(candidates[i]);
+    if (t.pk.record_matches(t.layout, part.record_in(candidate), key)) {
+      slot = candidate;
+      bump(counters.lookahead_hits);
+      return candidates[i];
+    }
+  }
+  bump(counters.index_searches);
+  return part.hash.find(hash, key);
+}
+
+// A read's values as a KeyDataTrain record (header and values) at the start
+// of `into`, which has room for the table's longest read.
+[[gnu::always_inline]] inline void LdmBlock::Impl::put_record(const LdmTable& t, std::span<const std::byte> record,
+                                                              std::span<const std::byte> columns, uint32_t op_index,
+                                                              LdmBlock::Into& into) const {
   FJORD_ASSERT(into.room.size() >= kKeyDataRecordHeaderBytes + t.max_read_bytes);
-  const std::size_t n =
-      put_columns(t, part.record_in(slot), plan.columns, into.room.subspan(kKeyDataRecordHeaderBytes));
+  const std::size_t n = put_columns(t, record, columns, into.room.subspan(kKeyDataRecordHeaderBytes));
   put_key_data_record_header(into.room.data(), op_index, static_cast<uint32_t>(n));
   into.written = kKeyDataRecordHeaderBytes + n;
-  return ErrorCode::kNone;
 }
 
 void LdmBlock::Impl::prefetch_key(uint32_t table_id, uint32_t partition, uint32_t key_hash, int stage) const {
@@ -217,18 +231,7 @@ ErrorCode LdmBlock::Impl::resolve_key(KeyOp& op, const EncodedKey* known) {
     return ErrorCode::kBadRequest;
   if (!columns_valid(*t, req.columns)) return ErrorCode::kBadRequest;
   if (const ErrorCode e = check_values(op); e != ErrorCode::kNone) return e;
-  op.anchor = kNoRow;
-  for (uint32_t i = 0; i < candidate_count; ++i) {
-    const std::span<const std::byte> slot = op.part->rows.get(candidates[i]);
-    if (t->pk.record_matches(t->layout, op.part->record_in(slot), op.key)) {
-      op.anchor = candidates[i];
-      op.anchor_slot = slot;
-      bump(counters.lookahead_hits);
-      return ErrorCode::kNone;
-    }
-  }
-  bump(counters.index_searches);
-  op.anchor = op.part->hash.find(op.hash, op.key);
+  op.anchor = find_row(*t, *op.part, op.key, op.hash, candidates, candidate_count, op.anchor_slot);
   return ErrorCode::kNone;
 }
 
