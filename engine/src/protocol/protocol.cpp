@@ -806,8 +806,12 @@ bool encode_integer_key_section(const KeyCodec& codec, std::span<const std::byte
 
 Result<uint32_t> encode_key_section(const KeyCodec& codec, std::span<const std::byte> section,
                                     std::span<std::byte> out) {
-  if (codec.integer_key() && out.size() >= codec.max_encoded_bytes() && encode_integer_key_section(codec, section, out))
-    return codec.max_encoded_bytes();
+  if (encode_integer_key_fast(codec, section, out)) return codec.max_encoded_bytes();
+  return encode_key_section_general(codec, section, out);
+}
+
+Result<uint32_t> encode_key_section_general(const KeyCodec& codec, std::span<const std::byte> section,
+                                            std::span<std::byte> out) {
   KeyValues values;
   bool seen[kMaxKeyColumns] = {};
   const uint32_t n = codec.column_count();

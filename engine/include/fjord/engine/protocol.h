@@ -701,19 +701,26 @@ std::size_t put_predicate(std::span<std::byte> out, uint16_t column, FilterOp op
 // name the column at fault.
 Result<uint32_t> encode_key_section(const KeyCodec& codec, std::span<const std::byte> section,
                                     std::span<std::byte> out);
-// encode_key_section's fast path, inline: a key of NOT NULL integer columns
-// (most keys) in a well-formed section goes straight to `length` (true);
-// anything else takes encode_key_section (false when it names an error).
-// Every TC routes each key through it.
+// Its two paths. The fast one: a key of NOT NULL integer columns (most
+// keys) in a well-formed section, each entry straight to its place (false:
+// anything else, which the general path then encodes or names).
 bool encode_integer_key_section(const KeyCodec& codec, std::span<const std::byte> section, std::span<std::byte> out);
+inline bool encode_integer_key_fast(const KeyCodec& codec, std::span<const std::byte> section,
+                                    std::span<std::byte> out) {
+  return codec.integer_key() && out.size() >= codec.max_encoded_bytes() &&
+         encode_integer_key_section(codec, section, out);
+}
+Result<uint32_t> encode_key_section_general(const KeyCodec& codec, std::span<const std::byte> section,
+                                            std::span<std::byte> out);
+// encode_key_section for a caller that needs no error message, inline and
+// without a Result on the fast path: every TC routes each key through it.
 inline bool encode_key_section(const KeyCodec& codec, std::span<const std::byte> section, std::span<std::byte> out,
                                uint32_t& length) {
-  if (codec.integer_key() && out.size() >= codec.max_encoded_bytes() &&
-      encode_integer_key_section(codec, section, out)) {
+  if (encode_integer_key_fast(codec, section, out)) {
     length = codec.max_encoded_bytes();
     return true;
   }
-  const Result<uint32_t> encoded = encode_key_section(codec, section, out);
+  const Result<uint32_t> encoded = encode_key_section_general(codec, section, out);
   if (!encoded.is_ok()) return false;
   length = encoded.value();
   return true;
