@@ -668,7 +668,7 @@ void TcBlock::Impl::tc_key_train(const Signal& s, BlockContext& c) {
   reply.tx = cursor.train().tx;
   // The train's transaction, once a record went the general way (key_req)
   // and left it known: the direct reads in the middle of an active batch
-  // then take the short way (train_read).
+  // then take the short way (planned_run_end, run_planned).
   uint32_t tx_ref = kNoRecord;
   // Stages 2-4 run this many records ahead of the reads (the first read
   // takes them all for the records up to there): time for a line to load,
@@ -680,22 +680,31 @@ void TcBlock::Impl::tc_key_train(const Signal& s, BlockContext& c) {
     }
     for (uint32_t j = 0; j <= distance && j < n; ++j) stage(j);
   };
-  for (uint32_t i = 0; i < n; ++i) {
-    // The tests here are the stages' own first ones, inline: most records
-    // of most trains need none of them.
-    ahead(i, 4, [&](uint32_t j) {
-      if (train_buckets[j] != nullptr) train_overflow(j);
-    });
-    ahead(i, 3, [&](uint32_t j) {
-      if (train_unique_notes[j] != 0) train_hidden_lookup(j, c);
-    });
-    ahead(i, 1, [&](uint32_t j) {
-      if (train_unique[j].done) train_base_rows(j);
-    });
-    if (train_notes[i] != 0 && tx_ref != kNoRecord && train_read(tx_ref, i, c)) continue;
+  for (uint32_t i = 0; i < n;) {
+    // Records i to end - 1 run as one read plan; none when end is i.
+    const uint32_t end = train_notes[i] != 0 && tx_ref != kNoRecord ? planned_run_end(tx_ref, i, n) : i;
+    // Each record's look-ahead as if the records ran one by one. The tests
+    // here are the stages' own first ones, inline: most records of most
+    // trains need none of them.
+    for (uint32_t k = i; k < std::max(end, i + 1); ++k) {
+      ahead(k, 4, [&](uint32_t j) {
+        if (train_buckets[j] != nullptr) train_overflow(j);
+      });
+      ahead(k, 3, [&](uint32_t j) {
+        if (train_unique_notes[j] != 0) train_hidden_lookup(j, c);
+      });
+      ahead(k, 1, [&](uint32_t j) {
+        if (train_unique[j].done) train_base_rows(j);
+      });
+    }
+    if (end != i) {
+      i = run_planned(tx_ref, i, end, c);
+      continue;
+    }
     const bool known = train_note(i) != 0 || train_unique[i].done;
     key_req(s.sender_node, train_reqs[i], train_note(i), known ? &train_keys[i] : nullptr, c, &train_unique[i]);
     if (!tx_by_id.find(reply.tx.value, tx_ref)) tx_ref = kNoRecord;
+    ++i;
   }
   flush_reply(c);
   reply.active = false;
@@ -768,46 +777,71 @@ void TcBlock::Impl::train_base_rows(uint32_t i) {
   k.candidates = train_rows[i].data();
 }
 
-// What key_req, issue_user_op, read_now and op_done do for train record i,
-// a read-committed read by primary key that stage 0 routed (its table
-// found, its version current, its key encoded) to an LDM of this thread,
-// when it neither starts nor ends the batch and the transaction is active:
-// count it in the batch, run it in the LDM into the reply train (by a read
-// plan: the LDM checks the table and column list once for the train's
-// reads of them), and abort the transaction if it fails. False (nothing
-// done) in any other case, for key_req to take it.
-bool TcBlock::Impl::train_read(uint32_t tx_ref, uint32_t i, BlockContext& c) {
+// The records from i on that can run by one read plan of an LDM of this
+// thread (run_planned): read-committed reads by primary key that stage 0
+// routed (their table found, its version current, their key encoded) to
+// that LDM, of one table and column list, neither starting nor ending the
+// batch, while the transaction is active and waits for no execute. Returns
+// the record after the last of them: i when record i cannot (its LDM is on
+// another thread, it starts or ends the batch, or the LDM could not make
+// the plan, whose error key_req's path then names).
+uint32_t TcBlock::Impl::planned_run_end(uint32_t tx_ref, uint32_t i, uint32_t n) {
+  constexpr uint32_t kEndsOrStarts = kFlagStartTx | kFlagExecute;
   const TcKeyReq& r = train_reqs[i];
-  if ((r.flags & (kFlagStartTx | kFlagExecute)) != 0 || !txs.valid(tx_ref)) return false;
-  Tx& tx = txs[tx_ref];
-  if (tx.id != r.tx || tx.state != TxState::kActive || tx.execute_pending) return false;
-  const uint32_t partition = partition_of_note(train_notes[i]);
-  const uint16_t l = ldm_of(partition);
-  LdmBlock* ldm = direct_ldm[l];
-  if (ldm == nullptr) return false;  // its LDM is on another thread: an LqhKeyReq
+  if ((r.flags & kEndsOrStarts) != 0 || !txs.valid(tx_ref)) return i;
+  const Tx& tx = txs[tx_ref];
+  if (tx.id != r.tx || tx.state != TxState::kActive || tx.execute_pending) return i;
+  const uint16_t l = ldm_of(partition_of_note(train_notes[i]));
+  const LdmBlock* ldm = direct_ldm[l];
+  if (ldm == nullptr) return i;  // its LDM is on another thread: an LqhKeyReq
   // The LDM's checks of the table and column list, made once for the
-  // train's reads of the same ones (a plan it could not make: key_req's
-  // path names the error).
+  // train's reads of the same ones.
   TrainPlan& p = train_plans[l];
-  const auto same_columns = [&] {
-    return p.plan.columns.size() == r.columns.size() &&
-           (r.columns.empty() || std::memcmp(p.plan.columns.data(), r.columns.data(), r.columns.size()) == 0);
-  };
-  if (p.train != train_serial || p.table_id != r.table_id || p.table_version != r.table_version || !same_columns())
+  if (!p.fits(train_serial, r))
     p = {train_serial, r.table_id, r.table_version, ldm->plan_reads(r.table_id, r.table_version, r.columns)};
-  if (!p.plan.valid()) return false;
+  if (!p.plan.valid()) return i;
+  uint32_t end = i + 1;
+  while (end < n && train_notes[end] != 0 && (train_reqs[end].flags & kEndsOrStarts) == 0 &&
+         ldm_of(partition_of_note(train_notes[end])) == l && p.fits(train_serial, train_reqs[end]))
+    ++end;
+  return end;
+}
+
+// What key_req, issue_user_op, read_now and op_done do for records i to
+// end - 1 (planned_run_end), in order: each counted in the batch, run in
+// the LDM by the plan into the reply train; the first that fails aborts
+// the transaction. Returns the record to go on with: end, or the one after
+// the read that failed.
+uint32_t TcBlock::Impl::run_planned(uint32_t tx_ref, uint32_t i, uint32_t end, BlockContext& c) {
+  Tx& tx = txs[tx_ref];
+  const uint16_t l = ldm_of(partition_of_note(train_notes[i]));
+  LdmBlock& ldm = *direct_ldm[l];
+  const LdmBlock::ReadPlan& plan = train_plans[l].plan;
+  const std::size_t record_room = kKeyDataRecordHeaderBytes + table(train_reqs[i].table_id)->max_read_bytes;
   tx.last_activity_ns = c.now_ns();
-  ++tx.batch_ops;
-  ++counters.operations;
-  LdmBlock::Into into = reply_room(r.table_id, c);
-  const ErrorCode error = ldm->read_planned(p.plan, partition, train_keys[i], r.op_index, into);
-  if (error != ErrorCode::kNone) {
-    start_abort(tx_ref, error, r.op_index, c);
-    return true;
+  while (i < end) {
+    if (reply_bytes.size() - reply.used < record_room) flush_reply(c);
+    const auto count =
+        static_cast<uint32_t>(std::min<std::size_t>(end - i, (reply_bytes.size() - reply.used) / record_room));
+    for (uint32_t k = 0; k < count; ++k)
+      train_run[k] = {partition_of_note(train_notes[i + k]), train_reqs[i + k].op_index, &train_keys[i + k]};
+    LdmBlock::Into into{std::span(reply_bytes).subspan(reply.used)};
+    ErrorCode error = ErrorCode::kNone;
+    const uint32_t done = ldm.read_planned(plan, std::span(train_run).first(count), into, error);
+    tx.batch_ops += done;
+    counters.operations += done;
+    tx.data_messages += done;
+    reply.used += into.written;
+    reply.count += done;
+    i += done;
+    if (error != ErrorCode::kNone) {
+      ++tx.batch_ops;  // the read that failed is the batch's as well
+      ++counters.operations;
+      start_abort(tx_ref, error, train_reqs[i].op_index, c);
+      return i + 1;
+    }
   }
-  add_to_reply(into);
-  ++tx.data_messages;
-  return true;
+  return end;
 }
 
 void TcBlock::Impl::unique_lookup_done(uint32_t op_ref, const LqhKeyConf& conf, BlockContext& c) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <array>
+#include <cstring>
 #include <memory>
 #include <vector>
 
@@ -153,16 +154,23 @@ struct TcBlock::Impl {
   // overflow block it started loading for a key its bucket did not list
   // (null: none), which stage 2 looks in a few records ahead of the reads.
   std::array<const void*, protocol::kMaxTrainOps> train_buckets{};
-  // The read plan (LdmBlock::plan_reads) train_read made last in each LDM
-  // of this thread, by LDM instance; good for the train whose serial it
+  // The read plan (LdmBlock::plan_reads) planned_run_end made last in each
+  // LDM of this thread, by LDM instance; good for the train whose serial it
   // has (the schema does not change inside a train's signal).
   struct TrainPlan {
     uint64_t train = 0;
     uint32_t table_id = 0;
     uint32_t table_version = 0;
     LdmBlock::ReadPlan plan;
+    // The plan this train's request r would make.
+    bool fits(uint64_t serial, const protocol::TcKeyReq& r) const {
+      return train == serial && table_id == r.table_id && table_version == r.table_version &&
+             plan.columns.size() == r.columns.size() &&
+             (r.columns.empty() || std::memcmp(plan.columns.data(), r.columns.data(), r.columns.size()) == 0);
+    }
   };
   std::vector<TrainPlan> train_plans;
+  std::array<LdmBlock::PlannedRead, protocol::kMaxTrainOps> train_run{};  // run_planned's reads
   uint64_t train_serial = 0;
   std::vector<std::byte> train_key_bytes;    // kMaxTrainOps * kMaxKeyBytes
   std::vector<std::byte> train_hidden_rows;  // kMaxTrainOps * kHiddenRowBytes
@@ -222,7 +230,8 @@ struct TcBlock::Impl {
                const UniqueAhead* ahead = nullptr);
   protocol::ErrorCode hidden_key(const TcTable& t, const protocol::TcKeyReq& req, const TcTable*& hidden,
                                  std::span<std::byte> out, std::size_t& length) const;
-  bool train_read(uint32_t tx_ref, uint32_t i, BlockContext& c);
+  uint32_t planned_run_end(uint32_t tx_ref, uint32_t i, uint32_t n);
+  uint32_t run_planned(uint32_t tx_ref, uint32_t i, uint32_t end, BlockContext& c);
   void train_route(uint32_t i);
   void train_bucket_rows(uint32_t i);
   void train_overflow(uint32_t i);

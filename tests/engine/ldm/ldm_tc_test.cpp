@@ -955,6 +955,72 @@ TEST(LdmWithTcTest, DirectReadsSeeCommittedRowsAndTheirFailureAbortsTheBatch) {
   }
 }
 
+// The reads in the middle of a train that share a table and a column list
+// run in TC's LDM as one run of a read plan. A run longer than the reply
+// train has room for sends the reply when full and goes on; a run stops at
+// the read that fails: the reads before it ran, the ones after it do not,
+// and the transaction aborts with that read's error.
+TEST(LdmWithTcTest, ARunOfPlannedReadsFillsReplyAfterReplyAndStopsAtTheReadThatFails) {
+  Cluster cluster(Layout::kTcWithLdm0);
+  Api api(cluster);
+  // 6,000-byte tags: a reply train holds five reads' records.
+  TableDef wide;
+  wide.name = "wide";
+  wide.partitions = 8;
+  wide.columns = {column("id", ColumnType::kUint64), column("tag", ColumnType::kVarChar, 6000)};
+  wide.primary_key = {0};
+  const TableDef t = cluster.create(wide);
+  const auto tag = [](uint64_t id) { return std::string(5990, 't') + std::to_string(id); };
+  std::vector<uint64_t> here, missing;
+  for (uint64_t id = 0; here.size() < 24; ++id) {
+    ASSERT_TRUE(api.run(t, OpType::kInsert, Values().u64(0, id), Values().u64(0, id).str(1, tag(id))).ok);
+    if (in_ldm0(t, Values().u64(0, id))) here.push_back(id);
+  }
+  for (uint64_t id = 100000; missing.empty(); ++id)
+    if (in_ldm0(t, Values().u64(0, id))) missing.push_back(id);
+  const auto read = [](uint64_t id) {
+    return Api::BatchOp{OpType::kRead, LockMode::kCommitted, Values().u64(0, id), {}};
+  };
+
+  std::vector<Api::BatchOp> reads;
+  for (const uint64_t id : here) reads.push_back(read(id));
+  LdmStats before = cluster.ldm(0).stats();
+  TxResult r = api.run_batch(t, reads, /*train=*/true);
+  ASSERT_TRUE(r.ok) << error_text(r.error);
+  ASSERT_EQ(r.rows.size(), here.size());
+  std::set<uint64_t> ids;
+  for (const RowValues& row : r.rows) {
+    const uint64_t id = int_of<uint64_t>(row.at(0));
+    ids.insert(id);
+    EXPECT_EQ(str_of(row.at(1)), tag(id));
+  }
+  EXPECT_EQ(ids, std::set<uint64_t>(here.begin(), here.end()));
+  EXPECT_GE(r.data_trains, 5u) << "24 reads of 6 KB rows do not fit in fewer KeyDataTrains";
+  // Each record once (the harness takes the train that ends the batch first).
+  std::vector<uint32_t> ops = r.train_ops;
+  std::sort(ops.begin(), ops.end());
+  EXPECT_EQ(std::adjacent_find(ops.begin(), ops.end()), ops.end());
+  EXPECT_EQ(ops.size(), here.size());
+  LdmStats after = cluster.ldm(0).stats();
+  EXPECT_EQ(after.reads - before.reads, here.size());
+
+  // The 8th read of the train (the 7th of its run) finds no row.
+  reads.clear();
+  for (std::size_t i = 0; i < 16; ++i) reads.push_back(read(i == 7 ? missing[0] : here[i]));
+  before = cluster.ldm(0).stats();
+  r = api.run_batch(t, reads, true);
+  EXPECT_FALSE(r.ok);
+  EXPECT_EQ(r.error, ErrorCode::kNoSuchRow);
+  after = cluster.ldm(0).stats();
+  EXPECT_EQ(after.reads - before.reads, 7u) << "the first record and the six planned reads before the failing one";
+  EXPECT_EQ(after.refused - before.refused, 1u);
+  EXPECT_EQ(after.key_operations - before.key_operations, 8u) << "nothing after the failing read ran";
+  // The transaction is gone and nothing of it stays: the rows read as before.
+  r = api.run(t, OpType::kRead, Values().u64(0, here[8]));
+  ASSERT_TRUE(r.ok);
+  EXPECT_EQ(str_of(r.rows.at(0).at(1)), tag(here[8]));
+}
+
 // A TcKeyTrain runs as its requests would one by one, in either layout:
 // the same rows, the same errors, the same aborts. With TC beside LDM 0 the
 // reads it runs there answer in one KeyDataTrain per train (in order), and

@@ -84,9 +84,9 @@ LdmBlock::ReadPlan LdmBlock::plan_reads(uint32_t table_id, uint32_t table_versio
   return impl_->plan_reads(table_id, table_version, columns);
 }
 
-protocol::ErrorCode LdmBlock::read_planned(const ReadPlan& plan, uint32_t partition, const EncodedKey& key,
-                                           uint32_t op_index, Into& into) {
-  return impl_->read_planned(plan, partition, key, op_index, into);
+uint32_t LdmBlock::read_planned(const ReadPlan& plan, std::span<const PlannedRead> reads, Into& into,
+                                protocol::ErrorCode& error) {
+  return impl_->read_planned(plan, reads, into, error);
 }
 
 const void* LdmBlock::prefetch_bucket(uint32_t table_id, uint32_t partition, uint32_t key_hash) const {

@@ -332,8 +332,8 @@ struct LdmBlock::Impl {
                          storage::RowId* rows, uint32_t max, const void** more = nullptr) const;
   ldm::KeyOutcome execute_key(const protocol::LqhKeyReq& req, Address from, bool resumed, BlockContext& c);
   LdmBlock::ReadPlan plan_reads(uint32_t table_id, uint32_t table_version, std::span<const std::byte> columns) const;
-  protocol::ErrorCode read_planned(const LdmBlock::ReadPlan& plan, uint32_t partition, const EncodedKey& key,
-                                   uint32_t op_index, LdmBlock::Into& into);
+  uint32_t read_planned(const LdmBlock::ReadPlan& plan, std::span<const LdmBlock::PlannedRead> reads,
+                        LdmBlock::Into& into, protocol::ErrorCode& error);
   protocol::ErrorCode read_committed_now(const protocol::LqhKeyReq& req, BlockContext& c,
                                          const protocol::TcKeyConf* batch_end, const EncodedKey* key,
                                          LdmBlock::Into* into);

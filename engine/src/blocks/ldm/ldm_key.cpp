@@ -117,28 +117,40 @@ LdmBlock::ReadPlan LdmBlock::Impl::plan_reads(uint32_t table_id, uint32_t table_
   return {t, columns};
 }
 
-// read_committed_now's path for a planned read: the partition checked, the
-// row found (a candidate, else the index) and its values written, counted
-// as there.
-ErrorCode LdmBlock::Impl::read_planned(const LdmBlock::ReadPlan& plan, uint32_t partition, const EncodedKey& key,
-                                       uint32_t op_index, LdmBlock::Into& into) {
+// read_committed_now's path for planned reads: each one's partition
+// checked, its row found (a candidate, else the index) and its values
+// written, counted as there.
+uint32_t LdmBlock::Impl::read_planned(const LdmBlock::ReadPlan& plan, std::span<const LdmBlock::PlannedRead> reads,
+                                      LdmBlock::Into& into, ErrorCode& error) {
   const auto& t = *static_cast<const LdmTable*>(plan.table);
-  bump(counters.key_operations);
-  if (partition >= t.def.partitions || !owns(partition)) {
-    bump(counters.refused);
-    return ErrorCode::kBadRequest;
+  error = ErrorCode::kNone;
+  std::size_t written = 0;
+  uint32_t done = 0;
+  for (const LdmBlock::PlannedRead& r : reads) {
+    bump(counters.key_operations);
+    if (r.partition >= t.def.partitions || !owns(r.partition)) {
+      bump(counters.refused);
+      error = ErrorCode::kBadRequest;
+      break;
+    }
+    const Partition& part = *t.partitions[r.partition / o.ldm_instances];
+    const EncodedKey& key = *r.key;
+    std::span<const std::byte> slot;
+    const RowId row = find_row(t, part, key.bytes, key.hash, key.candidates, key.candidate_count, slot);
+    if (row != kNoRow && slot.empty()) slot = part.rows.get(row);
+    if (slot.empty() || slot_kind(slot.data()) != RowKind::kCommitted) {
+      bump(counters.refused);
+      error = ErrorCode::kNoSuchRow;
+      break;
+    }
+    bump(counters.reads);
+    LdmBlock::Into one{into.room.subspan(written)};
+    put_record(t, part.record_in(slot), plan.columns, r.op_index, one);
+    written += one.written;
+    ++done;
   }
-  const Partition& part = *t.partitions[partition / o.ldm_instances];
-  std::span<const std::byte> slot;
-  const RowId row = find_row(t, part, key.bytes, key.hash, key.candidates, key.candidate_count, slot);
-  if (row != kNoRow && slot.empty()) slot = part.rows.get(row);
-  if (slot.empty() || slot_kind(slot.data()) != RowKind::kCommitted) {
-    bump(counters.refused);
-    return ErrorCode::kNoSuchRow;
-  }
-  bump(counters.reads);
-  put_record(t, part.record_in(slot), plan.columns, op_index, into);
-  return ErrorCode::kNone;
+  into.written = written;
+  return done;
 }
 
 // The key's row: the look-ahead's candidate that is it (its slot then in

@@ -142,7 +142,7 @@ class LdmBlock final : public Block {
                                          const protocol::TcKeyConf* batch_end = nullptr,
                                          const EncodedKey* key = nullptr, Into* into = nullptr);
   // A train's reads that share a table and a column list, as TC runs them
-  // (train_read): what read_committed_now checks of those (the table here
+  // (run_planned): what read_committed_now checks of those (the table here
   // at that version, the column list) checked once, for read_planned. An
   // invalid plan when a check fails: those reads then take
   // read_committed_now, which names the error. A plan holds `columns`
@@ -154,13 +154,24 @@ class LdmBlock final : public Block {
     bool valid() const { return table != nullptr; }
   };
   ReadPlan plan_reads(uint32_t table_id, uint32_t table_version, std::span<const std::byte> columns) const;
-  // A read-committed read of a plan, as read_committed_now runs one with
-  // `into` (same answer, record and counters) for an LqhKeyReq of the
-  // plan's table and columns and `op_index`, in `partition` (refused with
-  // kBadRequest when not this instance's), of `key`, which the caller
-  // encoded and hashed and routed there. Hot path: a train's reads.
-  protocol::ErrorCode read_planned(const ReadPlan& plan, uint32_t partition, const EncodedKey& key, uint32_t op_index,
-                                   Into& into);
+  // One read of a plan: its partition, its op_index, and its key, which
+  // the caller encoded and hashed and routed there.
+  struct PlannedRead {
+    uint32_t partition = 0;
+    uint32_t op_index = 0;
+    const EncodedKey* key = nullptr;
+  };
+  // Read-committed reads of a plan, in order, each as read_committed_now
+  // runs one with `into` (same answer, record and counters) for an
+  // LqhKeyReq of the plan's table and columns: their KeyDataTrain records
+  // back to back from the start of into.room, which has room for each at
+  // the table's longest read. Stops at the first that fails (a partition
+  // that is not this instance's: kBadRequest; no row: kNoSuchRow), which
+  // writes nothing. Returns how many ran (into.written: their bytes) and
+  // sets `error` to the failing read's error (kNone when all ran). Hot
+  // path: a train's reads, the table and the call paid once for a run.
+  uint32_t read_planned(const ReadPlan& plan, std::span<const PlannedRead> reads, Into& into,
+                        protocol::ErrorCode& error);
   // prefetch() for a request a co-located TC is about to run that way.
   void prefetch_key(uint32_t table_id, uint32_t partition, uint32_t key_hash, int stage) const;
   // prefetch_key's stages for a look-ahead in one signal: stage 0, which
