@@ -14,8 +14,9 @@ RowId HashIndex::find(uint64_t hash, std::span<const std::byte> key) const {
   if (segments_.end() == 0) return kNoRow;
   const auto hash32 = static_cast<uint32_t>(hash);
   for (const Bucket* b = bucket(address(hash32));;) {
-    for (uint32_t i = 0; i < b->count; ++i) {
-      if (b->entries[i].hash == hash32 && keys_.key_equals(b->entries[i].row, key)) return b->entries[i].row;
+    for (uint32_t words = hash_words(b, hash32); words != 0; words &= words - 1) {
+      const RowId row = row_at(b, static_cast<uint32_t>(__builtin_ctz(words)));
+      if (keys_.key_equals(row, key)) return row;
     }
     if (b->next == kNoBlock) return kNoRow;
     b = block(b->next);

@@ -23,6 +23,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "fjord/base/status.h"
 #include "fjord/engine/storage/block_arena.h"
@@ -109,6 +112,30 @@ class HashIndex {
     return reinterpret_cast<Bucket*>(segments_.address(index / kBucketsPerSegment)) + index % kBucketsPerSegment;
   }
   Bucket* block(BlockId id) const { return reinterpret_cast<Bucket*>(overflow_.address(id)); }
+  // The entries of `b` in use whose stored hash bits are `hash`: bit 2 + 2i
+  // for entry i (the bucket's 32-bit word that holds its hash; its row is
+  // the word after). With SSE2 (every x86-64) the line's sixteen words are
+  // compared at once, not entry by entry: about twenty instructions for a
+  // bucket, where the loop took some fifty (callgrind, node_bench).
+  static uint32_t hash_words(const Bucket* b, uint32_t hash) {
+    const uint32_t in_use = (1u << (2 + 2 * b->count)) - 1;  // the words of the header and entries in use
+    constexpr uint32_t kHashWords = 0x5554;                  // words 2, 4, ..., 14
+#if defined(__SSE2__)
+    const __m128i h = _mm_set1_epi32(static_cast<int>(hash));
+    const auto* line = reinterpret_cast<const __m128i*>(b);
+    const __m128i low =
+        _mm_packs_epi32(_mm_cmpeq_epi32(_mm_load_si128(line), h), _mm_cmpeq_epi32(_mm_load_si128(line + 1), h));
+    const __m128i high =
+        _mm_packs_epi32(_mm_cmpeq_epi32(_mm_load_si128(line + 2), h), _mm_cmpeq_epi32(_mm_load_si128(line + 3), h));
+    const auto equal = static_cast<uint32_t>(_mm_movemask_epi8(_mm_packs_epi16(low, high)));
+#else
+    uint32_t equal = 0;
+    for (uint32_t i = 0; i < kEntriesPerBucket; ++i) equal |= uint32_t{b->entries[i].hash == hash} << (2 + 2 * i);
+#endif
+    return equal & kHashWords & in_use;
+  }
+  // The row of the entry whose hash is word `word` of `b` (hash_words).
+  static RowId row_at(const Bucket* b, uint32_t word) { return b->entries[(word - 2) / 2].row; }
   void maybe_split();
   Status split_one();
   void move_entries(Bucket* from, uint32_t from_index, Bucket* to, uint32_t new_bit);
@@ -128,8 +155,8 @@ inline uint32_t HashIndex::candidates(uint32_t hash, RowId* out, uint32_t max, c
   if (segments_.end() == 0) return 0;
   const Bucket* b = known != nullptr ? static_cast<const Bucket*>(known) : bucket(address(hash));
   uint32_t n = 0;
-  for (uint32_t i = 0; i < b->count && n < max; ++i)
-    if (b->entries[i].hash == hash) out[n++] = b->entries[i].row;
+  for (uint32_t words = hash_words(b, hash); words != 0 && n < max; words &= words - 1)
+    out[n++] = row_at(b, static_cast<uint32_t>(__builtin_ctz(words)));
   if (n == 0 && more != nullptr && b->next != kNoBlock) {
     const Bucket* next = block(b->next);
     __builtin_prefetch(next);
