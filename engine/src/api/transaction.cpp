@@ -42,6 +42,17 @@ Row::Place Row::place(uint16_t column, bool is_null, std::size_t value_bytes) {
 }
 
 Row& Row::put(uint16_t column, const void* data, std::size_t bytes) {
+  // A key of one column set again for the next operation (the row's only
+  // entry is this column's, not NULL, as long): only the value changes,
+  // without place()'s walk (some 70 instructions a read in api_cpu).
+  if (entries_.size() == value_entry_bytes(bytes)) {
+    detail::RowEntry e;
+    std::size_t at = 0;
+    if (detail::next_row_entry(entries_, at, e) && e.column == column && !e.is_null && e.value.size() == bytes) {
+      if (bytes != 0) std::memcpy(entries_.data() + detail::kEntryHeaderBytes, data, bytes);
+      return *this;
+    }
+  }
   const Place p = place(column, false, bytes);
   if (p.header_kept) {
     if (bytes != 0) std::memcpy(p.entry.data() + detail::kEntryHeaderBytes, data, bytes);
