@@ -588,6 +588,7 @@ bool TcBlock::Impl::one_shot_read(NodeId sender, const TcKeyReq& req, uint64_t n
   train_unique_notes[i] = 0;
   train_unique[i].done = false;
   train_buckets[i] = nullptr;
+  train_found[i] = nullptr;
   const TcKeyReq& r = train_reqs[i];
   if (!any_direct_ldm || r.op != OpType::kRead || r.lock != LockMode::kCommitted) return;
   const TcTable* t = table(r.table_id);
@@ -616,7 +617,7 @@ bool TcBlock::Impl::one_shot_read(NodeId sender, const TcKeyReq& req, uint64_t n
   (r.flags & kFlagViaUnique ? train_unique_notes : train_notes)[i] = route_note(*t, 0, partition, hash);
   train_tables[i] = t->def.table_id;
   if (const LdmBlock* ldm = direct_ldm[ldm_of(partition)])
-    train_buckets[i] = ldm->prefetch_bucket(t->def.table_id, partition, hash);
+    train_buckets[i] = ldm->prefetch_bucket(t->def.table_id, partition, hash, &train_found[i]);
 }
 
 // Stage 1: the rows the key's bucket lists under its hash bits, loaded and
@@ -629,10 +630,10 @@ bool TcBlock::Impl::one_shot_read(NodeId sender, const TcKeyReq& req, uint64_t n
   const uint64_t note = train_note(i);
   if (note == 0) return;
   const uint32_t partition = partition_of_note(note);
-  if (const LdmBlock* ldm = direct_ldm[ldm_of(partition)]) {
+  if (const void* found = train_found[i]) {  // its partition, found by stage 0 in an LDM here
     EncodedKey& k = train_keys[i];
-    k.candidate_count = ldm->prefetch_rows(train_tables[i], partition, static_cast<uint32_t>(note), train_buckets[i],
-                                           train_rows[i].data(), 2, &train_buckets[i]);
+    k.candidate_count = direct_ldm[ldm_of(partition)]->prefetch_rows_in(
+        found, static_cast<uint32_t>(note), train_buckets[i], train_rows[i].data(), 2, &train_buckets[i]);
     k.candidates = train_rows[i].data();
   }
 }
@@ -745,6 +746,7 @@ void TcBlock::Impl::train_hidden_lookup(uint32_t i, BlockContext& c) {
   lqh.key_hash = static_cast<uint32_t>(note);
   lqh.tx = r.tx;
   train_unique_notes[i] = 0;  // the record takes its lookup's outcome; train_keys[i] becomes the base key
+  train_found[i] = nullptr;   // the hidden table's partition
   const std::span<std::byte> room = std::span(train_hidden_rows).subspan(i * kHiddenRowBytes, kHiddenRowBytes);
   LdmBlock::Into into{room};
   UniqueAhead& u = train_unique[i];
@@ -824,7 +826,8 @@ uint32_t TcBlock::Impl::run_planned(uint32_t tx_ref, uint32_t i, uint32_t end, B
     const auto count =
         static_cast<uint32_t>(std::min<std::size_t>(end - i, (reply_bytes.size() - reply.used) / record_room));
     for (uint32_t k = 0; k < count; ++k)
-      train_run[k] = {partition_of_note(train_notes[i + k]), train_reqs[i + k].op_index, &train_keys[i + k]};
+      train_run[k] = {partition_of_note(train_notes[i + k]), train_reqs[i + k].op_index, &train_keys[i + k],
+                      train_found[i + k]};
     LdmBlock::Into into{std::span(reply_bytes).subspan(reply.used)};
     ErrorCode error = ErrorCode::kNone;
     const uint32_t done = ldm.read_planned(plan, std::span(train_run).first(count), into, error);

@@ -154,6 +154,9 @@ struct TcBlock::Impl {
   // overflow block it started loading for a key its bucket did not list
   // (null: none), which stage 2 looks in a few records ahead of the reads.
   std::array<const void*, protocol::kMaxTrainOps> train_buckets{};
+  // Stage 0's partition (LdmBlock::prefetch_bucket's `found`) of a key
+  // whose LDM is here, for stage 1 and the read; null otherwise.
+  std::array<const void*, protocol::kMaxTrainOps> train_found{};
   // The read plan (LdmBlock::plan_reads) planned_run_end made last in each
   // LDM of this thread, by LDM instance; good for the train whose serial it
   // has (the schema does not change inside a train's signal).

@@ -89,13 +89,19 @@ uint32_t LdmBlock::read_planned(const ReadPlan& plan, std::span<const PlannedRea
   return impl_->read_planned(plan, reads, into, error);
 }
 
-const void* LdmBlock::prefetch_bucket(uint32_t table_id, uint32_t partition, uint32_t key_hash) const {
-  return impl_->prefetch_bucket(table_id, partition, key_hash);
+const void* LdmBlock::prefetch_bucket(uint32_t table_id, uint32_t partition, uint32_t key_hash,
+                                      const void** found) const {
+  return impl_->prefetch_bucket(table_id, partition, key_hash, found);
 }
 
 uint32_t LdmBlock::prefetch_rows(uint32_t table_id, uint32_t partition, uint32_t key_hash, const void* bucket,
                                  uint32_t* rows, uint32_t max, const void** more) const {
   return impl_->prefetch_rows(table_id, partition, key_hash, bucket, rows, max, more);
+}
+
+uint32_t LdmBlock::prefetch_rows_in(const void* found, uint32_t key_hash, const void* bucket, uint32_t* rows,
+                                    uint32_t max, const void** more) const {
+  return impl_->prefetch_rows_in(*static_cast<const ldm::Partition*>(found), key_hash, bucket, rows, max, more);
 }
 
 void LdmBlock::prefetch_key(uint32_t table_id, uint32_t partition, uint32_t key_hash, int stage) const {

@@ -327,9 +327,19 @@ struct LdmBlock::Impl {
   // LdmBlock::prefetch for an LqhKeyReq: stage 0 the key's bucket, stage 1
   // the rows in it whose hash bits match.
   void prefetch_key(uint32_t table_id, uint32_t partition, uint32_t key_hash, int stage) const;
-  const void* prefetch_bucket(uint32_t table_id, uint32_t partition, uint32_t key_hash) const;
+  const void* prefetch_bucket(uint32_t table_id, uint32_t partition, uint32_t key_hash,
+                              const void** found = nullptr) const;
   uint32_t prefetch_rows(uint32_t table_id, uint32_t partition, uint32_t key_hash, const void* bucket,
                          storage::RowId* rows, uint32_t max, const void** more = nullptr) const;
+  uint32_t prefetch_rows_in(const ldm::Partition& part, uint32_t key_hash, const void* bucket, storage::RowId* rows,
+                            uint32_t max, const void** more) const;
+  // The partition of this instance that `partition` of the table names, or
+  // null (no such table, no such partition, another instance's).
+  const ldm::Partition* partition_here(uint32_t table_id, uint32_t partition) const {
+    const ldm::LdmTable* t = table_of(table_id);
+    if (t == nullptr || partition >= t->def.partitions || !owns(partition)) return nullptr;
+    return t->partitions[partition / o.ldm_instances].get();
+  }
   ldm::KeyOutcome execute_key(const protocol::LqhKeyReq& req, Address from, bool resumed, BlockContext& c);
   LdmBlock::ReadPlan plan_reads(uint32_t table_id, uint32_t table_version, std::span<const std::byte> columns) const;
   uint32_t read_planned(const LdmBlock::ReadPlan& plan, std::span<const LdmBlock::PlannedRead> reads,

@@ -128,12 +128,17 @@ uint32_t LdmBlock::Impl::read_planned(const LdmBlock::ReadPlan& plan, std::span<
   uint32_t done = 0;
   for (const LdmBlock::PlannedRead& r : reads) {
     bump(counters.key_operations);
-    if (r.partition >= t.def.partitions || !owns(r.partition)) {
-      bump(counters.refused);
-      error = ErrorCode::kBadRequest;
-      break;
+    // The partition stage 0 found, if it is this one; else found again.
+    const auto* found = static_cast<const Partition*>(r.found);
+    if (found == nullptr || &found->table != &t || found->number != r.partition) {
+      if (r.partition >= t.def.partitions || !owns(r.partition)) {
+        bump(counters.refused);
+        error = ErrorCode::kBadRequest;
+        break;
+      }
+      found = t.partitions[r.partition / o.ldm_instances].get();
     }
-    const Partition& part = *t.partitions[r.partition / o.ldm_instances];
+    const Partition& part = *found;
     const EncodedKey& key = *r.key;
     std::span<const std::byte> slot;
     const RowId row = find_row(t, part, key.bytes, key.hash, key.candidates, key.candidate_count, slot);
@@ -192,27 +197,43 @@ void LdmBlock::Impl::prefetch_key(uint32_t table_id, uint32_t partition, uint32_
   (void)prefetch_rows(table_id, partition, key_hash, nullptr, rows, 2);
 }
 
-const void* LdmBlock::Impl::prefetch_bucket(uint32_t table_id, uint32_t partition, uint32_t key_hash) const {
-  const LdmTable* t = table_of(table_id);
-  if (t == nullptr || partition >= t->def.partitions || !owns(partition)) return nullptr;
-  return t->partitions[partition / o.ldm_instances]->hash.prefetch_bucket(key_hash);
+const void* LdmBlock::Impl::prefetch_bucket(uint32_t table_id, uint32_t partition, uint32_t key_hash,
+                                            const void** found) const {
+  const Partition* part = partition_here(table_id, partition);
+  if (found != nullptr) *found = part;
+  return part == nullptr ? nullptr : part->hash.prefetch_bucket(key_hash);
 }
 
-uint32_t LdmBlock::Impl::prefetch_rows(uint32_t table_id, uint32_t partition, uint32_t key_hash, const void* bucket,
-                                       RowId* rows, uint32_t max, const void** more) const {
-  const LdmTable* t = table_of(table_id);
-  if (more != nullptr) *more = nullptr;
-  if (t == nullptr || partition >= t->def.partitions || !owns(partition)) return 0;
-  const Partition& part = *t->partitions[partition / o.ldm_instances];
+namespace {
+// prefetch_rows' work once the partition is known (inline in both entries).
+[[gnu::always_inline]] inline uint32_t rows_ahead(const Partition& part, uint32_t key_hash, const void* bucket,
+                                                  RowId* rows, uint32_t max, const void** more) {
   const uint32_t n = part.hash.candidates(key_hash, rows, max, bucket, more);
   // The lines the slot covers (header, key, and what a read returns), at most four.
-  const std::size_t slot_bytes = std::min<std::size_t>(t->header_bytes + t->layout.record_bytes(), 4 * kCacheLineBytes);
+  const LdmTable& t = part.table;
+  const std::size_t slot_bytes = std::min<std::size_t>(t.header_bytes + t.layout.record_bytes(), 4 * kCacheLineBytes);
   for (uint32_t i = 0; i < n; ++i) {
     const auto start = reinterpret_cast<uintptr_t>(part.slot(rows[i]));
     for (uintptr_t line = start & ~uintptr_t{kCacheLineBytes - 1}; line < start + slot_bytes; line += kCacheLineBytes)
       __builtin_prefetch(reinterpret_cast<const void*>(line));
   }
   return n;
+}
+}  // namespace
+
+uint32_t LdmBlock::Impl::prefetch_rows(uint32_t table_id, uint32_t partition, uint32_t key_hash, const void* bucket,
+                                       RowId* rows, uint32_t max, const void** more) const {
+  const Partition* part = partition_here(table_id, partition);
+  if (part == nullptr) {
+    if (more != nullptr) *more = nullptr;
+    return 0;
+  }
+  return rows_ahead(*part, key_hash, bucket, rows, max, more);
+}
+
+uint32_t LdmBlock::Impl::prefetch_rows_in(const Partition& part, uint32_t key_hash, const void* bucket, RowId* rows,
+                                          uint32_t max, const void** more) const {
+  return rows_ahead(part, key_hash, bucket, rows, max, more);
 }
 
 ErrorCode LdmBlock::Impl::resolve_key(KeyOp& op, const EncodedKey* known) {

@@ -160,6 +160,7 @@ class LdmBlock final : public Block {
     uint32_t partition = 0;
     uint32_t op_index = 0;
     const EncodedKey* key = nullptr;
+    const void* found = nullptr;  // prefetch_bucket's `found` for it, if known
   };
   // Read-committed reads of a plan, in order, each as read_committed_now
   // runs one with `into` (same answer, record and counters) for an
@@ -181,9 +182,16 @@ class LdmBlock final : public Block {
   // `more`, when given, is set to the overflow block stage 1 started
   // loading when the bucket listed no candidate but chains on (null if
   // not): given back as `bucket` a little later, stage 1 looks there.
-  const void* prefetch_bucket(uint32_t table_id, uint32_t partition, uint32_t key_hash) const;
+  // `found`, when given, is set to the partition stage 0 found (null when
+  // it is not this instance's): a handle good within the same signal, for
+  // prefetch_rows_in and PlannedRead::found, which then skip finding the
+  // table and partition again.
+  const void* prefetch_bucket(uint32_t table_id, uint32_t partition, uint32_t key_hash,
+                              const void** found = nullptr) const;
   uint32_t prefetch_rows(uint32_t table_id, uint32_t partition, uint32_t key_hash, const void* bucket, uint32_t* rows,
                          uint32_t max, const void** more = nullptr) const;
+  uint32_t prefetch_rows_in(const void* found, uint32_t key_hash, const void* bucket, uint32_t* rows, uint32_t max,
+                            const void** more = nullptr) const;
 
   LdmStats stats() const;
 

@@ -149,8 +149,8 @@ class HashIndex {
 };
 
 // Here, inline: every key read's look-ahead calls it.
-inline uint32_t HashIndex::candidates(uint32_t hash, RowId* out, uint32_t max, const void* known,
-                                      const void** more) const {
+[[gnu::always_inline]] inline uint32_t HashIndex::candidates(uint32_t hash, RowId* out, uint32_t max, const void* known,
+                                                             const void** more) const {
   if (more != nullptr) *more = nullptr;
   if (segments_.end() == 0) return 0;
   const Bucket* b = known != nullptr ? static_cast<const Bucket*>(known) : bucket(address(hash));
