@@ -50,6 +50,12 @@ class RequestRing {
   explicit RequestRing(uint32_t capacity_pow2);
   bool push(const KeyRequest& request) noexcept;  // false when full
   bool pop(KeyRequest& request) noexcept;         // false when empty
+  // The producer, having found the ring full: sleeps until the consumer
+  // has taken half of it (pop wakes it then), wake() is called, or
+  // `timeout_ns` passed (the bound if a wake-up is missed: the consumer
+  // looks at the flag without a fence, so one can be).
+  void wait_for_room(uint64_t timeout_ns) noexcept;
+  void wake() noexcept;
 
  private:
   std::vector<KeyRequest> slots_;
@@ -60,6 +66,10 @@ class RequestRing {
   // Consumer's line: head_ (written by the consumer), and its cached copy of tail_.
   alignas(64) std::atomic<uint64_t> head_{0};
   uint64_t tail_cache_ = 0;
+  // 1 while the producer sleeps in wait_for_room (a futex word). Its own
+  // line: the consumer reads it on every pop, the producer writes it
+  // only when the ring is full.
+  alignas(64) std::atomic<uint32_t> producer_waiting_{0};
 };
 
 struct ThroughputPlan {
