@@ -25,6 +25,7 @@ constexpr uint64_t kProgressSliceNs = 50'000'000;
 // operations/s: a ring of 4096 lasts 1.1 ms at that rate.)
 constexpr uint64_t kFullRingSleepNs = 1'000'000;
 constexpr uint64_t kExecutorSliceNs = 100'000;
+constexpr uint64_t kOpenLoopAheadNs = 500'000;  // open loop: how far ahead of its time an operation is queued
 constexpr uint32_t kSleepPollMs = 1;
 constexpr uint64_t kIdleSleepNs = 50'000;
 constexpr uint64_t kDrainNs = 10'000'000'000ULL;  // after the window, answers still owed may take this long
@@ -108,9 +109,15 @@ bool queue(Shared& shared, RequestRing& ring, const KeyRequest& request, Definer
 }
 
 // Prepares key operations and queues them, round robin over the executors:
-// as fast as the queues take them (closed loop), or each at its scheduled
-// time (open loop: everything due is queued at once, then the definer
-// sleeps until the next is due).
+// as fast as the queues take them (closed loop), or ahead of their
+// scheduled times (open loop): everything due within kOpenLoopAheadNs is
+// queued, then the definer sleeps until the next is due within half of
+// that, and the executor sends each when it is due. (Sleeping until each
+// operation's own time, as this did, woke the definer every few
+// microseconds at high rates: a thread that is runnable that often takes
+// half the CPU it shares with the executor, which then lost the CPU for
+// whole time slices, and open-loop latencies of milliseconds at 200 k
+// operations/s were the harness's own.)
 DefinerResult run_definer(Shared& shared, uint32_t index) {
   const ThroughputPlan& p = shared.plan;
   pin(p.cpu);
@@ -128,10 +135,14 @@ DefinerResult run_definer(Shared& shared, uint32_t index) {
     if (open) {
       request.scheduled_ns = shared.start_ns + static_cast<uint64_t>(static_cast<double>(k) * interval_ns);
       if (request.scheduled_ns >= shared.window_end_ns) break;
-      if (request.scheduled_ns > monotonic_ns()) sleep_until_ns(request.scheduled_ns);
+      if (request.scheduled_ns > monotonic_ns() + kOpenLoopAheadNs)
+        sleep_until_ns(request.scheduled_ns - kOpenLoopAheadNs / 2);
     }
     if (!queue(shared, shared.ring(index, executor), request, r)) break;
-    if (open) r.late_ns.record(monotonic_ns() - request.scheduled_ns);
+    if (open) {
+      const uint64_t now = monotonic_ns();
+      r.late_ns.record(now > request.scheduled_ns ? now - request.scheduled_ns : 0);
+    }
     executor = executor + 1 == p.executors ? 0 : executor + 1;
   }
   return r;
@@ -180,23 +191,38 @@ class Executor {
   }
 
  private:
-  bool next_request(KeyRequest& out) {
+  // The next request to send: in the open loop only once it is due (`now`):
+  // one taken from a ring early waits in held_.
+  bool next_request(KeyRequest& out, uint64_t now) {
+    if (holding_) {
+      if (held_.scheduled_ns > now) return false;
+      out = held_;
+      holding_ = false;
+      return true;
+    }
     for (uint32_t tried = 0; tried < p_.definers; ++tried) {
       const uint32_t d = next_definer_;
       next_definer_ = d + 1 == p_.definers ? 0 : d + 1;
-      if (shared_.ring(d, index_).pop(out)) return true;
+      if (!shared_.ring(d, index_).pop(out)) continue;
+      if (out.scheduled_ns > now) {  // 0 in the closed loop
+        held_ = out;
+        holding_ = true;
+        return false;
+      }
+      return true;
     }
     return false;
   }
 
-  // Starts transactions while a slot is free and requests are queued.
+  // Starts transactions while a slot is free and requests are queued (and due).
   bool send_some() {
+    const uint64_t now = p_.rate_per_s != 0 ? monotonic_ns() : UINT64_MAX;
     bool sent = false;
     while (!free_slots_.empty()) {
       const uint32_t slot = free_slots_.back();
       KeyRequest* ops = &requests_[static_cast<std::size_t>(slot) * p_.batch];
       uint32_t count = 0;
-      while (count < p_.batch && next_request(ops[count])) ++count;
+      while (count < p_.batch && next_request(ops[count], now)) ++count;
       if (count == 0) break;
       free_slots_.pop_back();
       start(slot, ops, count);
@@ -271,7 +297,12 @@ class Executor {
   // Nothing sent or received: busy-poll on (a sleeping definer that wakes
   // preempts us), or with --poll sleep wait for an answer or a moment.
   void idle() {
-    if (p_.busy_poll) return;
+    if (p_.busy_poll) {
+      // Open loop: a definer woken on this CPU runs now, not at the next
+      // scheduler tick (which left it milliseconds behind its schedule).
+      if (p_.rate_per_s != 0) std::this_thread::yield();
+      return;
+    }
     if (conn_.in_flight() > 0)
       (void)conn_.poll(kSleepPollMs, 1);
     else
@@ -292,6 +323,8 @@ class Executor {
   api::Row key_;
   api::Row changes_;
   uint32_t next_definer_ = 0;
+  KeyRequest held_;  // open loop: taken from a ring before it was due
+  bool holding_ = false;
   ExecutorResult result_;
 };
 
