@@ -825,6 +825,7 @@ uint32_t TcBlock::Impl::run_planned(uint32_t tx_ref, uint32_t i, uint32_t end, B
     if (reply_bytes.size() - reply.used < record_room) flush_reply(c);
     const auto count =
         static_cast<uint32_t>(std::min<std::size_t>(end - i, (reply_bytes.size() - reply.used) / record_room));
+    FJORD_ASSERT(count > 0);  // an empty reply holds a record of any table (kMaxRecordBytes)
     for (uint32_t k = 0; k < count; ++k)
       train_run[k] = {partition_of_note(train_notes[i + k]), train_reqs[i + k].op_index, &train_keys[i + k],
                       train_found[i + k]};
