@@ -197,8 +197,9 @@ TEST_F(LatencyBenchDatabaseAllocations, ThroughputAllocatesNothingPerOperation) 
 }
 
 // The open loop: definers queue operations ahead of their scheduled times
-// and executors send each once it is due (held back until then), so every
-// operation of the schedule inside the window is sent and counted once.
+// and executors send each once it is due (held back until then): every
+// operation is sent, about rate x window of them complete in the window,
+// none fails, each has its latency.
 TEST_F(LatencyBenchDatabaseAllocations, AnOpenLoopRunSendsEveryScheduledOperation) {
   ThroughputPlan plan;
   plan.executors = 2;
@@ -213,10 +214,12 @@ TEST_F(LatencyBenchDatabaseAllocations, AnOpenLoopRunSendsEveryScheduledOperatio
   const ThroughputResult r = run_throughput(connections_, tables_, plan, progress);
   ASSERT_TRUE(r.status) << r.status.to_string();
   EXPECT_EQ(r.failures, 0u);
-  // 20,000/s for 0.3 s: 6,000 scheduled in the window; one per definer may
-  // fall either side of each edge.
-  EXPECT_GE(r.operations, 6000u - 4);
-  EXPECT_LE(r.operations, 6000u + 4);
+  // 20,000/s for 0.3 s: 6,000 scheduled in the window. What is counted is
+  // what completes in it, so a busy machine shifts some across its edges
+  // (6,016 under CI's parallel tests); an executor that kept a held
+  // operation back for good would lose half of them.
+  EXPECT_GE(r.operations, 4500u);
+  EXPECT_LE(r.operations, 7500u);
   EXPECT_EQ(r.latency_ns.count(), r.operations);
   EXPECT_GE(r.transactions, r.operations / plan.batch);
 }
