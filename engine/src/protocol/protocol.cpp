@@ -780,6 +780,19 @@ static_assert(std::is_trivially_copy_assignable_v<ValueRef> && std::is_trivially
 // path then names.
 bool encode_integer_key_section(const KeyCodec& codec, std::span<const std::byte> section, std::span<std::byte> out) {
   const std::span<const KeyCodec::IntegerColumn> columns = codec.integer_columns();
+  if (columns.size() == 1) {  // the commonest key: its one entry's header and value checked at once
+    const KeyCodec::IntegerColumn& c = columns[0];
+    if (section.size() != std::size_t{8} + c.width) return false;
+    uint16_t column;
+    uint16_t flags;
+    uint32_t length;
+    std::memcpy(&column, section.data(), 2);
+    std::memcpy(&flags, section.data() + 2, 2);
+    std::memcpy(&length, section.data() + 4, 4);
+    if (column != c.position || flags != 0 || length != c.width) return false;
+    KeyCodec::put_integer(c, section.data() + 8, out.data());
+    return true;
+  }
   static_assert(kMaxKeyColumns <= 32, "one bit per key column");
   uint32_t seen = 0;
   const std::byte* p = section.data();

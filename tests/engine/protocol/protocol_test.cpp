@@ -582,5 +582,47 @@ TEST(ProtocolTest, EncodeKeySectionOfIntegersRefusesWhatIsWrong) {
   EXPECT_NE(n.status().message().find("buffer has 4"), std::string::npos) << n.status().message();
 }
 
+// A key of one integer column takes its own short path: the same refusals,
+// named by the general path, and the same encoding as the codec's.
+TEST(ProtocolTest, EncodeKeySectionOfOneIntegerColumnRefusesWhatIsWrong) {
+  for (const ColumnType type : {ColumnType::kInt32, ColumnType::kUint64}) {
+    const TableDef table = integer_key_table({type});
+    const KeyCodec codec = KeyCodec::for_primary_key(table);
+    const int64_t v = -7;
+    const std::size_t width = integer_width(type);
+    const auto value = std::as_bytes(std::span(&v, 1)).first(width);
+    std::vector<std::byte> out(kMaxKeyBytes), expected(kMaxKeyBytes);
+    const auto refused = [&](std::vector<std::byte> section, std::size_t length, const std::string& why) {
+      const auto n = encode_key_section(codec, std::span(section).first(length), out);
+      ASSERT_FALSE(n) << why;
+      EXPECT_NE(n.status().message().find(why), std::string::npos) << n.status().message();
+    };
+    std::vector<std::byte> s(256);
+    std::size_t at = put_value(s, 1, false, value);
+    auto n = encode_key_section(codec, std::span(s).first(at), out);
+    ASSERT_TRUE(n) << n.status().to_string();
+    const std::vector<ValueRef> values = {ValueRef::of_bytes(value)};
+    auto want = codec.encode(values, expected);
+    ASSERT_TRUE(want);
+    ASSERT_EQ(*n, *want);
+    EXPECT_EQ(std::memcmp(out.data(), expected.data(), *n), 0);
+    refused(s, at - 1, "past the end of its section");
+    refused(s, 0, "no value for key column 'k0'");
+    std::vector<std::byte> flagged = s;  // the NULL flag set, the value left behind it
+    flagged[2] = std::byte{1};
+    EXPECT_FALSE(encode_key_section(codec, std::span(flagged).first(at), out));
+    at = put_value(s, 1, true, {});
+    refused(s, at, "is not nullable, got NULL");
+    const uint64_t wide = 5;
+    at = put_value(s, 1, false, std::as_bytes(std::span(&wide, 1)).first(12 - width));  // the other width
+    refused(s, at, "needs " + std::to_string(width) + " bytes, got " + std::to_string(12 - width));
+    at = put_value(s, 0, false, value);
+    refused(s, at, "column 0 is not a key column");
+    at = put_value(s, 1, false, value);
+    at += put_value(std::span(s).subspan(at), 1, false, value);
+    refused(s, at, "column 'k0' given twice");
+  }
+}
+
 }  // namespace
 }  // namespace fjord::engine::protocol
