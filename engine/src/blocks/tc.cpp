@@ -783,19 +783,22 @@ void TcBlock::Impl::train_base_rows(uint32_t i) {
 // thread (run_planned): read-committed reads by primary key that stage 0
 // routed (their table found, its version current, their key encoded) to
 // that LDM, of one table and column list, neither starting nor ending the
-// batch, while the transaction is active and waits for no execute. Returns
-// the record after the last of them: i when record i cannot (its LDM is on
-// another thread, it starts or ends the batch, or the LDM could not make
-// the plan, whose error key_req's path then names).
+// batch, while the transaction is active and waits for no execute, each
+// with the partition stage 0 found. Returns the record after the last of
+// them: i when record i cannot (its LDM is on another thread, it starts or
+// ends the batch, or the LDM could not make the plan, whose error key_req's
+// path then names).
 uint32_t TcBlock::Impl::planned_run_end(uint32_t tx_ref, uint32_t i, uint32_t n) {
   constexpr uint32_t kEndsOrStarts = kFlagStartTx | kFlagExecute;
   const TcKeyReq& r = train_reqs[i];
   if ((r.flags & kEndsOrStarts) != 0 || !txs.valid(tx_ref)) return i;
   const Tx& tx = txs[tx_ref];
   if (tx.id != r.tx || tx.state != TxState::kActive || tx.execute_pending) return i;
+  // Stage 0 found its partition only in an LDM of this thread (else an
+  // LqhKeyReq) that has it.
+  if (train_found[i] == nullptr) return i;
   const uint16_t l = ldm_of(partition_of_note(train_notes[i]));
   const LdmBlock* ldm = direct_ldm[l];
-  if (ldm == nullptr) return i;  // its LDM is on another thread: an LqhKeyReq
   // The LDM's checks of the table and column list, made once for the
   // train's reads of the same ones.
   TrainPlan& p = train_plans[l];
@@ -803,8 +806,9 @@ uint32_t TcBlock::Impl::planned_run_end(uint32_t tx_ref, uint32_t i, uint32_t n)
     p = {train_serial, r.table_id, r.table_version, ldm->plan_reads(r.table_id, r.table_version, r.columns)};
   if (!p.plan.valid()) return i;
   uint32_t end = i + 1;
-  while (end < n && train_notes[end] != 0 && (train_reqs[end].flags & kEndsOrStarts) == 0 &&
-         ldm_of(partition_of_note(train_notes[end])) == l && p.fits(train_serial, train_reqs[end]))
+  while (end < n && train_notes[end] != 0 && train_found[end] != nullptr &&
+         (train_reqs[end].flags & kEndsOrStarts) == 0 && ldm_of(partition_of_note(train_notes[end])) == l &&
+         p.fits(train_serial, train_reqs[end]))
     ++end;
   return end;
 }
@@ -827,8 +831,7 @@ uint32_t TcBlock::Impl::run_planned(uint32_t tx_ref, uint32_t i, uint32_t end, B
         static_cast<uint32_t>(std::min<std::size_t>(end - i, (reply_bytes.size() - reply.used) / record_room));
     FJORD_ASSERT(count > 0);  // an empty reply holds a record of any table (kMaxRecordBytes)
     for (uint32_t k = 0; k < count; ++k)
-      train_run[k] = {partition_of_note(train_notes[i + k]), train_reqs[i + k].op_index, &train_keys[i + k],
-                      train_found[i + k]};
+      train_run[k] = {train_found[i + k], train_reqs[i + k].op_index, &train_keys[i + k]};
     LdmBlock::Into into{std::span(reply_bytes).subspan(reply.used)};
     ErrorCode error = ErrorCode::kNone;
     const uint32_t done = ldm.read_planned(plan, std::span(train_run).first(count), into, error);

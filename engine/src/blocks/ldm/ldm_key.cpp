@@ -118,7 +118,7 @@ LdmBlock::ReadPlan LdmBlock::Impl::plan_reads(uint32_t table_id, uint32_t table_
 }
 
 // read_committed_now's path for planned reads: each one's partition
-// checked, its row found (a candidate, else the index) and its values
+// checked to be the plan table's, its row found (a candidate, else the index) and its values
 // written, counted as there.
 uint32_t LdmBlock::Impl::read_planned(const LdmBlock::ReadPlan& plan, std::span<const LdmBlock::PlannedRead> reads,
                                       LdmBlock::Into& into, ErrorCode& error) {
@@ -128,15 +128,11 @@ uint32_t LdmBlock::Impl::read_planned(const LdmBlock::ReadPlan& plan, std::span<
   uint32_t done = 0;
   for (const LdmBlock::PlannedRead& r : reads) {
     bump(counters.key_operations);
-    // The partition stage 0 found, if it is this one; else found again.
     const auto* found = static_cast<const Partition*>(r.found);
-    if (found == nullptr || &found->table != &t || found->number != r.partition) {
-      if (r.partition >= t.def.partitions || !owns(r.partition)) {
-        bump(counters.refused);
-        error = ErrorCode::kBadRequest;
-        break;
-      }
-      found = t.partitions[r.partition / o.ldm_instances].get();
+    if (found == nullptr || &found->table != &t) {
+      bump(counters.refused);
+      error = ErrorCode::kBadRequest;
+      break;
     }
     const Partition& part = *found;
     const EncodedKey& key = *r.key;

@@ -154,20 +154,20 @@ class LdmBlock final : public Block {
     bool valid() const { return table != nullptr; }
   };
   ReadPlan plan_reads(uint32_t table_id, uint32_t table_version, std::span<const std::byte> columns) const;
-  // One read of a plan: its partition, its op_index, and its key, which
-  // the caller encoded and hashed and routed there.
+  // One read of a plan: its partition as prefetch_bucket's `found` named
+  // it (in this signal), its op_index, and its key, which the caller
+  // encoded and hashed and routed there.
   struct PlannedRead {
-    uint32_t partition = 0;
+    const void* found = nullptr;
     uint32_t op_index = 0;
     const EncodedKey* key = nullptr;
-    const void* found = nullptr;  // prefetch_bucket's `found` for it, if known
   };
   // Read-committed reads of a plan, in order, each as read_committed_now
   // runs one with `into` (same answer, record and counters) for an
   // LqhKeyReq of the plan's table and columns: their KeyDataTrain records
   // back to back from the start of into.room, which has room for each at
-  // the table's longest read. Stops at the first that fails (a partition
-  // that is not this instance's: kBadRequest; no row: kNoSuchRow), which
+  // the table's longest read. Stops at the first that fails (no partition
+  // of the plan's table: kBadRequest; no row: kNoSuchRow), which
   // writes nothing. Returns how many ran (into.written: their bytes) and
   // sets `error` to the failing read's error (kNone when all ran). Hot
   // path: a train's reads, the table and the call paid once for a run.
@@ -184,8 +184,8 @@ class LdmBlock final : public Block {
   // not): given back as `bucket` a little later, stage 1 looks there.
   // `found`, when given, is set to the partition stage 0 found (null when
   // it is not this instance's): a handle good within the same signal, for
-  // prefetch_rows_in and PlannedRead::found, which then skip finding the
-  // table and partition again.
+  // prefetch_rows_in and PlannedRead, which then do not find the table and
+  // partition again.
   const void* prefetch_bucket(uint32_t table_id, uint32_t partition, uint32_t key_hash,
                               const void** found = nullptr) const;
   uint32_t prefetch_rows(uint32_t table_id, uint32_t partition, uint32_t key_hash, const void* bucket, uint32_t* rows,
