@@ -543,6 +543,14 @@ TEST(ProtocolTest, EncodeKeySectionOfIntegersMatchesTheCodec) {
   }
 }
 
+// encode_key_section refuses `section` with a message that says `why`.
+void expect_key_refused(const KeyCodec& codec, std::span<const std::byte> section, const std::string& why) {
+  std::vector<std::byte> out(kMaxKeyBytes);
+  const auto n = encode_key_section(codec, section, out);
+  ASSERT_FALSE(n) << why;
+  EXPECT_NE(n.status().message().find(why), std::string::npos) << n.status().message();
+}
+
 // Whatever an integer key's section gets wrong is refused with the general
 // path's message naming it.
 TEST(ProtocolTest, EncodeKeySectionOfIntegersRefusesWhatIsWrong) {
@@ -552,11 +560,8 @@ TEST(ProtocolTest, EncodeKeySectionOfIntegersRefusesWhatIsWrong) {
   const int32_t b = -3;
   const auto a_bytes = std::as_bytes(std::span(&a, 1));
   const auto b_bytes = std::as_bytes(std::span(&b, 1));
-  std::vector<std::byte> out(kMaxKeyBytes);
-  const auto refused = [&](std::vector<std::byte> section, std::size_t length, const std::string& why) {
-    const auto n = encode_key_section(codec, std::span(section).first(length), out);
-    ASSERT_FALSE(n) << why;
-    EXPECT_NE(n.status().message().find(why), std::string::npos) << n.status().message();
+  const auto refused = [&](const std::vector<std::byte>& section, std::size_t length, const std::string& why) {
+    expect_key_refused(codec, std::span(section).first(length), why);
   };
   std::vector<std::byte> s(256);
   std::size_t at = put_value(s, 1, false, a_bytes);
@@ -592,10 +597,8 @@ TEST(ProtocolTest, EncodeKeySectionOfOneIntegerColumnRefusesWhatIsWrong) {
     const std::size_t width = integer_width(type);
     const auto value = std::as_bytes(std::span(&v, 1)).first(width);
     std::vector<std::byte> out(kMaxKeyBytes), expected(kMaxKeyBytes);
-    const auto refused = [&](std::vector<std::byte> section, std::size_t length, const std::string& why) {
-      const auto n = encode_key_section(codec, std::span(section).first(length), out);
-      ASSERT_FALSE(n) << why;
-      EXPECT_NE(n.status().message().find(why), std::string::npos) << n.status().message();
+    const auto refused = [&](const std::vector<std::byte>& section, std::size_t length, const std::string& why) {
+      expect_key_refused(codec, std::span(section).first(length), why);
     };
     std::vector<std::byte> s(256);
     std::size_t at = put_value(s, 1, false, value);
