@@ -780,15 +780,19 @@ static_assert(std::is_trivially_copy_assignable_v<ValueRef> && std::is_trivially
 // path then names.
 bool encode_integer_key_section(const KeyCodec& codec, std::span<const std::byte> section, std::span<std::byte> out) {
   const std::span<const KeyCodec::IntegerColumn> columns = codec.integer_columns();
+  // An entry's header: u16 column, u16 flags, u32 length.
+  uint16_t column;
+  uint16_t flags;
+  uint32_t length;
+  const auto read_header = [&](const std::byte* at) {
+    std::memcpy(&column, at, 2);
+    std::memcpy(&flags, at + 2, 2);
+    std::memcpy(&length, at + 4, 4);
+  };
   if (columns.size() == 1) {  // the commonest key: its one entry's header and value checked at once
     const KeyCodec::IntegerColumn& c = columns[0];
     if (section.size() != std::size_t{8} + c.width) return false;
-    uint16_t column;
-    uint16_t flags;
-    uint32_t length;
-    std::memcpy(&column, section.data(), 2);
-    std::memcpy(&flags, section.data() + 2, 2);
-    std::memcpy(&length, section.data() + 4, 4);
+    read_header(section.data());
     if (column != c.position || flags != 0 || length != c.width) return false;
     KeyCodec::put_integer(c, section.data() + 8, out.data());
     return true;
@@ -799,12 +803,7 @@ bool encode_integer_key_section(const KeyCodec& codec, std::span<const std::byte
   std::size_t rest = section.size();
   while (rest != 0) {
     if (rest < 8) return false;
-    uint16_t column;
-    uint16_t flags;
-    uint32_t length;
-    std::memcpy(&column, p, 2);
-    std::memcpy(&flags, p + 2, 2);
-    std::memcpy(&length, p + 4, 4);
+    read_header(p);
     uint32_t slot = 0;
     while (slot < columns.size() && columns[slot].position != column) ++slot;
     if (slot == columns.size() || flags != 0 || (seen >> slot & 1) != 0) return false;
