@@ -33,7 +33,10 @@
 // kPrefetchBatchBytes) before it reads any of them, so they cross from the
 // producer's cache together rather than one dependent miss after another
 // (batched reads over SHM, 20 per execute: 0.64-0.66 -> 0.60-0.62 us/row in
-// three interleaved pairs, docs/benchmarks.md).
+// three interleaved pairs, docs/benchmarks.md). 64 lines, not 16: the 2.6 KB
+// answer to 20 reads of 100-byte rows is 41 lines, and the lines past the
+// 16th came one after another (0.32-0.35 -> 0.29-0.31 us/row at 1 M rows,
+// five interleaved pairs, 2026-11-25).
 //
 // The consumer's read index (shared, on its own line) returns space to the
 // producer. The producer caches it and re-reads it only when its cached view
@@ -85,9 +88,9 @@ inline constexpr std::size_t kBatchAlignBytes = kCacheLineBytes;
 // (one store per line). Two lines cover the next small message; more only
 // adds stores per publish (docs/benchmarks.md has the measurements).
 inline constexpr std::size_t kZeroAheadBytes = 2 * kCacheLineBytes;
-// Lines of a newly seen batch the consumer asks for at once (the hardware's
-// stream prefetcher takes over in longer batches).
-inline constexpr std::size_t kPrefetchBatchBytes = 16 * kCacheLineBytes;
+// Lines of a newly seen batch the consumer asks for at once (4 KB: the
+// stream prefetcher did not fetch lines held by the other core in time).
+inline constexpr std::size_t kPrefetchBatchBytes = 64 * kCacheLineBytes;
 static_assert(kEnvelopeBytes <= kBatchAlignBytes && kZeroAheadBytes % kBatchAlignBytes == 0);
 
 // The envelope word: the batch's length in the low half, its sequence number
