@@ -38,7 +38,8 @@ namespace fjord::shm {
 
 inline constexpr uint64_t kSegmentMagic = 0x4745'534D'4853'4A46;  // "FJSHMSEG"
 // 2: batches with envelopes (fjord/shm/spsc_ring.h), no write index.
-inline constexpr uint32_t kLayoutVersion = 2;
+// 3: and gaps (a producer goes back to the ring's start while its consumer keeps up).
+inline constexpr uint32_t kLayoutVersion = 3;
 inline constexpr std::size_t kCloseReasonBytes = 192;
 
 // Ring i is written by side i (client = 0, server = 1) and read by the other.

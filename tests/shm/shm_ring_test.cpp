@@ -309,6 +309,94 @@ TEST(SpscRingTest, ConsumerRefusesCorruptEnvelopes) {
   EXPECT_FALSE(consumer_accepts(make_envelope(UINT32_MAX, 1)));
 }
 
+// ---- the hot window ----------------------------------------------------------
+
+// Publishes one batch of `n` bytes, each the low byte of `tag` + its index.
+void publish_tagged(SpscRingProducer& p, std::size_t n, uint64_t tag) {
+  std::span<std::byte> space = p.reserve(n);
+  ASSERT_GE(space.size(), n);
+  for (std::size_t i = 0; i < n; ++i) space[i] = static_cast<std::byte>(tag + i);
+  p.commit(n);
+  ASSERT_EQ(p.publish(), n);
+}
+
+// Takes the next batch whole; it must be publish_tagged(n, tag)'s.
+void consume_tagged(SpscRingConsumer& c, std::size_t n, uint64_t tag) {
+  ASSERT_TRUE(c.refresh());
+  const std::span<const std::byte> r = c.readable();
+  ASSERT_EQ(r.size(), n) << "batch " << tag;
+  for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(r[i], static_cast<std::byte>(tag + i)) << "batch " << tag;
+  c.release(n);
+}
+
+TEST(SpscRingTest, ProducerGoesBackToTheStartWhileTheConsumerKeepsUp) {
+  LocalRing ring(4 * kHotWindowBytes);
+  const std::size_t capacity = ring.producer.capacity();
+  constexpr std::size_t kBatch = 1000;
+  std::size_t furthest = 0, returns = 0, last = 0;
+  for (uint64_t tag = 0; tag < 5 * capacity / kBatch; ++tag) {
+    publish_tagged(ring.producer, kBatch, tag);
+    const std::size_t at = ring.producer.published_index() % capacity;
+    if (at < last) {
+      ++returns;
+      // The gap the producer left is space the consumer frees on its next
+      // poll, not a backlog: not in the fill that pressure levels read.
+      EXPECT_LE(ring.producer.used_bytes(), kHotWindowBytes / 4 + kBatch + kCacheLineBytes) << "batch " << tag;
+    }
+    furthest = std::max(furthest, at);
+    last = at;
+    consume_tagged(ring.consumer, kBatch, tag);
+    // Polled before the next batch: a gap just published is stepped over
+    // onto the ring's start, where the slot is empty, not an earlier lap's.
+    ASSERT_TRUE(ring.consumer.refresh()) << "batch " << tag;
+    ASSERT_TRUE(ring.consumer.readable().empty());
+  }
+  EXPECT_LT(furthest, kHotWindowBytes + kBatch + kCacheLineBytes) << "the producer walked past its window";
+  EXPECT_GE(returns, 5 * capacity / kHotWindowBytes - 1) << "it went back once per window of bytes";
+  EXPECT_FALSE(ring.producer.corrupt());
+  EXPECT_FALSE(ring.consumer.corrupt());
+}
+
+TEST(SpscRingTest, ALaggingConsumerKeepsTheWholeRingInUse) {
+  LocalRing ring(4 * kHotWindowBytes);
+  const std::size_t capacity = ring.producer.capacity();
+  constexpr std::size_t kBatch = 1000;
+  uint64_t tag = 0;
+  // Nothing read: the producer fills the ring, window or not.
+  while (!ring.producer.reserve(kBatch).empty()) publish_tagged(ring.producer, kBatch, tag++);
+  EXPECT_GE(tag * (kBatch + 24), capacity - 2 * kBatch) << "the ring held less than its capacity";
+  // Then it is read in order, one lap from the start.
+  for (uint64_t t = 0; t < tag; ++t) consume_tagged(ring.consumer, kBatch, t);
+  ASSERT_TRUE(ring.consumer.refresh());
+  EXPECT_TRUE(ring.consumer.readable().empty());
+}
+
+TEST(SpscRingTest, ConsumerRefusesAGapThatDoesNotEndTheLap) {
+  const auto forged_gap_after = [](std::size_t batch, uint32_t length_change) {
+    LocalRing ring(4 * kHotWindowBytes);
+    publish_tagged(ring.producer, batch, 1);
+    consume_tagged(ring.consumer, batch, 1);
+    const std::size_t at = ring.producer.published_index() % ring.producer.capacity();
+    const auto rest = static_cast<uint32_t>(ring.producer.capacity() - at - kEnvelopeBytes);
+    store_word(ring.map.data(), 0);  // the next envelope slot, as the producer clears it before a gap
+    store_word(ring.map.data() + at, make_envelope((rest + length_change) | kGapBit, 2));
+    const bool ok = ring.consumer.refresh();
+    EXPECT_EQ(ok, !ring.consumer.corrupt());
+    EXPECT_TRUE(ring.consumer.readable().empty());
+    return ok;
+  };
+  EXPECT_TRUE(forged_gap_after(100, 0)) << "a gap to the lap's end is stepped over";
+  EXPECT_FALSE(forged_gap_after(100, kCacheLineBytes)) << "past the lap's end";
+  EXPECT_FALSE(forged_gap_after(100, static_cast<uint32_t>(-kCacheLineBytes))) << "short of the lap's end";
+  // A gap at the ring's start would skip a whole lap (the producer never
+  // writes one): it is refused.
+  LocalRing ring(4 * kHotWindowBytes);
+  store_word(ring.map.data(),
+             make_envelope(static_cast<uint32_t>(ring.producer.capacity() - kEnvelopeBytes) | kGapBit, 1));
+  EXPECT_FALSE(ring.consumer.refresh());
+  EXPECT_TRUE(ring.consumer.corrupt());
+}
+
 // ---- two processes ---------------------------------------------------------
 
 // The byte at stream position i, for the cross-process stream.
@@ -345,10 +433,15 @@ std::byte stream_byte(uint64_t seed, uint64_t i) {
   ::_exit(producer.corrupt() ? 4 : 0);
 }
 
-TEST(SpscRingTest, TwoProcessesStreamVerifiedData) {
+// 32 MB in random-sized commits and reads: through a 64 KB ring (512 laps),
+// and through one of four hot windows, which the producer leaves for its
+// start whenever the reader is close behind.
+class TwoProcessRing : public ::testing::TestWithParam<std::size_t> {};
+
+TEST_P(TwoProcessRing, StreamsVerifiedData) {
   const uint64_t seed = test_seeds().back();
   SCOPED_TRACE("seed " + std::to_string(seed) + " (rerun with FJORD_TEST_SEED=" + std::to_string(seed) + ")");
-  const std::size_t capacity = 16 * page_size();
+  const std::size_t capacity = GetParam();
   UniqueFd memfd(::memfd_create("ring-test", MFD_CLOEXEC));
   ASSERT_TRUE(memfd.valid());
   ASSERT_EQ(::ftruncate(memfd.get(), static_cast<off_t>(page_size() + capacity)), 0);
@@ -358,7 +451,7 @@ TEST(SpscRingTest, TwoProcessesStreamVerifiedData) {
   auto ring_map = MirroredMap::map(memfd.get(), page_size(), capacity);
   ASSERT_TRUE(ring_map) << ring_map.status().to_string();
 
-  constexpr uint64_t kTotal = 32ULL << 20;  // 32 MB through a 64 KB ring: 512 laps
+  constexpr uint64_t kTotal = 32ULL << 20;
   const pid_t child = ::fork();
   ASSERT_GE(child, 0);
   if (child == 0) produce_in_child(memfd.get(), capacity, kTotal, seed);
@@ -402,6 +495,8 @@ TEST(SpscRingTest, TwoProcessesStreamVerifiedData) {
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child status " << status;
   ::munmap(header, page_size());
 }
+
+INSTANTIATE_TEST_SUITE_P(SpscRingTest, TwoProcessRing, ::testing::Values(16 * 4096, 4 * kHotWindowBytes));
 
 }  // namespace
 }  // namespace fjord::shm
