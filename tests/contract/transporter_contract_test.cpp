@@ -364,6 +364,40 @@ TEST_P(ContractTest, PeerKilledMidStreamIsSeenAsDown) {
   EXPECT_FALSE(link.down_reason().message().empty());
 }
 
+// TCP's own rings (not a contract guarantee): each goes back to its start
+// once it empties 64 KB or more into a lap, so a link whose peer keeps up
+// works in the first 64 KB of its 2 MB rings; BackPressure... above has a
+// lagging peer fill the whole ring.
+TEST(TcpRings, ALinkWhosePeerKeepsUpStaysAtTheStartOfItsRings) {
+  const Medium* tcp = find_medium("tcp");
+  ASSERT_NE(tcp, nullptr);
+  auto made = make_pair(*tcp);
+  ASSERT_TRUE(made.is_ok()) << made.status().to_string();
+  transport::Transporter& from = *made.value().client;
+  transport::Transporter& to = *made.value().server;
+  const std::byte* send_start = nullptr;
+  const std::byte* receive_start = nullptr;
+  std::ptrdiff_t send_furthest = 0, receive_furthest = 0;
+  uint64_t received = 0;
+  // 10,000 frames of about 240 bytes: more than a lap of either ring.
+  for (uint64_t seq = 0; seq < 10'000; ++seq) {
+    const std::span<std::byte> space = from.reserve(512);
+    ASSERT_FALSE(space.empty());
+    if (send_start == nullptr) send_start = space.data();
+    send_furthest = std::max(send_furthest, space.data() - send_start);
+    ASSERT_TRUE(send_sequenced(from, seq, 200));
+    transport::ReceiveBatch batch;
+    for (const uint64_t deadline = monotonic_ns() + 10 * kSecond; (batch = to.receive()).bytes.empty();)
+      ASSERT_LT(monotonic_ns(), deadline) << "frame " << seq << " never arrived";
+    if (receive_start == nullptr) receive_start = batch.bytes.data();
+    receive_furthest = std::max(receive_furthest, batch.bytes.data() - receive_start);
+    ASSERT_EQ(receive_sequenced(to, &received, 1, 10 * kSecond), "");
+  }
+  EXPECT_LT(send_furthest, (64 << 10) + 512) << "the send ring walked past its first 64 KB";
+  EXPECT_LT(receive_furthest, (64 << 10) + 512) << "the receive ring walked past its first 64 KB";
+  EXPECT_GE(send_furthest, 60 << 10) << "it went back before 64 KB";
+}
+
 INSTANTIATE_TEST_SUITE_P(AllTransporters, ContractTest, ::testing::ValuesIn(contract_media()),
                          [](const ::testing::TestParamInfo<Medium>& param_info) { return param_info.param.type; });
 

@@ -67,6 +67,9 @@ FlushStatus TcpTransporter::flush() {
                                                    " failed: " + std::strerror(errno)));
     return FlushStatus::kDown;
   }
+  // All sent and nothing reserved: go back to the ring's start.
+  if (reserved_ == 0 && committed_ % send_ring_.size() >= kHotWindowBytes)
+    committed_ = sent_ = lap_end(sent_, send_ring_);
   note_send_buffer_level();
   return FlushStatus::kFlushed;
 }
@@ -113,6 +116,9 @@ void TcpTransporter::scan_received() {
 
 ReceiveBatch TcpTransporter::receive() {
   if (scanned_ == released_ && !eof_) {
+    // All taken, no partial frame: the next bytes go at the ring's start.
+    if (filled_ == released_ && filled_ % receive_ring_.size() >= kHotWindowBytes)
+      filled_ = scanned_ = released_ = lap_end(filled_, receive_ring_);
     fill_receive_ring();
     scan_received();
   }
