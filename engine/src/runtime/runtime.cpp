@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <condition_variable>
 #include <cstring>
+#include <vector>
 
 #include "fjord/base/clock.h"
 #include "fjord/base/log.h"
@@ -28,6 +29,10 @@ struct Watchdog {
   std::mutex mutex;
   std::condition_variable stop_cv;
   bool stop = false;
+  // Per thread, the loop step last reported stuck. Sized before the thread
+  // starts: a watchdog thread scheduled late must not allocate while the
+  // runtime is in its steady state (the allocation tests count every new).
+  std::vector<uint64_t> reported;
 };
 
 Runtime::Runtime(RuntimeOptions options) : shared_(std::make_unique<RuntimeShared>()) {
@@ -106,6 +111,7 @@ Status Runtime::start() {
     if (t->has_work()) t->start();  // a thread with no blocks, links or sending to do never runs
   if (s.options.watchdog_ms > 0) {
     watchdog_ = std::make_unique<Watchdog>();
+    watchdog_->reported.assign(s.threads.size(), 0);
     watchdog_->thread = std::thread([this] { run_watchdog(); });
   }
   FJORD_LOG_INFO("node %u: runtime started with %zu threads", s.options.self, s.threads.size());
@@ -138,7 +144,7 @@ void Runtime::stop() {
 void Runtime::run_watchdog() {
   RuntimeShared& s = *shared_;
   const uint64_t limit_ns = uint64_t{s.options.watchdog_ms} * 1'000'000;
-  std::vector<uint64_t> reported(s.threads.size(), 0);
+  std::vector<uint64_t>& reported = watchdog_->reported;
   std::unique_lock lock(watchdog_->mutex);
   const auto period = std::chrono::milliseconds(std::clamp<uint32_t>(s.options.watchdog_ms / 10, 1, 100));
   while (!watchdog_->stop_cv.wait_for(lock, period, [&] { return watchdog_->stop; })) {
