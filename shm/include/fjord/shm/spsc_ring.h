@@ -160,6 +160,8 @@ class SpscRingProducer {
     FJORD_ASSERT(capacity >= 2 * kBatchAlignBytes && capacity % kBatchAlignBytes == 0 && capacity <= (1ULL << 31));
     FJORD_ASSERT(reinterpret_cast<uintptr_t>(data) % kBatchAlignBytes == 0);
     corrupt_ = indices->read_index.load(std::memory_order_acquire) != 0;  // P2: the ring starts empty
+    // A ring under four windows never goes back early.
+    rewind_check_at_ = capacity >= 4 * kHotWindowBytes ? kHotWindowBytes : UINT64_MAX;
   }
   SpscRingProducer(const SpscRingProducer&) = delete;
   SpscRingProducer& operator=(const SpscRingProducer&) = delete;
@@ -260,13 +262,9 @@ class SpscRingProducer {
   // At a lap position of kHotWindowBytes or more, with no batch open: if the
   // consumer has at most a quarter of the window left to read, publishes a
   // gap over the rest of the lap and goes on at the ring's start; else looks
-  // again a quarter window later. Never for a ring under four windows.
+  // again a quarter window later.
   void maybe_rewind() noexcept {
     rewind_check_at_ = open_ + kHotWindowBytes / 4;
-    if (capacity_ < 4 * kHotWindowBytes) {
-      rewind_check_at_ = UINT64_MAX;
-      return;
-    }
     if (open_ - cached_read_ > kHotWindowBytes / 4 && (!refresh() || open_ - cached_read_ > kHotWindowBytes / 4))
       return;
     const std::size_t rest = capacity_ - open_position_;  // the gap: envelope and the rest of the lap
@@ -308,7 +306,7 @@ class SpscRingProducer {
   uint64_t cached_read_ = 0;       // the consumer's index as last read (P2)
   uint64_t zeroed_ = 0;            // lines below this offset were taken ahead
   std::size_t reserved_ = 0;       // size of the outstanding reservation
-  uint64_t rewind_check_at_ = 0;   // maybe_rewind() once open_ gets here
+  uint64_t rewind_check_at_ = 0;   // maybe_rewind() once open_ gets here (never: UINT64_MAX)
   uint64_t gap_end_ = 0;           // the last gap: the offset after it ...
   uint64_t gap_bytes_ = 0;         // ... and its length, envelope included
   uint32_t sequence_ = 0;          // of the last published batch
