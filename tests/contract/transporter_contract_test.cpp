@@ -1,6 +1,8 @@
 // The transporter contract suite: every registered transporter runs every
-// test here (docs/transport.md lists the guarantees). A medium that cannot
-// run on this machine (no RDMA device) is skipped with the probe's reason.
+// ContractTest here (docs/transport.md lists the guarantees). A medium that
+// cannot run on this machine (no RDMA device) is skipped with the probe's
+// reason. At the end, one TCP-only test of its rings (TcpRings), which uses
+// the same link harness.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <spawn.h>
