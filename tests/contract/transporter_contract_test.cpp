@@ -208,6 +208,7 @@ TEST_P(ContractTest, ManyBusyThreadsOnFewCores) {
     });
   }
   std::vector<std::thread> bystanders;
+  bystanders.reserve(2);
   for (int i = 0; i < 2; ++i)
     bystanders.emplace_back([&] {
       while (!stop) cpu_relax();
