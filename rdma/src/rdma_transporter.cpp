@@ -24,11 +24,6 @@ void count_up(std::atomic<uint64_t>& counter, uint64_t by = 1) {
   counter.store(counter.load(std::memory_order_relaxed) + by, std::memory_order_relaxed);
 }
 
-// Loads a word the peer's NIC may be writing (aligned: never split).
-uint64_t load_word(const std::byte* at) {
-  return __atomic_load_n(reinterpret_cast<const uint64_t*>(at), __ATOMIC_ACQUIRE);
-}
-
 }  // namespace
 
 RdmaTransporter::RdmaTransporter(transport::LinkConfig config, NodeId self, std::unique_ptr<LinkResources> resources,
@@ -328,22 +323,11 @@ FlushStatus RdmaTransporter::flush() {
 // ---- receive side ----------------------------------------------------------
 
 bool RdmaTransporter::poll_ring() {
-  const std::byte* at = receive_ring_ + next_record_ % ring_bytes_;
-  const uint64_t header_word = load_word(at);
-  wire::RecordHeader header;
-  std::memcpy(&header, &header_word, sizeof header);
-  if (header.seq_lo != static_cast<uint32_t>(expected_seq_)) return false;
-  // A header still being written may be torn: a length that cannot be right
-  // only means "not yet"; the trailer decides.
-  const uint64_t length = header.frame_bytes;
-  if (length == 0 || length % frame::kFrameAlign != 0 ||
-      length + wire::kRecordHeaderBytes + wire::kRecordTrailerBytes > ring_bytes_)
-    return false;
-  const uint64_t trailer = load_word(receive_ring_ + (next_record_ + wire::kRecordHeaderBytes + length) % ring_bytes_);
-  if (trailer != (expected_seq_ ^ wire::kTrailerMagic)) return false;
-  // The whole record is placed (its trailer is placed last). The mirror
-  // makes it contiguous even across the ring's end.
-  const uint64_t frames_at = next_record_ + wire::kRecordHeaderBytes;
+  const std::optional<wire::PlacedRecord> record =
+      wire::placed_record(receive_ring_, ring_bytes_, next_record_, expected_seq_);
+  if (!record) return false;
+  const uint64_t frames_at = record->frames_at;
+  const uint64_t length = record->length;
   const std::span<const std::byte> frames(receive_ring_ + frames_at % ring_bytes_, length);
   const frame::ScanResult scan = frame::scan_frames(frames);
   released_ = frames_at;

@@ -20,6 +20,7 @@
 #include <optional>
 #include <span>
 
+#include "fjord/transport/frame.h"
 #include "fjord/transport/handshake.h"
 
 namespace fjord::rdma::wire {
@@ -45,6 +46,42 @@ static_assert(sizeof(RecordHeader) == 8);
 inline constexpr std::size_t kRecordHeaderBytes = 8;
 inline constexpr std::size_t kRecordTrailerBytes = 8;
 inline constexpr uint64_t kTrailerMagic = 0x9E37'79B9'7F4A'7C15ULL;
+
+// One aligned 8-byte word of memory the peer's NIC may be writing (never
+// split; acquire: what the word says is placed is visible after it).
+inline uint64_t load_ring_word(const std::byte* at) {
+  return __atomic_load_n(reinterpret_cast<const uint64_t*>(at), __ATOMIC_ACQUIRE);
+}
+
+// A record wholly placed in the receive ring: where its frames start (a
+// stream offset) and how many bytes of them it carries.
+struct PlacedRecord {
+  uint64_t frames_at = 0;
+  uint64_t length = 0;
+};
+
+// The record numbered `seq` at stream offset `at` (8-aligned) of a receive
+// ring of `ring_bytes` (a multiple of 8) that the peer writes, once all of
+// it is there: a header with that number and a length that can be right,
+// and after the frames the matching trailer. Otherwise nullopt, which only
+// means "not yet": a header still being placed may be torn or a lap old,
+// so no value of its words is an error (the frames' own scan, frame.h,
+// finds faults). `ring` is mapped twice in a row, so the record's bytes are
+// contiguous from ring + at % ring_bytes, and nothing past ring + 2 *
+// ring_bytes is read.
+inline std::optional<PlacedRecord> placed_record(const std::byte* ring, uint64_t ring_bytes, uint64_t at,
+                                                 uint64_t seq) {
+  const uint64_t header_word = load_ring_word(ring + at % ring_bytes);
+  RecordHeader header;
+  std::memcpy(&header, &header_word, sizeof header);
+  if (header.seq_lo != static_cast<uint32_t>(seq)) return std::nullopt;
+  const uint64_t length = header.frame_bytes;
+  if (length == 0 || length % frame::kFrameAlign != 0 || length + kRecordHeaderBytes + kRecordTrailerBytes > ring_bytes)
+    return std::nullopt;
+  const uint64_t trailer = load_ring_word(ring + (at + kRecordHeaderBytes + length) % ring_bytes);
+  if (trailer != (seq ^ kTrailerMagic)) return std::nullopt;
+  return PlacedRecord{at + kRecordHeaderBytes, length};
+}
 
 // The credit block the peer writes into our control region with one RDMA
 // WRITE: how many bytes of our send stream it released (ring positions,
