@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <sstream>
 
@@ -21,6 +22,8 @@ namespace {
 
 constexpr uint32_t kControlTag = UINT32_MAX;
 constexpr uint32_t kWakeTag = UINT32_MAX - 1;
+// Control connections: kControlClientTag + their slot (below kWakeTag).
+constexpr uint32_t kControlClientTag = UINT32_MAX - 64;
 
 // "@name" is an abstract Unix socket (nothing in the filesystem).
 socklen_t unix_address(const std::string& name, sockaddr_un& addr) {
@@ -111,7 +114,9 @@ void DataNode::Impl::connection_loop() {
         uint64_t drained;
         [[maybe_unused]] ssize_t r = ::read(wake_fd.get(), &drained, sizeof drained);
       } else if (tag == kControlTag) {
-        serve_control();
+        accept_control();
+      } else if (tag >= kControlClientTag && tag - kControlClientTag < kMaxControlClients) {
+        read_control(tag - kControlClientTag);
       } else if (tag < listeners.size()) {
         accept_on(*listeners[tag]);
       }
@@ -119,6 +124,7 @@ void DataNode::Impl::connection_loop() {
     connect_to_servers(next_connect_ns);
     const uint32_t interval = stats_interval_s.load();
     const uint64_t now = monotonic_ns();
+    expire_control(now);
     if (interval > 0 && now >= next_stats_ns) {
       if (next_stats_ns != 0) {
         std::istringstream lines(stats_text());
@@ -127,6 +133,7 @@ void DataNode::Impl::connection_loop() {
       next_stats_ns = now + uint64_t{interval} * 1'000'000'000ULL;
     }
   }
+  for (std::size_t slot = 0; slot < kMaxControlClients; ++slot) close_control(slot);
   for (auto& l : listeners) ::epoll_ctl(epoll_fd.get(), EPOLL_CTL_DEL, l->fd(), nullptr);
   listeners.clear();
   if (control_name[0] != '@') ::unlink(control_name.c_str());
@@ -160,53 +167,123 @@ void DataNode::Impl::connect_to_servers(uint64_t& next_try_ns) {
   }
 }
 
-void DataNode::Impl::serve_control() {
-  UniqueFd conn(::accept4(control_fd.get(), nullptr, nullptr, SOCK_CLOEXEC));
-  if (!conn.valid()) return;
-  ucred cred{};
-  socklen_t cred_len = sizeof cred;
-  if (::getsockopt(conn.get(), SOL_SOCKET, SO_PEERCRED, &cred, &cred_len) != 0 ||
-      (cred.uid != ::getuid() && cred.uid != 0)) {
-    FJORD_LOG_WARN("node %u: control request from uid %u refused (the node runs as uid %u)", self, cred.uid,
-                   ::getuid());
-    return;
-  }
-  timeval tv{2, 0};
-  ::setsockopt(conn.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  char buf[256];
-  const ssize_t got = ::recv(conn.get(), buf, sizeof buf - 1, 0);
-  if (got <= 0) return;
-  std::string command(buf, static_cast<std::size_t>(got));
-  while (!command.empty() && (command.back() == '\n' || command.back() == '\r')) command.pop_back();
-  std::string reply;
-  if (command == "stats")
-    reply = stats_text();
-  else if (command == "stats json")
-    reply = stats_json() + "\n";
-  else if (command == "layout")
-    reply = layout_text();
-  else if (command == "ping")
-    reply = "pong " + std::to_string(self) + "\n";
-  else if (command.rfind("log-stats ", 0) == 0) {
-    const std::string arg = command.substr(10);
-    char* end = nullptr;
-    const unsigned long seconds = std::strtoul(arg.c_str(), &end, 10);
-    if (arg.empty() || *end != '\0' || seconds > 86400) {
-      reply = "error: log-stats takes seconds in 0..86400, got '" + arg + "'\n";
-    } else {
-      stats_interval_s = static_cast<uint32_t>(seconds);
-      wake();
-      reply = seconds == 0 ? "statistics logging off\n" : "statistics logged every " + std::to_string(seconds) + " s\n";
-    }
-  } else {
-    reply = "error: unknown command '" + command + "'; commands: stats, stats json, layout, log-stats SECONDS, ping\n";
-  }
+namespace {
+// Sends a control reply and ends the connection's sending side, then takes
+// what the client sent beyond its command: closing a Unix socket with
+// unread bytes would reset the connection and lose the reply.
+void finish_control(int fd, const std::string& reply) {
   std::size_t sent = 0;
   while (sent < reply.size()) {
-    const ssize_t n = ::send(conn.get(), reply.data() + sent, reply.size() - sent, MSG_NOSIGNAL);
+    const ssize_t n = ::send(fd, reply.data() + sent, reply.size() - sent, MSG_NOSIGNAL);
     if (n <= 0) break;
     sent += static_cast<std::size_t>(n);
   }
+  ::shutdown(fd, SHUT_WR);
+  char sink[4096];
+  for (int i = 0; i < 16 && ::recv(fd, sink, sizeof sink, MSG_DONTWAIT) > 0; ++i) {
+  }
+}
+}  // namespace
+
+// A control connection is accepted at once and read as its bytes come (the
+// connection thread never waits on one): the command is its first line, or
+// all it sent before closing its side. One reply, then the node closes it.
+void DataNode::Impl::accept_control() {
+  for (;;) {
+    UniqueFd conn(::accept4(control_fd.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
+    if (!conn.valid()) return;  // EAGAIN: no more waiting
+    ucred cred{};
+    socklen_t cred_len = sizeof cred;
+    if (::getsockopt(conn.get(), SOL_SOCKET, SO_PEERCRED, &cred, &cred_len) != 0 ||
+        (cred.uid != ::getuid() && cred.uid != 0)) {
+      FJORD_LOG_WARN("node %u: control request from uid %u refused (the node runs as uid %u)", self, cred.uid,
+                     ::getuid());
+      continue;
+    }
+    std::size_t slot = 0;
+    while (slot < kMaxControlClients && control_clients[slot].fd.valid()) ++slot;
+    if (slot == kMaxControlClients) {
+      finish_control(conn.get(), "error: too many control connections waiting for their command; try again\n");
+      continue;
+    }
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLRDHUP;
+    ev.data.u32 = kControlClientTag + static_cast<uint32_t>(slot);
+    if (::epoll_ctl(epoll_fd.get(), EPOLL_CTL_ADD, conn.get(), &ev) != 0) continue;
+    control_clients[slot] = {std::move(conn), {}, monotonic_ns() + kControlTimeoutNs};
+  }
+}
+
+void DataNode::Impl::read_control(std::size_t slot) {
+  ControlClient& client = control_clients[slot];
+  if (!client.fd.valid()) return;
+  bool ended = false;
+  char buf[kMaxControlLine + 1];
+  for (;;) {
+    const ssize_t got = ::recv(client.fd.get(), buf, sizeof buf, 0);
+    if (got > 0) {
+      client.line.append(buf, static_cast<std::size_t>(got));
+      if (client.line.find('\n') != std::string::npos || client.line.size() > kMaxControlLine) break;
+      continue;
+    }
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0 && errno != EAGAIN) return close_control(slot);  // the client is gone
+    ended = got == 0;
+    break;
+  }
+  const std::size_t newline = client.line.find('\n');
+  std::string reply;
+  if (newline <= kMaxControlLine) {  // a whole line (npos is not)
+    std::string command = client.line.substr(0, newline);
+    if (!command.empty() && command.back() == '\r') command.pop_back();
+    reply = control_reply(command);
+  } else if (client.line.size() > kMaxControlLine) {
+    reply = "error: a command is one line of at most " + std::to_string(kMaxControlLine) + " bytes\n";
+  } else if (ended) {
+    reply = control_reply(client.line);  // a client that closed its side without a newline
+  } else {
+    return;  // more to come
+  }
+  // The reply is small (a few KB for many threads) against a socket's
+  // buffer; a client that never reads gets what fits.
+  finish_control(client.fd.get(), reply);
+  close_control(slot);
+}
+
+void DataNode::Impl::close_control(std::size_t slot) {
+  ControlClient& client = control_clients[slot];
+  if (!client.fd.valid()) return;
+  ::epoll_ctl(epoll_fd.get(), EPOLL_CTL_DEL, client.fd.get(), nullptr);
+  client = {};
+}
+
+// A connection that sent no whole command in kControlTimeoutNs is closed
+// (its slot is wanted; it gets no reply).
+void DataNode::Impl::expire_control(uint64_t now_ns) {
+  for (std::size_t slot = 0; slot < kMaxControlClients; ++slot)
+    if (control_clients[slot].fd.valid() && now_ns >= control_clients[slot].deadline_ns) {
+      FJORD_LOG_WARN("node %u: a control connection sent no command in %llu s; closed", self,
+                     static_cast<unsigned long long>(kControlTimeoutNs / 1'000'000'000ULL));
+      close_control(slot);
+    }
+}
+
+std::string DataNode::Impl::control_reply(const std::string& command) {
+  if (command == "stats") return stats_text();
+  if (command == "stats json") return stats_json() + "\n";
+  if (command == "layout") return layout_text();
+  if (command == "ping") return "pong " + std::to_string(self) + "\n";
+  if (command == "log-stats" || command.rfind("log-stats ", 0) == 0) {
+    const std::string arg = command.size() > 10 ? command.substr(10) : std::string();
+    char* end = nullptr;
+    const unsigned long seconds = std::strtoul(arg.c_str(), &end, 10);
+    if (arg.empty() || arg[0] < '0' || arg[0] > '9' || end != arg.c_str() + arg.size() || seconds > 86400)
+      return "error: log-stats takes seconds in 0..86400, got '" + arg + "'\n";
+    stats_interval_s = static_cast<uint32_t>(seconds);
+    wake();
+    return seconds == 0 ? "statistics logging off\n" : "statistics logged every " + std::to_string(seconds) + " s\n";
+  }
+  return "error: unknown command '" + command + "'; commands: stats, stats json, layout, log-stats SECONDS, ping\n";
 }
 
 std::string DataNode::Impl::layout_text() const {

@@ -1,6 +1,7 @@
 // DataNode::Impl (internal header for the node's source files).
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <mutex>
 #include <thread>
@@ -29,6 +30,18 @@ struct DataNode::Impl {
   std::vector<std::unique_ptr<transport::Listener>> listeners;
   UniqueFd control_fd;
   std::string control_name;
+  // Control connections whose command line has not all arrived: a client
+  // that connects and waits, or sends its line in pieces, holds up nothing
+  // (each has until its deadline). Connection thread only.
+  struct ControlClient {
+    UniqueFd fd;
+    std::string line;
+    uint64_t deadline_ns = 0;
+  };
+  static constexpr std::size_t kMaxControlClients = 8;
+  static constexpr std::size_t kMaxControlLine = 255;
+  static constexpr uint64_t kControlTimeoutNs = 2'000'000'000ULL;
+  std::array<ControlClient, kMaxControlClients> control_clients;
   UniqueFd epoll_fd;
   UniqueFd wake_fd;  // eventfd: stop() wakes the connection thread
   std::thread connections;
@@ -44,7 +57,11 @@ struct DataNode::Impl {
   Status open_control();
   void connection_loop();
   void accept_on(transport::Listener& listener);
-  void serve_control();
+  void accept_control();
+  void read_control(std::size_t slot);
+  void close_control(std::size_t slot);
+  void expire_control(uint64_t now_ns);
+  std::string control_reply(const std::string& command);
   void connect_to_servers(uint64_t& next_try_ns);
   void wake();
   std::string layout_text() const;

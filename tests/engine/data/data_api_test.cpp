@@ -3,8 +3,13 @@
 // transactions, unique keys, scans, locks and timeouts, DataMemory, the
 // asynchronous API, and node failure.
 #include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <cstddef>
+#include <cstring>
 #include <optional>
 #include <set>
 #include <string>
@@ -13,6 +18,7 @@
 #include "builtin_transporters.h"
 #include "cluster_harness.h"
 #include "fjord/base/clock.h"
+#include "fjord/base/fd.h"
 
 namespace fjord::test {
 namespace {
@@ -703,6 +709,99 @@ TEST_F(DataApiTest, AsynchronousTransactionsInFlightFromOneThread) {
   EXPECT_EQ(done.load(), kTransactions);
   EXPECT_EQ(failed.load(), 0);
   EXPECT_EQ(balance_of(299), 299);
+}
+
+// fjord-stats's path: the node's control socket answers each command, and
+// names what was wrong with a bad one.
+TEST_F(DataApiTest, TheControlSocketAnswersEveryCommandAndNamesABadOne) {
+  const std::string socket = cluster_->node().control_socket();
+  const auto ask = [&](const std::string& command) {
+    auto reply = engine::control_request(socket, command, 5000);
+    EXPECT_TRUE(reply) << command << ": " << reply.status().to_string();
+    return reply ? *reply : std::string();
+  };
+  EXPECT_EQ(ask("ping"), "pong 1\n");
+  EXPECT_NE(ask("stats").find("node 1 thread "), std::string::npos);
+  const std::string json = ask("stats json");
+  EXPECT_EQ(json.front(), '{');
+  EXPECT_NE(json.find("\"threads\""), std::string::npos) << json;
+  EXPECT_NE(ask("layout").find("thread layout"), std::string::npos);
+  EXPECT_EQ(ask("log-stats 0"), "statistics logging off\n");
+  EXPECT_EQ(ask("log-stats 3"), "statistics logged every 3 s\n");
+  EXPECT_EQ(ask("log-stats 0"), "statistics logging off\n");
+  for (const char* bad : {"log-stats", "log-stats -1", "log-stats 86401", "log-stats 5x"})
+    EXPECT_EQ(ask(bad).rfind("error: log-stats takes seconds in 0..86400, got '", 0), 0u) << bad;
+  EXPECT_EQ(ask("statz").rfind("error: unknown command 'statz'; commands: ", 0), 0u);
+  // Longer than a command can be: refused by its length, not read forever.
+  EXPECT_EQ(ask(std::string(300, 'x')), "error: a command is one line of at most 255 bytes\n");
+}
+
+namespace {
+// A raw connection to a control socket ("@name": abstract).
+UniqueFd control_connection(const std::string& name) {
+  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  const std::string path = name.substr(1);
+  std::memcpy(addr.sun_path + 1, path.data(), path.size());
+  const auto len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + path.size());
+  EXPECT_EQ(::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), len), 0) << std::strerror(errno);
+  return fd;
+}
+std::string read_all(int fd) {
+  std::string out;
+  char buf[512];
+  for (ssize_t n; (n = ::recv(fd, buf, sizeof buf, 0)) > 0;) out.append(buf, static_cast<std::size_t>(n));
+  return out;
+}
+}  // namespace
+
+// Clients that connect and say nothing, or send their line in pieces, hold
+// up neither other control requests nor API nodes connecting meanwhile;
+// the silent ones are closed after their 2 s.
+TEST_F(DataApiTest, ASilentOrSlowControlClientHoldsUpNothing) {
+  const std::string socket = cluster_->node().control_socket();
+  ASSERT_EQ(socket[0], '@');
+  std::vector<UniqueFd> silent;
+  for (int i = 0; i < 3; ++i) silent.push_back(control_connection(socket));
+  const uint64_t t0 = monotonic_ns();
+  auto pong = engine::control_request(socket, "ping", 1500);
+  ASSERT_TRUE(pong) << pong.status().to_string();
+  EXPECT_EQ(*pong, "pong 1\n");
+  auto other = cluster_->connect(51);
+  ASSERT_TRUE(other) << other.status().to_string();
+  EXPECT_LT(monotonic_ns() - t0, 1'500'000'000ULL) << "the silent clients held the connection thread";
+
+  UniqueFd slow = control_connection(socket);
+  ASSERT_EQ(::send(slow.get(), "pi", 2, MSG_NOSIGNAL), 2);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_EQ(::send(slow.get(), "ng\n", 3, MSG_NOSIGNAL), 3);
+  EXPECT_EQ(read_all(slow.get()), "pong 1\n");
+  // A line without its newline counts once the client closes its side.
+  UniqueFd half = control_connection(socket);
+  ASSERT_EQ(::send(half.get(), "ping", 4, MSG_NOSIGNAL), 4);
+  ::shutdown(half.get(), SHUT_WR);
+  EXPECT_EQ(read_all(half.get()), "pong 1\n");
+
+  // The silent ones: closed by the node, with nothing said.
+  for (UniqueFd& fd : silent) EXPECT_EQ(read_all(fd.get()), "");
+  EXPECT_GE(monotonic_ns() - t0, 1'900'000'000ULL);
+  EXPECT_EQ(*engine::control_request(socket, "ping", 1500), "pong 1\n");
+}
+
+// More clients waiting for their command than the node keeps: the extra
+// ones are told so, and the node goes on answering.
+TEST_F(DataApiTest, TooManyWaitingControlClientsAreToldSo) {
+  const std::string socket = cluster_->node().control_socket();
+  std::vector<UniqueFd> waiting;
+  for (int i = 0; i < 8; ++i) waiting.push_back(control_connection(socket));
+  auto refused = engine::control_request(socket, "ping", 1500);
+  ASSERT_TRUE(refused) << refused.status().to_string();
+  EXPECT_EQ(refused->rfind("error: too many control connections", 0), 0u) << *refused;
+  ASSERT_EQ(::send(waiting[0].get(), "ping\n", 5, MSG_NOSIGNAL), 5);
+  EXPECT_EQ(read_all(waiting[0].get()), "pong 1\n");
+  waiting.erase(waiting.begin());
+  EXPECT_EQ(*engine::control_request(socket, "ping", 1500), "pong 1\n");
 }
 
 TEST_F(DataApiTest, ADisconnectedApiNodesTransactionsAreAborted) {
