@@ -12,23 +12,17 @@
 
 #include "fjord/base/mirrored_map.h"
 #include "fjord/transport/frame.h"
+#include "script_input.h"
 #include "wire.h"
 
 using namespace fjord;
 using namespace fjord::rdma;
 
+using fuzz::take;
+
 namespace {
 
 constexpr std::size_t kCapacity = 4096;
-
-uint64_t take(const uint8_t*& data, size_t& size, std::size_t bytes) {
-  uint64_t v = 0;
-  const std::size_t n = bytes < size ? bytes : size;
-  std::memcpy(&v, data, n);
-  data += n;
-  size -= n;
-  return v;
-}
 
 void put_word(std::byte* ring, uint64_t at, uint64_t word) { std::memcpy(ring + at % kCapacity, &word, 8); }
 
@@ -39,7 +33,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::byte* const ring = map.data();
   std::memset(ring, 0, map.size());
   const std::byte* const end = ring + 2 * map.size();  // the mirror
-  uint64_t at = 0;  // where the next record starts (a stream offset)
+  uint64_t at = 0;                                     // where the next record starts (a stream offset)
   uint64_t seq = 1;
   bool stopped = false;
   while (size > 0) {

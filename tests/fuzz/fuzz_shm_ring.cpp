@@ -10,22 +10,16 @@
 
 #include "fjord/base/mirrored_map.h"
 #include "fjord/shm/spsc_ring.h"
+#include "script_input.h"
 
 using namespace fjord;
 using namespace fjord::shm;
 
+using fuzz::take;
+
 namespace {
 
 constexpr std::size_t kCapacity = 8 * 4096;
-
-uint64_t take(const uint8_t*& data, size_t& size, std::size_t bytes) {
-  uint64_t v = 0;
-  const std::size_t n = bytes < size ? bytes : size;
-  std::memcpy(&v, data, n);
-  data += n;
-  size -= n;
-  return v;
-}
 
 }  // namespace
 
