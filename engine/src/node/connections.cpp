@@ -368,19 +368,24 @@ Result<std::string> control_request(const std::string& socket_name, const std::s
   if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), len) != 0)
     return Status(StatusCode::kUnavailable, "no data node answers on " + socket_name + ": " + std::strerror(errno));
   const std::string line = command + "\n";
-  if (::send(fd.get(), line.data(), line.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(line.size()))
-    return io_error("send to " + socket_name, errno);
+  const bool sent = ::send(fd.get(), line.data(), line.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(line.size());
+  const int send_errno = errno;
+  // A node that refuses the connection (too many waiting) answers and
+  // closes without reading: its answer is still there to read.
   std::string reply;
   char buf[4096];
   for (;;) {
     const ssize_t n = ::recv(fd.get(), buf, sizeof buf, 0);
     if (n > 0)
       reply.append(buf, static_cast<std::size_t>(n));
-    else if (n == 0)
+    else if (n == 0 || !reply.empty())
       break;
+    else if (!sent)
+      return io_error("send to " + socket_name, send_errno);
     else
       return Status(StatusCode::kTimeout, "no reply from " + socket_name);
   }
+  if (!sent && reply.empty()) return io_error("send to " + socket_name, send_errno);
   return reply;
 }
 
