@@ -19,6 +19,7 @@
 #include "fjord/base/log.h"
 #include "fjord/shm/shm.h"
 #include "fjord/transport/handshake.h"
+#include "fjord/transport/pending_handshakes.h"
 #include "shm_transporter.h"
 
 namespace fjord::shm {
@@ -136,7 +137,11 @@ class ShmListener final : public Listener {
   };
 
   ShmListener(NodeId self, LinkTable links, std::vector<Endpoint> endpoints, UniqueFd epoll)
-      : self_(self), links_(std::move(links)), endpoints_(std::move(endpoints)), epoll_(std::move(epoll)) {}
+      : self_(self),
+        links_(std::move(links)),
+        endpoints_(std::move(endpoints)),
+        epoll_(std::move(epoll)),
+        pending_(epoll_.get(), "shm listener on " + endpoint()) {}
 
   int fd() const override { return epoll_.get(); }
   std::string endpoint() const override {
@@ -145,30 +150,50 @@ class ShmListener final : public Listener {
     return out;
   }
 
+  // Connections are accepted as they come and wait in pending_ until their
+  // handshake request is all there: a process that connects and says
+  // nothing holds up no other (transport/pending_handshakes.h).
   Result<std::unique_ptr<Transporter>> accept(DeadlineNs deadline) override {
     for (;;) {
-      for (const Endpoint& e : endpoints_) {
-        UniqueFd conn(::accept4(e.socket.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
-        // The peer is here: its set-up gets its own budget, not what is
-        // left of this accept() slice.
-        if (conn.valid()) return handle(e, std::move(conn), transport::setup_deadline(deadline));
-        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ECONNABORTED)
-          return io_error("accept on @" + e.name, errno);
-      }
+      for (uint32_t i = 0; i < endpoints_.size(); ++i) take_waiting(i, deadline);
       const uint64_t now = monotonic_ns();
+      if (auto ready = pending_.take_ready(now)) return handle(std::move(*ready));
       if (now >= deadline) return Status(StatusCode::kTimeout, "no connection attempt on " + endpoint());
-      epoll_event ready[4];
-      (void)::epoll_wait(epoll_.get(), ready, 4,
-                         static_cast<int>(std::min<uint64_t>((deadline - now) / 1'000'000 + 1, 1000)));
+      const uint64_t until = std::min(deadline, pending_.next_deadline());
+      epoll_event events[8];
+      (void)::epoll_wait(epoll_.get(), events, 8,
+                         static_cast<int>(std::min<uint64_t>((until > now ? until - now : 0) / 1'000'000 + 1, 1000)));
     }
   }
 
  private:
-  Result<std::unique_ptr<Transporter>> handle(const Endpoint& endpoint, UniqueFd conn, DeadlineNs deadline) {
+  void take_waiting(uint32_t index, DeadlineNs deadline) {
+    const Endpoint& e = endpoints_[index];
+    for (;;) {
+      UniqueFd conn(::accept4(e.socket.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
+      if (!conn.valid()) {
+        if (errno == EINTR || errno == ECONNABORTED) continue;
+        if (errno != EAGAIN && errno != EWOULDBLOCK)
+          FJORD_LOG_WARN("node %u: accept on @%s: %s", self_, e.name.c_str(), std::strerror(errno));
+        return;
+      }
+      auto cred = peer_credentials(conn.get());
+      const std::string peer =
+          cred ? "pid " + std::to_string(cred->pid) + " (uid " + std::to_string(cred->uid) + ") on @" + e.name
+               : "a process on @" + e.name;
+      // The peer is here: its set-up gets its own budget, not what is left
+      // of this accept() slice.
+      (void)pending_.add({std::move(conn), peer, index, transport::setup_deadline(deadline)}, monotonic_ns());
+    }
+  }
+
+  Result<std::unique_ptr<Transporter>> handle(transport::PendingHandshakes::Entry ready) {
+    const Endpoint& endpoint = endpoints_[ready.endpoint];
+    UniqueFd conn = std::move(ready.conn);
+    const std::string& peer = ready.peer;
+    const DeadlineNs deadline = ready.deadline;
     auto cred = peer_credentials(conn.get());
     if (!cred) return cred.status();
-    const std::string peer =
-        "pid " + std::to_string(cred->pid) + " (uid " + std::to_string(cred->uid) + ") on @" + endpoint.name;
     auto accepted = transport::server_handshake(conn.get(), self_, kName, links_, deadline, peer);
     if (!accepted) return accepted.status();
     const LinkConfig& link = *accepted->link;
@@ -196,6 +221,7 @@ class ShmListener final : public Listener {
   LinkTable links_;
   std::vector<Endpoint> endpoints_;
   UniqueFd epoll_;
+  transport::PendingHandshakes pending_;
 };
 
 // Binds and listens on @name. A name already bound is an error naming the link.

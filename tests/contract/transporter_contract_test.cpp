@@ -1,20 +1,29 @@
 // The transporter contract suite: every registered transporter runs every
 // ContractTest here (docs/transport.md lists the guarantees). A medium that
 // cannot run on this machine (no RDMA device) is skipped with the probe's
-// reason. At the end, one TCP-only test of its rings (TcpRings), which uses
-// the same link harness.
+// reason. At the end, one TCP-only test of its rings (TcpRings) and one of
+// the stream listeners (TCP, SHM) against silent peers, which use the same
+// link harness.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cstddef>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <thread>
 
 #include "fjord/base/clock.h"
+#include "fjord/base/fd.h"
+#include "fjord/transport/handshake.h"
 #include "link_harness.h"
 
 extern char** environ;
@@ -399,6 +408,80 @@ TEST(TcpRings, ALinkWhosePeerKeepsUpStaysAtTheStartOfItsRings) {
   EXPECT_LT(send_furthest, (64 << 10) + 512) << "the send ring walked past its first 64 KB";
   EXPECT_LT(receive_furthest, (64 << 10) + 512) << "the receive ring walked past its first 64 KB";
   EXPECT_GE(send_furthest, 60 << 10) << "it went back before 64 KB";
+}
+
+// A raw stream connection to a listener's endpoint ("127.0.0.1:PORT", or
+// "@name" for an abstract Unix socket), as a port scanner or a stuck
+// process makes one.
+UniqueFd raw_connection(const std::string& endpoint) {
+  UniqueFd fd;
+  if (endpoint[0] == '@') {
+    fd.reset(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    const std::string name = endpoint.substr(1, endpoint.find(',') - 1);  // the first of several
+    std::memcpy(addr.sun_path + 1, name.data(), name.size());
+    const auto len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+    EXPECT_EQ(::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), len), 0) << endpoint << ": " << strerror(errno);
+  } else {
+    fd.reset(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(std::stoi(endpoint.substr(endpoint.rfind(':') + 1))));
+    ::inet_pton(AF_INET, endpoint.substr(0, endpoint.rfind(':')).c_str(), &addr.sin_addr);
+    EXPECT_EQ(::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0)
+        << endpoint << ": " << strerror(errno);
+  }
+  return fd;
+}
+
+// The listeners that shake hands over a stream (TCP, and SHM's Unix
+// socket): a peer that connects and says nothing, or sends half a request,
+// holds up no other node's set-up, and is closed after the set-up budget.
+// (RDMA's request comes whole with rdma_cm's connect request; sim's with
+// its in-process attempt: neither has a stream to wait on.)
+TEST(StreamListeners, ASilentPeerHoldsUpNoOtherSetUp) {
+  for (const char* type : {"tcp", "shm"}) {
+    SCOPED_TRACE(type);
+    const Medium* m = find_medium(type);
+    ASSERT_NE(m, nullptr);
+    auto table = load_links(m->section(1, 2, ""));
+    ASSERT_TRUE(table) << table.status().to_string();
+    transport::TransporterFactory* factory = test_registry().find(type);
+    auto listener = factory->listen(1, *table);
+    ASSERT_TRUE(listener) << listener.status().to_string();
+    const std::string endpoint = (*listener)->endpoint();
+    UniqueFd silent = raw_connection(endpoint);
+    UniqueFd half = raw_connection(endpoint);
+    const std::byte prefix[4] = {std::byte{0x46}, std::byte{0x4A}, std::byte{0x48},
+                                 std::byte{0x51}};  // "FJHQ", then nothing
+    ASSERT_EQ(::send(half.get(), prefix, sizeof prefix, MSG_NOSIGNAL), 4);
+    // The listener looks at both first (they came first), then the real one.
+    EXPECT_EQ((*listener)->accept(monotonic_ns() + 200'000'000ULL).status().code(), StatusCode::kTimeout);
+    const transport::LinkConfig patched = client_view(*table->find(1, 2), **listener);
+    Result<std::unique_ptr<transport::Transporter>> connected(Status(StatusCode::kInternal, "not run"));
+    const uint64_t t0 = monotonic_ns();
+    std::thread client([&] { connected = factory->connect(2, patched, monotonic_ns() + 10 * kSecond); });
+    auto accepted = (*listener)->accept(monotonic_ns() + 5 * kSecond);
+    client.join();
+    ASSERT_TRUE(accepted) << accepted.status().to_string();
+    ASSERT_TRUE(connected) << connected.status().to_string();
+    EXPECT_LT(monotonic_ns() - t0, 5 * kSecond) << "the silent peers held up the set-up";
+    EXPECT_EQ((*accepted)->remote_node(), 2u);
+    // The silent ones are closed once the set-up budget (10 s) has passed
+    // for them: an accept() slice that reaches past it says nothing came.
+    const uint64_t budget_end = t0 + transport::kSetupBudgetNs + kSecond;
+    while (monotonic_ns() < budget_end)
+      EXPECT_EQ((*listener)->accept(budget_end).status().code(), StatusCode::kTimeout);
+    char byte;
+    const timeval wait{2, 0};
+    for (const UniqueFd* fd : {&silent, &half}) ::setsockopt(fd->get(), SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof wait);
+    EXPECT_EQ(::recv(silent.get(), &byte, 1, 0), 0) << "the silent peer's connection is still open";
+    // Closed with its bytes unread: a reset, not a timeout.
+    const ssize_t got = ::recv(half.get(), &byte, 1, 0);
+    EXPECT_TRUE(got == 0 || (got < 0 && errno == ECONNRESET))
+        << "the half-sent peer's connection is still open (" << strerror(errno) << ")";
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(AllTransporters, ContractTest, ::testing::ValuesIn(contract_media()),

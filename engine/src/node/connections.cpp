@@ -139,16 +139,22 @@ void DataNode::Impl::connection_loop() {
   if (control_name[0] != '@') ::unlink(control_name.c_str());
 }
 
+// The set-ups that are ready now, without waiting for one that is not (a
+// listener keeps a peer whose handshake has not all arrived for later, and
+// its epoll set wakes this loop when more of it comes). At most 16 a call:
+// an error may repeat, and the listener's fd stays readable while more wait.
 void DataNode::Impl::accept_on(transport::Listener& listener) {
-  auto t = listener.accept(monotonic_ns() + 5'000'000'000ULL);
-  if (!t) {
-    if (t.status().code() != StatusCode::kTimeout)
+  for (int taken = 0; taken < 16; ++taken) {
+    auto t = listener.accept(monotonic_ns());
+    if (!t) {
+      if (t.status().code() == StatusCode::kTimeout) return;
       FJORD_LOG_WARN("node %u: %s", self, t.status().message().c_str());  // rejections name their reason
-    return;
+      continue;
+    }
+    const NodeId peer = (*t)->remote_node();
+    if (Status s = runtime->attach_link(std::move(t).value()); !s)
+      FJORD_LOG_WARN("node %u: dropped a second connection from node %u: %s", self, peer, s.message().c_str());
   }
-  const NodeId peer = (*t)->remote_node();
-  if (Status s = runtime->attach_link(std::move(t).value()); !s)
-    FJORD_LOG_WARN("node %u: dropped a second connection from node %u: %s", self, peer, s.message().c_str());
 }
 
 // Data node <-> data node links where this node is the client.

@@ -2,7 +2,9 @@
 // connections over a real transporter. Every operation type and error,
 // transactions, unique keys, scans, locks and timeouts, DataMemory, the
 // asynchronous API, and node failure.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -787,6 +789,39 @@ TEST_F(DataApiTest, ASilentOrSlowControlClientHoldsUpNothing) {
   for (UniqueFd& fd : silent) EXPECT_EQ(read_all(fd.get()), "");
   EXPECT_GE(monotonic_ns() - t0, 1'900'000'000ULL);
   EXPECT_EQ(*engine::control_request(socket, "ping", 1500), "pong 1\n");
+}
+
+// A peer that connects to the node's TCP port and says nothing (a port
+// scan, a stuck process) holds up neither API nodes connecting nor the
+// control socket.
+TEST_F(DataApiTest, ASilentPeerOnTheNodesPortHoldsUpNoConnection) {
+  const std::string& config = cluster_->config_text();
+  const std::size_t at = config.find("ServerPort=");
+  ASSERT_NE(at, std::string::npos) << config;
+  const int port = std::stoi(config.substr(at + 11));
+  std::vector<UniqueFd> silent;
+  for (int i = 0; i < 3; ++i) {
+    UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0) << std::strerror(errno);
+    silent.push_back(std::move(fd));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the node has taken them
+  const uint64_t t0 = monotonic_ns();
+  auto other = cluster_->connect(51);
+  ASSERT_TRUE(other) << other.status().to_string();
+  auto pong = engine::control_request(cluster_->node().control_socket(), "ping", 2000);
+  ASSERT_TRUE(pong) << pong.status().to_string();
+  EXPECT_EQ(*pong, "pong 1\n");
+  EXPECT_LT(monotonic_ns() - t0, 3'000'000'000ULL) << "the silent peers held up the connection thread";
+  auto& tx = (*other)->start_transaction();
+  tx.read(*table_, key_of(424242));
+  EXPECT_EQ(tx.execute(ExecType::kCommit).code(), StatusCode::kRejected);
+  EXPECT_EQ(tx.error(), ErrorCode::kNoSuchRow);  // the new link works
+  tx.close();
 }
 
 // More clients waiting for their command than the node keeps: the extra

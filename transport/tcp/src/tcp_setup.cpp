@@ -6,6 +6,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -18,6 +19,7 @@
 #include "fjord/tcp/tcp.h"
 #include "fjord/transport/handshake.h"
 #include "fjord/transport/ip_address.h"
+#include "fjord/transport/pending_handshakes.h"
 #include "tcp_transporter.h"
 
 namespace fjord::tcp {
@@ -67,48 +69,83 @@ Result<std::unique_ptr<Transporter>> make_transporter(const LinkConfig& link, No
 
 class TcpListener final : public Listener {
  public:
-  TcpListener(NodeId self, const LinkTable& links, UniqueFd socket, uint16_t port, std::string endpoint)
-      : self_(self), links_(links), socket_(std::move(socket)), port_(port), endpoint_(std::move(endpoint)) {}
+  // `ready`: an epoll set holding `socket` (the listener's fd()), where
+  // connections waiting for their handshake join it.
+  TcpListener(NodeId self, const LinkTable& links, UniqueFd socket, UniqueFd ready, uint16_t port, std::string endpoint)
+      : self_(self),
+        links_(links),
+        socket_(std::move(socket)),
+        ready_(std::move(ready)),
+        port_(port),
+        endpoint_(std::move(endpoint)),
+        pending_(ready_.get(), "tcp listener on " + endpoint_) {}
 
-  int fd() const override { return socket_.get(); }
+  int fd() const override { return ready_.get(); }
   std::string endpoint() const override { return endpoint_; }
   uint16_t port() const override { return port_; }
 
+  // Connections are accepted as they come and wait in pending_ until their
+  // handshake request is all there: a peer that connects and says nothing
+  // holds up no other (transport/pending_handshakes.h).
   Result<std::unique_ptr<Transporter>> accept(DeadlineNs deadline) override {
+    for (;;) {
+      take_waiting(deadline);
+      const uint64_t now = monotonic_ns();
+      if (auto ready = pending_.take_ready(now)) return set_up(std::move(*ready));
+      if (now >= deadline) return Status(StatusCode::kTimeout, "no connection attempt on " + endpoint_);
+      const uint64_t until = std::min(deadline, pending_.next_deadline());
+      epoll_event events[8];
+      (void)::epoll_wait(ready_.get(), events, 8,
+                         static_cast<int>(std::min<uint64_t>((until > now ? until - now : 0) / 1'000'000 + 1, 1000)));
+    }
+  }
+
+ private:
+  void take_waiting(DeadlineNs deadline) {
+    for (;;) {
+      sockaddr_storage from{};
+      socklen_t from_len = sizeof from;
+      UniqueFd conn(
+          ::accept4(socket_.get(), reinterpret_cast<sockaddr*>(&from), &from_len, SOCK_NONBLOCK | SOCK_CLOEXEC));
+      if (!conn.valid()) {
+        if (errno == EINTR || errno == ECONNABORTED) continue;
+        if (errno != EAGAIN && errno != EWOULDBLOCK)
+          FJORD_LOG_WARN("node %u: accept on %s: %s", self_, endpoint_.c_str(), std::strerror(errno));
+        return;
+      }
+      // The peer is here: its set-up gets its own budget, not what is left
+      // of this accept() slice.
+      (void)pending_.add({std::move(conn), sockaddr_text(from), 0, transport::setup_deadline(deadline)},
+                         monotonic_ns());
+    }
+  }
+
+  Result<std::unique_ptr<Transporter>> set_up(transport::PendingHandshakes::Entry ready) {
+    const int conn = ready.conn.get();
+    const std::string& peer = ready.peer;
     sockaddr_storage from{};
     socklen_t from_len = sizeof from;
-    UniqueFd conn;
-    for (;;) {
-      conn.reset(::accept4(socket_.get(), reinterpret_cast<sockaddr*>(&from), &from_len, SOCK_NONBLOCK | SOCK_CLOEXEC));
-      if (conn.valid()) break;
-      if (errno == EINTR || errno == ECONNABORTED) continue;
-      if (errno != EAGAIN && errno != EWOULDBLOCK) return io_error("accept on " + endpoint_, errno);
-      const uint64_t now = monotonic_ns();
-      if (now >= deadline) return Status(StatusCode::kTimeout, "no connection attempt on " + endpoint_);
-      pollfd p{socket_.get(), POLLIN, 0};
-      ::poll(&p, 1, static_cast<int>(std::min<uint64_t>((deadline - now) / 1'000'000 + 1, 1000)));
-    }
-    const std::string peer = sockaddr_text(from);
-    deadline = transport::setup_deadline(deadline);  // the peer is here: do not abandon it half-way
-    auto accepted = transport::server_handshake(conn.get(), self_, kName, links_, deadline, peer);
+    ::getpeername(conn, reinterpret_cast<sockaddr*>(&from), &from_len);
+    auto accepted = transport::server_handshake(conn, self_, kName, links_, ready.deadline, peer);
     if (!accepted) return accepted.status();
     const LinkConfig& link = *accepted->link;
     if (Status s = transport::check_peer_address(link, link.peer_of(self_), reinterpret_cast<const sockaddr*>(&from));
         !s)
-      return transport::send_reject(conn.get(), self_, kName, peer, s.message(), deadline);
-    if (Status s = set_socket_options(conn.get(), link); !s) return s;
-    if (Status s = transport::send_accept(conn.get(), {}, deadline); !s) return s;
+      return transport::send_reject(conn, self_, kName, peer, s.message(), ready.deadline);
+    if (Status s = set_socket_options(conn, link); !s) return s;
+    if (Status s = transport::send_accept(conn, {}, ready.deadline); !s) return s;
     FJORD_LOG_INFO("node %u: accepted %s from node %u at %s", self_, link.describe().c_str(), link.peer_of(self_),
                    peer.c_str());
-    return make_transporter(link, self_, std::move(conn));
+    return make_transporter(link, self_, std::move(ready.conn));
   }
 
- private:
   NodeId self_;
   LinkTable links_;
   UniqueFd socket_;
+  UniqueFd ready_;
   uint16_t port_;
   std::string endpoint_;
+  transport::PendingHandshakes pending_;
 };
 
 class TcpFactory final : public transport::TransporterFactory {
@@ -145,8 +182,13 @@ class TcpFactory final : public transport::TransporterFactory {
       const std::string endpoint = sockaddr_text(bound);
       const uint16_t port = ntohs(bound.ss_family == AF_INET ? reinterpret_cast<sockaddr_in*>(&bound)->sin_port
                                                              : reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port);
+      UniqueFd ready(::epoll_create1(EPOLL_CLOEXEC));
+      epoll_event ev{};
+      ev.events = EPOLLIN;
+      if (!ready.valid() || ::epoll_ctl(ready.get(), EPOLL_CTL_ADD, fd.get(), &ev) != 0)
+        return io_error("epoll for the tcp listener on " + endpoint, errno);
       FJORD_LOG_INFO("node %u: tcp listening on %s", self, endpoint.c_str());
-      return std::unique_ptr<Listener>(new TcpListener(self, links, std::move(fd), port, endpoint));
+      return std::unique_ptr<Listener>(new TcpListener(self, links, std::move(fd), std::move(ready), port, endpoint));
     }
     return last;
   }

@@ -41,11 +41,14 @@ class Listener {
   // Takes one waiting attempt and runs the handshake. `deadline` bounds the
   // wait for an attempt; once one is taken its set-up runs to
   // setup_deadline() (handshake.h), so a short slice never abandons a peer
-  // half-way. Returns the connected transporter, or a Status: kTimeout only
-  // if nothing was waiting, kRejected with the reason when the peer's node
-  // id, type or address does not match the configuration (the peer is told
-  // the reason and the rejection is logged), or another error for a failed
-  // set-up.
+  // half-way. Listeners that shake hands over a stream (TCP, SHM) keep an
+  // accepted connection until its whole request is in and meanwhile go on
+  // with others (pending_handshakes.h): a silent peer holds up no other, and
+  // is closed at its set-up deadline. Returns the connected transporter, or
+  // a Status: kTimeout only if no attempt was ready, kRejected with the
+  // reason when the peer's node id, type or address does not match the
+  // configuration (the peer is told the reason and the rejection is
+  // logged), or another error for a failed set-up.
   virtual Result<std::unique_ptr<Transporter>> accept(DeadlineNs deadline) = 0;
 };
 
