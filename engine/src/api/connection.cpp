@@ -245,7 +245,9 @@ void Connection::dispatch(const engine::Signal& s) {
   switch (s.number()) {
     case gsn::kTcKeyConf: {
       auto m = decode_tc_key_conf(s);
-      Transaction* tx = m ? transaction_of(m->api_conn) : nullptr;
+      if (!m) [[unlikely]]
+        return protocol_fault(s, m.status());
+      Transaction* tx = transaction_of(m->api_conn);
       if (!tx || tx->tx_ != m->tx) return;
       tx->conf_received_ = true;
       tx->data_expected_ = m->data_messages;
@@ -255,8 +257,12 @@ void Connection::dispatch(const engine::Signal& s) {
     case gsn::kKeyData:
     case gsn::kKeyDataConf: {  // the second: the batch's TcKeyConf too
       auto m = decode_key_data(s);
-      Transaction* tx = m ? transaction_of(m->api_conn) : nullptr;
-      if (!tx || tx->tx_ != m->tx || m->op_index >= tx->ops_used_) return;
+      if (!m) [[unlikely]]
+        return protocol_fault(s, m.status());
+      Transaction* tx = transaction_of(m->api_conn);
+      if (!tx || tx->tx_ != m->tx) return;
+      if (m->op_index >= tx->ops_used_) [[unlikely]]
+        return protocol_fault(s, bad_op_index(m->op_index, tx->ops_used_));
       tx->take_values(m->op_index, m->values);
       if (m->ends_batch) {
         tx->conf_received_ = true;
@@ -267,13 +273,18 @@ void Connection::dispatch(const engine::Signal& s) {
     }
     case gsn::kKeyDataTrain: {  // several reads' values (maybe the batch's TcKeyConf too)
       auto m = decode_key_data_train(s);
-      Transaction* tx = m ? transaction_of(m->api_conn) : nullptr;
+      if (!m) [[unlikely]]
+        return protocol_fault(s, m.status());
+      Transaction* tx = transaction_of(m->api_conn);
       if (!tx || tx->tx_ != m->tx) return;
       KeyDataTrainCursor cursor(m->records);
       uint32_t op_index = 0;
       std::span<const std::byte> values;
-      while (cursor.next(op_index, values))
-        if (op_index < tx->ops_used_) tx->take_values(op_index, values);  // else not counted: the batch times out
+      while (cursor.next(op_index, values)) {
+        if (op_index >= tx->ops_used_) [[unlikely]]
+          return protocol_fault(s, bad_op_index(op_index, tx->ops_used_));
+        tx->take_values(op_index, values);
+      }
       if (m->ends_batch) {
         tx->conf_received_ = true;
         tx->data_expected_ = m->data_messages;
@@ -283,7 +294,8 @@ void Connection::dispatch(const engine::Signal& s) {
     }
     case gsn::kTcKeyRef: {
       auto m = decode_tc_key_ref(s);
-      Transaction* tx = m ? transaction_of(m->api_conn) : nullptr;
+      if (!m) return protocol_fault(s, m.status());
+      Transaction* tx = transaction_of(m->api_conn);
       if (!tx || tx->tx_ != m->tx) return;
       tx->error_ = m->error;
       tx->status_ = Status(
@@ -294,13 +306,14 @@ void Connection::dispatch(const engine::Signal& s) {
     }
     case gsn::kTcRollbackConf: {
       auto m = decode_tc_tx_message(s);
-      Transaction* tx = m ? transaction_of(m->api_conn) : nullptr;
+      if (!m) return protocol_fault(s, m.status());
+      Transaction* tx = transaction_of(m->api_conn);
       if (tx && tx->tx_ == m->tx) complete(*tx);
       return;
     }
     case gsn::kTcAbortRep: {
       auto m = decode_tc_abort_rep(s);
-      if (!m) return;
+      if (!m) return protocol_fault(s, m.status());
       const uint32_t slot = m->api_conn & 0xFFFF;
       if (slot >= transactions_.size() || generations_[slot] != (m->api_conn >> 16)) return;
       Transaction& tx = *transactions_[slot];
@@ -317,25 +330,27 @@ void Connection::dispatch(const engine::Signal& s) {
     case gsn::kScanRef:
     case gsn::kScanRows: {
       // All three start with api_conn, scan_id.
-      if (s.word_count() < 2) return;
+      if (s.word_count() < 2)
+        return protocol_fault(s, Status(StatusCode::kProtocolError, std::to_string(s.word_count()) + " words"));
       const uint32_t slot = s.word(0) & 0xFFFF;
       if (!(s.word(0) & kScanHandleBit) || slot >= scans_.size() || scans_[slot]->scan_id_ != s.word(1)) return;
       Scan& scan = *scans_[slot];
       if (s.number() == gsn::kScanRows) {
         auto m = decode_scan_rows(s);
-        if (!m) return;
+        if (!m) return protocol_fault(s, m.status());
         scan.rows_.insert(scan.rows_.end(), m->data.begin(), m->data.end());
         ++scan.messages_received_;
       } else if (s.number() == gsn::kScanConf) {
         auto m = decode_scan_conf(s);
-        if (!m) return;
+        if (!m) return protocol_fault(s, m.status());
         scan.messages_expected_ = m->messages;
         scan.round_rows_ = m->rows;
         scan.finished_ = m->finished;
         scan.conf_ = true;
       } else {
         auto m = decode_scan_ref(s);
-        scan.status_ = Status(StatusCode::kRejected, m ? error_text(m->error) : "malformed scan refusal");
+        if (!m) return protocol_fault(s, m.status());
+        scan.status_ = Status(StatusCode::kRejected, error_text(m->error));
         scan.finished_ = true;
       }
       if (scan.conf_ && scan.messages_received_ >= scan.messages_expected_) {
@@ -345,17 +360,18 @@ void Connection::dispatch(const engine::Signal& s) {
       return;
     }
     case gsn::kApiRegConf: {
-      if (auto m = decode_api_reg_conf(s)) {
-        tc_instances_ = m->tc_instances;
-        ldm_instances_ = m->ldm_instances;
-        default_partitions_ = m->default_partitions;
-        registered_ = true;
-      }
+      auto m = decode_api_reg_conf(s);
+      if (!m) return protocol_fault(s, m.status());
+      tc_instances_ = m->tc_instances;
+      ldm_instances_ = m->ldm_instances;
+      default_partitions_ = m->default_partitions;
+      registered_ = true;
       return;
     }
     case gsn::kSchemaRef: {
       auto m = decode_schema_ref(s);
-      if (m && m->request_id == schema_waiting_) {
+      if (!m) return protocol_fault(s, m.status());
+      if (m->request_id == schema_waiting_) {
         schema_error_ = m->error;
         schema_done_ = true;
       }
@@ -365,7 +381,8 @@ void Connection::dispatch(const engine::Signal& s) {
     case gsn::kDropTableConf:
     case gsn::kGetTableConf: {
       auto m = decode_schema_message(s);
-      if (m && m->request_id == schema_waiting_) {
+      if (!m) return protocol_fault(s, m.status());
+      if (m->request_id == schema_waiting_) {
         schema_number_ = m->number;
         schema_payload_.assign(m->payload.begin(), m->payload.end());
         schema_done_ = true;
@@ -376,15 +393,33 @@ void Connection::dispatch(const engine::Signal& s) {
   }
 }
 
-void Connection::fail_everything(const Status& why) {
+void Connection::fail_everything(const Status& why, StatusCode code) {
   for (auto& tx : transactions_)
     if (tx->state_ == Transaction::State::kExecuting) {
       tx->error_ = ErrorCode::kNodeFailure;
-      tx->status_ = Status(StatusCode::kLinkDown, error_text(ErrorCode::kNodeFailure) + ": " + why.message());
+      tx->status_ = Status(code, error_text(ErrorCode::kNodeFailure) + ": " + why.message());
       complete(*tx);
     }
   for (auto& scan : scans_)
-    if (!scan->finished_ && scan->status_.is_ok()) scan->status_ = Status(StatusCode::kLinkDown, why.message());
+    if (!scan->finished_ && scan->status_.is_ok()) scan->status_ = Status(code, why.message());
+}
+
+// A signal from the data node that does not decode, or names an operation
+// the transaction does not have: the node broke the protocol, so nothing it
+// has in flight for us can be trusted. Every transaction and scan waiting
+// fails now with the reason (instead of at its timeout), as a malformed
+// frame takes a link down one level below; what already completed stands.
+// A registration or schema request waiting gives up at its own timeout.
+void Connection::protocol_fault(const engine::Signal& s, const Status& why) {
+  const std::string what = "malformed signal " + std::to_string(s.number()) + " from data node " +
+                           std::to_string(s.sender_node) + ": " + why.message();
+  FJORD_LOG_WARN("API node %u: %s", self_, what.c_str());
+  fail_everything(Status(StatusCode::kProtocolError, what), StatusCode::kProtocolError);
+}
+
+Status Connection::bad_op_index(uint32_t op_index, uint32_t ops) {
+  return Status(StatusCode::kProtocolError,
+                "values for operation " + std::to_string(op_index) + " of a batch of " + std::to_string(ops));
 }
 
 // ---- transactions, scans, schema ------------------------------------------------------------

@@ -350,7 +350,10 @@ class Connection {
   bool wait_for_more(uint64_t& deadline, uint32_t timeout_ms);
   Transaction* transaction_of(uint32_t handle);
   void complete(Transaction& tx);
-  void fail_everything(const Status& why);
+  // Fails every transaction and scan in flight with `code` and why's reason.
+  void fail_everything(const Status& why, StatusCode code = StatusCode::kLinkDown);
+  void protocol_fault(const engine::Signal& s, const Status& why);
+  static Status bad_op_index(uint32_t op_index, uint32_t ops);
   Result<std::vector<std::byte>> schema_call(uint16_t number, std::span<const std::byte> payload, uint16_t expected);
   uint16_t tc_for(const TableDef* table, const Row* key);
   // The TC next to the partition of `key`, a primary key of `table`; nullopt
