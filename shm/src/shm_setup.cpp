@@ -17,6 +17,7 @@
 #include "fd_passing.h"
 #include "fjord/base/clock.h"
 #include "fjord/base/log.h"
+#include "fjord/base/unix_address.h"
 #include "fjord/shm/shm.h"
 #include "fjord/transport/handshake.h"
 #include "fjord/transport/pending_handshakes.h"
@@ -52,13 +53,11 @@ std::string socket_name(const LinkConfig& link) {
          std::to_string(std::max(link.node1, link.node2));
 }
 
+// @name's address; the names are made here (socket_name) and always fit.
 socklen_t abstract_address(const std::string& name, sockaddr_un& addr) {
-  FJORD_ASSERT(name.size() + 1 <= sizeof addr.sun_path);
-  addr = {};
-  addr.sun_family = AF_UNIX;
-  addr.sun_path[0] = '\0';  // abstract namespace: nothing in the filesystem
-  std::memcpy(addr.sun_path + 1, name.data(), name.size());
-  return static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+  const socklen_t len = unix_address("@" + name, addr);
+  FJORD_ASSERT(len != 0);
+  return len;
 }
 
 std::size_t ring_bytes_of(const LinkConfig& link) { return round_up_to_pages(link.params.get_uint("ShmSize")); }

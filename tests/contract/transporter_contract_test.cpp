@@ -23,6 +23,7 @@
 
 #include "fjord/base/clock.h"
 #include "fjord/base/fd.h"
+#include "fjord/base/unix_address.h"
 #include "fjord/transport/handshake.h"
 #include "link_harness.h"
 
@@ -417,11 +418,8 @@ UniqueFd raw_connection(const std::string& endpoint) {
   UniqueFd fd;
   if (endpoint[0] == '@') {
     fd.reset(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    const std::string name = endpoint.substr(1, endpoint.find(',') - 1);  // the first of several
-    std::memcpy(addr.sun_path + 1, name.data(), name.size());
-    const auto len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+    sockaddr_un addr;
+    const socklen_t len = unix_address(endpoint.substr(0, endpoint.find(',')), addr);  // the first of several
     EXPECT_EQ(::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), len), 0) << endpoint << ": " << strerror(errno);
   } else {
     fd.reset(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));

@@ -14,6 +14,7 @@
 
 #include "fjord/base/clock.h"
 #include "fjord/base/log.h"
+#include "fjord/base/unix_address.h"
 #include "fjord/engine/storage/page_pool.h"
 #include "node_internal.h"
 
@@ -24,17 +25,6 @@ constexpr uint32_t kControlTag = UINT32_MAX;
 constexpr uint32_t kWakeTag = UINT32_MAX - 1;
 // Control connections: kControlClientTag + their slot (below kWakeTag).
 constexpr uint32_t kControlClientTag = UINT32_MAX - 64;
-
-// "@name" is an abstract Unix socket (nothing in the filesystem).
-socklen_t unix_address(const std::string& name, sockaddr_un& addr) {
-  addr = {};
-  addr.sun_family = AF_UNIX;
-  const bool abstract = !name.empty() && name[0] == '@';
-  const std::string path = abstract ? name.substr(1) : name;
-  const std::size_t n = std::min(path.size(), sizeof(addr.sun_path) - 2);
-  std::memcpy(addr.sun_path + (abstract ? 1 : 0), path.data(), n);
-  return static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + (abstract ? 1 : 0) + n);
-}
 
 std::string percent(uint64_t part, uint64_t whole) {
   if (whole == 0) return "0.0%";
@@ -86,6 +76,9 @@ Status DataNode::Impl::open_control() {
   if (!control_fd.valid()) return io_error("control socket", errno);
   sockaddr_un addr;
   const socklen_t len = unix_address(control_name, addr);
+  if (len == 0)
+    return Status(StatusCode::kInvalidArgument, "control socket name '" + control_name + "' is empty or longer than " +
+                                                    std::to_string(kMaxUnixSocketName) + " bytes");
   if (control_name[0] != '@') ::unlink(control_name.c_str());
   if (::bind(control_fd.get(), reinterpret_cast<sockaddr*>(&addr), len) != 0 || ::listen(control_fd.get(), 8) != 0)
     return io_error("control socket " + control_name + " (is another node with this id running?)", errno);
@@ -371,6 +364,9 @@ Result<std::string> control_request(const std::string& socket_name, const std::s
   ::setsockopt(fd.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   sockaddr_un addr;
   const socklen_t len = unix_address(socket_name, addr);
+  if (len == 0)
+    return Status(StatusCode::kInvalidArgument, "control socket name '" + socket_name + "' is empty or longer than " +
+                                                    std::to_string(kMaxUnixSocketName) + " bytes");
   if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), len) != 0)
     return Status(StatusCode::kUnavailable, "no data node answers on " + socket_name + ": " + std::strerror(errno));
   const std::string line = command + "\n";

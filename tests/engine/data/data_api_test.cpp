@@ -21,6 +21,7 @@
 #include "cluster_harness.h"
 #include "fjord/base/clock.h"
 #include "fjord/base/fd.h"
+#include "fjord/base/unix_address.h"
 
 namespace fjord::test {
 namespace {
@@ -734,19 +735,21 @@ TEST_F(DataApiTest, TheControlSocketAnswersEveryCommandAndNamesABadOne) {
   for (const char* bad : {"log-stats", "log-stats -1", "log-stats 86401", "log-stats 5x"})
     EXPECT_EQ(ask(bad).rfind("error: log-stats takes seconds in 0..86400, got '", 0), 0u) << bad;
   EXPECT_EQ(ask("statz").rfind("error: unknown command 'statz'; commands: ", 0), 0u);
+  // A socket name no Unix address holds: said so, not cut short.
+  auto too_long = engine::control_request("@" + std::string(200, 'n'), "ping", 1000);
+  ASSERT_FALSE(too_long);
+  EXPECT_NE(too_long.status().message().find("is empty or longer than 107 bytes"), std::string::npos)
+      << too_long.status().to_string();
   // Longer than a command can be: refused by its length, not read forever.
   EXPECT_EQ(ask(std::string(300, 'x')), "error: a command is one line of at most 255 bytes\n");
 }
 
 namespace {
-// A raw connection to a control socket ("@name": abstract).
+// A raw connection to a control socket.
 UniqueFd control_connection(const std::string& name) {
   UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  const std::string path = name.substr(1);
-  std::memcpy(addr.sun_path + 1, path.data(), path.size());
-  const auto len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + path.size());
+  sockaddr_un addr;
+  const socklen_t len = unix_address(name, addr);
   EXPECT_EQ(::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), len), 0) << std::strerror(errno);
   return fd;
 }
