@@ -54,10 +54,10 @@ class StandInNode {
     stop_ = true;
     thread_.join();
   }
-  uint16_t port() const { return listener_->port(); }
 
  private:
   void serve() {
+    if (!listener_) return;  // the constructor said why
     std::unique_ptr<transport::Transporter> link;
     while (!stop_ && !link) {
       auto t = listener_->accept(monotonic_ns() + kSecond / 10);
