@@ -2,6 +2,11 @@
 // on one thread (Google Benchmark), beside the least work a key read needs
 // on this machine, measured in the same run.
 //
+//   BM_MemoryFloor/0        the memory system itself, over 256 MB on huge
+//                           pages: a chain of dependent loads (ns per load)
+//   BM_MemoryFloor/K        K independent random lines loaded together, as
+//                           a batch's buckets and rows are (ns per batch of
+//                           K and per line; K = 20, 60)
 //   BM_StorageReadFloor/1   floor: hash an 8-byte key, find it in an open-
 //                           addressing table of the same number of rows,
 //                           compare it and copy the 100-byte row out
@@ -33,6 +38,7 @@
 #include <benchmark/benchmark.h>
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstring>
@@ -417,6 +423,54 @@ void BM_StorageReadFloor(benchmark::State& state) {
 }
 
 BENCHMARK(BM_StorageReadFloor)->Arg(1)->Arg(20)->UseManualTime()->Iterations(3);
+
+// What a line from memory costs here, alone and overlapped: the floor under
+// a batched read's buckets and rows at 1 M rows (docs/benchmarks.md, tenth
+// session). Arg 0: each load's address comes from the one before (latency);
+// Arg K: K random lines issued together, then the next K (throughput of
+// overlapped misses).
+void BM_MemoryFloor(benchmark::State& state) {
+  constexpr std::size_t kBytes = std::size_t{256} << 20;
+  constexpr std::size_t kLines = kBytes / 64;
+  HugeArray<uint64_t> words(kBytes / 8);
+  std::mt19937_64 rng{7};
+  // The chain: every 16th line, in a random order, each holding the next's index.
+  std::vector<uint32_t> order(kLines / 16);
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<uint32_t>(i * 16);
+  std::shuffle(order.begin(), order.end(), rng);
+  for (std::size_t i = 0; i < kLines * 8; ++i) words[i] = 0;
+  for (std::size_t i = 0; i < order.size(); ++i) words[std::size_t{order[i]} * 8] = order[(i + 1) % order.size()];
+  const auto k = static_cast<uint64_t>(state.range(0));
+  constexpr uint64_t kLoads = 2'000'000;
+  std::vector<uint64_t> at(std::max<uint64_t>(k, 1));
+  uint64_t sink = 0;
+  double ns = 0;
+  for (auto _ : state) {
+    const uint64_t t0 = monotonic_ns();
+    if (k == 0) {
+      uint64_t line = order[0];
+      for (uint64_t i = 0; i < kLoads; ++i) line = words[line * 8];
+      sink += line;
+    } else {
+      for (uint64_t done = 0; done < kLoads; done += k) {
+        for (uint64_t j = 0; j < k; ++j) at[j] = rng() % kLines * 8;
+        for (uint64_t j = 0; j < k; ++j) sink += words[at[j]];
+      }
+    }
+    const uint64_t dt = monotonic_ns() - t0;
+    ns = static_cast<double>(dt) / static_cast<double>(kLoads);
+    state.SetIterationTime(static_cast<double>(dt) / 1e9);
+  }
+  benchmark::DoNotOptimize(sink);
+  if (k == 0) {
+    state.counters["ns_per_load"] = ns;
+  } else {
+    state.counters["ns_per_line"] = ns;
+    state.counters["ns_per_batch"] = ns * static_cast<double>(k);
+  }
+}
+
+BENCHMARK(BM_MemoryFloor)->Arg(0)->Arg(20)->Arg(60)->UseManualTime()->Iterations(3);
 void BM_NodePkReads(benchmark::State& state) { node_pk_reads(state, false); }
 void BM_NodePkReadTrains(benchmark::State& state) { node_pk_reads(state, true); }
 
