@@ -233,11 +233,16 @@ void Connection::complete(Transaction& tx) {
 
 // Inline here: dispatch calls it for every read's values.
 inline void Transaction::take_values(uint32_t op_index, std::span<const std::byte> values) {
+  const std::size_t at = results_used_;
+  detail::append_bytes(results_, results_used_, values);
+  values_taken(op_index, at, values.size());
+}
+
+inline void Transaction::values_taken(uint32_t op_index, std::size_t at, std::size_t bytes) {
   Operation& op = *ops_[op_index];
   op.has_row_ = true;
-  op.result_offset_ = results_used_;
-  op.result_bytes_ = values.size();
-  detail::append_bytes(results_, results_used_, values);
+  op.result_offset_ = at;
+  op.result_bytes_ = bytes;
   ++data_received_;
 }
 
@@ -277,13 +282,17 @@ void Connection::dispatch(const engine::Signal& s) {
         return protocol_fault(s, m.status());
       Transaction* tx = transaction_of(m->api_conn);
       if (!tx || tx->tx_ != m->tx) return;
+      // The records are kept as they came, in one copy (record headers
+      // too), and each read's values are found in place: not a copy per read.
+      const std::size_t base = tx->results_used_;
+      detail::append_bytes(tx->results_, tx->results_used_, m->records);
       KeyDataTrainCursor cursor(m->records);
       uint32_t op_index = 0;
       std::span<const std::byte> values;
       while (cursor.next(op_index, values)) {
         if (op_index >= tx->ops_used_) [[unlikely]]
           return protocol_fault(s, bad_op_index(op_index, tx->ops_used_));
-        tx->take_values(op_index, values);
+        tx->values_taken(op_index, base + static_cast<std::size_t>(values.data() - m->records.data()), values.size());
       }
       if (m->ends_batch) {
         tx->conf_received_ = true;

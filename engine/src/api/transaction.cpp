@@ -134,13 +134,14 @@ Operation& Transaction::define(OpType type, const TableDef& table, std::span<con
                         .values = values,
                         .columns = std::as_bytes(columns)};
   const std::size_t record_bytes = tc_key_train_record_bytes(record);
-  if (requests_.size() - requests_used_ < record_bytes)
+  if (requests_.size() - requests_used_ < record_bytes) [[unlikely]]
     requests_.resize(std::max(requests_.size() * 2, requests_used_ + record_bytes));
   const std::size_t request_offset = requests_used_;
-  const std::size_t written = put_tc_key_train_record(std::span(requests_).subspan(requests_used_), record);
+  const std::size_t written = put_tc_key_train_record(std::span(requests_).subspan(request_offset), record);
   FJORD_ASSERT(written == record_bytes);
-  requests_used_ += record_bytes;
-  if (ops_used_ == ops_.size()) ops_.push_back(std::unique_ptr<Operation>(new Operation()));
+  requests_used_ = request_offset + record_bytes;
+  if (ops_used_ == ops_.size()) [[unlikely]]
+    ops_.push_back(std::make_unique<Operation>());
   Operation& op = *ops_[ops_used_];
   op = Operation();
   op.type_ = type;

@@ -278,6 +278,24 @@ TEST(ProtocolTest, TrainsRefuseMalformedRecordsNamingThem) {
             "signal 212: record 0: 400 value bytes, not a multiple of 4 or past the section");
 }
 
+TEST(ProtocolTest, PutPaddedCopiesEveryLengthAndZeroesItsPadding) {
+  // Every length 0..40 crosses each copy path (1-3, 4-7, 8-16 bytes by
+  // overlapping loads, longer by memcpy): the bytes, zeros to a multiple of
+  // 4, nothing past that, and the end it returns.
+  for (std::size_t length = 0; length <= 40; ++length) {
+    std::vector<std::byte> part(length);
+    for (std::size_t i = 0; i < length; ++i) part[i] = static_cast<std::byte>(0x40 + i);
+    std::vector<std::byte> out(64, std::byte{0xEE});
+    std::byte* end = put_padded(out.data(), part);
+    const std::size_t padded = padded_to_4(length);
+    ASSERT_EQ(static_cast<std::size_t>(end - out.data()), padded) << length;
+    std::vector<std::byte> want(padded, std::byte{0});
+    if (length != 0) std::memcpy(want.data(), part.data(), length);
+    EXPECT_EQ(std::vector<std::byte>(out.begin(), out.begin() + static_cast<long>(padded)), want) << length;
+    EXPECT_EQ(out[padded], std::byte{0xEE}) << "wrote past its padding, length " << length;
+  }
+}
+
 TEST(ProtocolTest, PutValueWritesExactlyItsEntryOverADirtyBuffer) {
   // Every length 0..12 and NULL: the header, the bytes, zero padding to 4,
   // nothing past the entry; too small a buffer is refused untouched.

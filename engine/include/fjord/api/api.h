@@ -200,6 +200,8 @@ class Transaction {
   // A read's values arrived (KeyData or a KeyDataTrain record): keep them
   // for operation op_index (< ops_used_) and count the data message.
   void take_values(uint32_t op_index, std::span<const std::byte> values);  // in connection.cpp, beside dispatch
+  // The same, the values already copied to results_ at `at`.
+  void values_taken(uint32_t op_index, std::size_t at, std::size_t bytes);
   void reset(uint32_t handle, engine::protocol::TxId tx);
 
   Connection& conn_;

@@ -307,6 +307,32 @@ inline std::size_t tc_key_train_record_bytes(const TcKeyReq& m) {
   return kTrainRecordHeaderBytes + padded_to_4(m.key.size()) + padded_to_4(m.values.size()) +
          padded_to_4(m.columns.size());
 }
+// Copies `part` to `at`, zero-padded to a multiple of 4 bytes; returns
+// where the next part goes. A part of up to 16 bytes (a key of one or two
+// integer columns, the usual case) is copied by a few loads and stores that
+// may overlap, not a call to memcpy.
+inline std::byte* put_padded(std::byte* at, std::span<const std::byte> part) {
+  const std::size_t n = part.size();
+  if (n == 0) return at;
+  const std::size_t padded = padded_to_4(n);
+  std::memset(at + padded - 4, 0, 4);  // the padding, under the last bytes
+  const std::byte* from = part.data();
+  if (n >= 8 && n <= 16) {
+    std::memcpy(at, from, 8);
+    std::memcpy(at + n - 8, from + n - 8, 8);
+  } else if (n >= 4 && n < 8) {
+    std::memcpy(at, from, 4);
+    std::memcpy(at + n - 4, from + n - 4, 4);
+  } else if (n < 4) {
+    at[0] = from[0];
+    at[n / 2] = from[n / 2];
+    at[n - 1] = from[n - 1];
+  } else {
+    std::memcpy(at, from, n);
+  }
+  return at + padded;
+}
+
 // Writes m as a train record (its api_conn and tx are the train's); returns
 // the bytes written, or 0 if `out` is too small. Inline: the API writes one
 // per operation it defines.
@@ -326,14 +352,9 @@ inline std::size_t put_tc_key_train_record(std::span<std::byte> out, const TcKey
   static_assert(sizeof head == kTrainRecordHeaderBytes);
   std::byte* at = out.data();
   std::memcpy(at, head, sizeof head);
-  at += sizeof head;
-  for (const std::span<const std::byte> part : {m.key, m.values, m.columns}) {
-    if (part.empty()) continue;
-    const std::size_t padded = padded_to_4(part.size());
-    if (padded != part.size()) std::memset(at + padded - 4, 0, 4);  // the padding, under the last bytes
-    std::memcpy(at, part.data(), part.size());
-    at += padded;
-  }
+  at = put_padded(at + sizeof head, m.key);
+  at = put_padded(at, m.values);
+  (void)put_padded(at, m.columns);
   return n;
 }
 
