@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "fd_passing.h"
+#include "fjord/base/acceptor.h"
 #include "fjord/base/clock.h"
 #include "fjord/base/log.h"
 #include "fjord/base/unix_address.h"
@@ -169,13 +170,15 @@ class ShmListener final : public Listener {
   void take_waiting(uint32_t index, DeadlineNs deadline) {
     const Endpoint& e = endpoints_[index];
     for (;;) {
-      UniqueFd conn(::accept4(e.socket.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
-      if (!conn.valid()) {
-        if (errno == EINTR || errno == ECONNABORTED) continue;
-        if (errno != EAGAIN && errno != EWOULDBLOCK)
-          FJORD_LOG_WARN("node %u: accept on @%s: %s", self_, e.name.c_str(), std::strerror(errno));
+      Acceptor::Taken taken = acceptor_.take(e.socket.get());
+      if (taken.outcome != Acceptor::Outcome::kConnection) {
+        if (taken.outcome != Acceptor::Outcome::kNone)
+          FJORD_LOG_WARN("node %u: accept on @%s: %s%s", self_, e.name.c_str(), std::strerror(taken.error),
+                         taken.outcome == Acceptor::Outcome::kShed ? ": a waiting connection was closed unserved" : "");
+        if (taken.outcome == Acceptor::Outcome::kShed) continue;
         return;
       }
+      UniqueFd conn = std::move(taken.conn);
       auto cred = peer_credentials(conn.get());
       const std::string peer =
           cred ? "pid " + std::to_string(cred->pid) + " (uid " + std::to_string(cred->uid) + ") on @" + e.name
@@ -220,6 +223,7 @@ class ShmListener final : public Listener {
   LinkTable links_;
   std::vector<Endpoint> endpoints_;
   UniqueFd epoll_;
+  Acceptor acceptor_;
   transport::PendingHandshakes pending_;
 };
 

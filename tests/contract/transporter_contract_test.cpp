@@ -7,8 +7,10 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -479,6 +481,87 @@ TEST(StreamListeners, ASilentPeerHoldsUpNoOtherSetUp) {
     const ssize_t got = ::recv(half.get(), &byte, 1, 0);
     EXPECT_TRUE(got == 0 || (got < 0 && errno == ECONNRESET))
         << "the half-sent peer's connection is still open (" << strerror(errno) << ")";
+  }
+}
+
+// Uses up every file descriptor the process may open (the soft limit
+// lowered to at most 4096 first, so that filling it is quick), for as long
+// as it lives; then gives them back and restores the limit.
+class DescriptorsUsedUp {
+ public:
+  DescriptorsUsedUp() {
+    EXPECT_EQ(::getrlimit(RLIMIT_NOFILE, &saved_), 0);
+    rlimit lower = saved_;
+    lower.rlim_cur = std::min<rlim_t>(saved_.rlim_cur, 4096);
+    EXPECT_EQ(::setrlimit(RLIMIT_NOFILE, &lower), 0);
+    for (int fd; (fd = ::dup(2)) >= 0;) held_.emplace_back(fd);
+    EXPECT_EQ(errno, EMFILE) << "dup stopped for another reason: " << strerror(errno);
+  }
+  ~DescriptorsUsedUp() {
+    held_.clear();
+    ::setrlimit(RLIMIT_NOFILE, &saved_);
+  }
+  DescriptorsUsedUp(const DescriptorsUsedUp&) = delete;
+  DescriptorsUsedUp& operator=(const DescriptorsUsedUp&) = delete;
+
+ private:
+  rlimit saved_{};
+  std::vector<UniqueFd> held_;
+};
+
+// True if `fd` polls readable now.
+bool readable_now(int fd) {
+  pollfd p{fd, POLLIN, 0};
+  return ::poll(&p, 1, 0) == 1;
+}
+
+// The peer's side of a connection the listener closed: end of stream or a
+// reset within 2 s, not silence.
+void expect_closed(const UniqueFd& fd, const char* who) {
+  const timeval wait{2, 0};
+  ::setsockopt(fd.get(), SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof wait);
+  char byte;
+  const ssize_t got = ::recv(fd.get(), &byte, 1, 0);
+  EXPECT_TRUE(got == 0 || (got < 0 && errno == ECONNRESET)) << who << " was not closed (" << strerror(errno) << ")";
+}
+
+// Out of file descriptors, a listener cannot accept a waiting connection.
+// Left in the listen queue it would keep the listener's fd readable, and
+// the data node, which polls that fd, would wake, fail and log again at
+// once, for as long as the shortage lasts, while the peer heard nothing.
+// The listener sheds it (accepts it on a spare descriptor and closes it):
+// the peer hears at once, the fd goes quiet, and once descriptors are free
+// again set-ups go through as before.
+TEST(StreamListeners, OutOfDescriptorsAWaitingPeerIsClosedAndTheListenerGoesQuiet) {
+  for (const char* type : {"tcp", "shm"}) {
+    SCOPED_TRACE(type);
+    const Medium* m = find_medium(type);
+    ASSERT_NE(m, nullptr);
+    auto table = load_links(m->section(1, 2, ""));
+    ASSERT_TRUE(table) << table.status().to_string();
+    transport::TransporterFactory* factory = test_registry().find(type);
+    auto listener = factory->listen(1, *table);
+    ASSERT_TRUE(listener) << listener.status().to_string();
+    const std::string endpoint = (*listener)->endpoint();
+    for (int round = 0; round < 2; ++round) {  // twice: the spare is there again after a shed
+      SCOPED_TRACE(round);
+      UniqueFd waiting = raw_connection(endpoint);
+      {
+        DescriptorsUsedUp used_up;
+        EXPECT_TRUE(readable_now((*listener)->fd()));
+        EXPECT_EQ((*listener)->accept(monotonic_ns() + 100'000'000ULL).status().code(), StatusCode::kTimeout);
+        EXPECT_FALSE(readable_now((*listener)->fd())) << "the listener's fd still wakes its poller";
+      }
+      expect_closed(waiting, "the waiting peer");
+    }
+    const transport::LinkConfig patched = client_view(*table->find(1, 2), **listener);
+    Result<std::unique_ptr<transport::Transporter>> connected(Status(StatusCode::kInternal, "not run"));
+    std::thread client([&] { connected = factory->connect(2, patched, monotonic_ns() + 10 * kSecond); });
+    auto accepted = (*listener)->accept(monotonic_ns() + 10 * kSecond);
+    client.join();
+    ASSERT_TRUE(accepted) << accepted.status().to_string();
+    ASSERT_TRUE(connected) << connected.status().to_string();
+    EXPECT_EQ((*accepted)->remote_node(), 2u);
   }
 }
 

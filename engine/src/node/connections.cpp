@@ -189,8 +189,17 @@ void finish_control(int fd, const std::string& reply) {
 // all it sent before closing its side. One reply, then the node closes it.
 void DataNode::Impl::accept_control() {
   for (;;) {
-    UniqueFd conn(::accept4(control_fd.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
-    if (!conn.valid()) return;  // EAGAIN: no more waiting
+    Acceptor::Taken taken = control_acceptor.take(control_fd.get());
+    if (taken.outcome != Acceptor::Outcome::kConnection) {
+      // Out of descriptors, a waiting client is closed unserved rather than
+      // left to keep the socket readable (fjord/base/acceptor.h).
+      if (taken.outcome != Acceptor::Outcome::kNone)
+        FJORD_LOG_WARN("node %u: accept on the control socket: %s%s", self, std::strerror(taken.error),
+                       taken.outcome == Acceptor::Outcome::kShed ? ": a waiting client was closed unserved" : "");
+      if (taken.outcome == Acceptor::Outcome::kShed) continue;
+      return;
+    }
+    UniqueFd conn = std::move(taken.conn);
     ucred cred{};
     socklen_t cred_len = sizeof cred;
     if (::getsockopt(conn.get(), SOL_SOCKET, SO_PEERCRED, &cred, &cred_len) != 0 ||

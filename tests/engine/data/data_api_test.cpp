@@ -5,6 +5,7 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -840,6 +841,41 @@ TEST_F(DataApiTest, TooManyWaitingControlClientsAreToldSo) {
   EXPECT_EQ(read_all(waiting[0].get()), "pong 1\n");
   waiting.erase(waiting.begin());
   EXPECT_EQ(*engine::control_request(socket, "ping", 1500), "pong 1\n");
+}
+
+// Out of file descriptors, the node cannot accept a control client. It
+// closes the client unserved (which hears so at once) rather than leave it
+// queued: the socket would stay readable, and the connection thread would
+// wake and fail on it in a loop until descriptors came back. Afterwards
+// the node answers as before.
+TEST_F(DataApiTest, OutOfDescriptorsAControlClientIsClosedNotLeftWaiting) {
+  const std::string socket = cluster_->node().control_socket();
+  UniqueFd client(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));  // made while descriptors last
+  ASSERT_TRUE(client.valid());
+  rlimit saved{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &saved), 0);
+  rlimit lower = saved;
+  lower.rlim_cur = std::min<rlim_t>(saved.rlim_cur, 4096);
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &lower), 0);
+  std::vector<UniqueFd> held;
+  for (int fd; (fd = ::dup(2)) >= 0;) held.emplace_back(fd);
+  EXPECT_EQ(errno, EMFILE);
+  sockaddr_un addr;
+  const socklen_t len = unix_address(socket, addr);
+  EXPECT_EQ(::connect(client.get(), reinterpret_cast<sockaddr*>(&addr), len), 0) << std::strerror(errno);
+  (void)::send(client.get(), "ping\n", 5, MSG_NOSIGNAL);
+  const timeval wait{2, 0};
+  ::setsockopt(client.get(), SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof wait);
+  char byte;
+  const ssize_t got = ::recv(client.get(), &byte, 1, 0);
+  const int error = errno;
+  held.clear();
+  ::setrlimit(RLIMIT_NOFILE, &saved);
+  EXPECT_TRUE(got == 0 || (got < 0 && error == ECONNRESET))
+      << "the client was left waiting (" << std::strerror(error) << ")";
+  auto pong = engine::control_request(socket, "ping", 2000);
+  ASSERT_TRUE(pong) << pong.status().to_string();
+  EXPECT_EQ(*pong, "pong 1\n");
 }
 
 TEST_F(DataApiTest, ADisconnectedApiNodesTransactionsAreAborted) {

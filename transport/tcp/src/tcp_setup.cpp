@@ -14,6 +14,7 @@
 #include <cstring>
 #include <vector>
 
+#include "fjord/base/acceptor.h"
 #include "fjord/base/clock.h"
 #include "fjord/base/log.h"
 #include "fjord/tcp/tcp.h"
@@ -105,17 +106,17 @@ class TcpListener final : public Listener {
     for (;;) {
       sockaddr_storage from{};
       socklen_t from_len = sizeof from;
-      UniqueFd conn(
-          ::accept4(socket_.get(), reinterpret_cast<sockaddr*>(&from), &from_len, SOCK_NONBLOCK | SOCK_CLOEXEC));
-      if (!conn.valid()) {
-        if (errno == EINTR || errno == ECONNABORTED) continue;
-        if (errno != EAGAIN && errno != EWOULDBLOCK)
-          FJORD_LOG_WARN("node %u: accept on %s: %s", self_, endpoint_.c_str(), std::strerror(errno));
+      Acceptor::Taken taken = acceptor_.take(socket_.get(), reinterpret_cast<sockaddr*>(&from), &from_len);
+      if (taken.outcome != Acceptor::Outcome::kConnection) {
+        if (taken.outcome != Acceptor::Outcome::kNone)
+          FJORD_LOG_WARN("node %u: accept on %s: %s%s", self_, endpoint_.c_str(), std::strerror(taken.error),
+                         taken.outcome == Acceptor::Outcome::kShed ? ": a waiting connection was closed unserved" : "");
+        if (taken.outcome == Acceptor::Outcome::kShed) continue;
         return;
       }
       // The peer is here: its set-up gets its own budget, not what is left
       // of this accept() slice.
-      (void)pending_.add({std::move(conn), sockaddr_text(from), 0, transport::setup_deadline(deadline)},
+      (void)pending_.add({std::move(taken.conn), sockaddr_text(from), 0, transport::setup_deadline(deadline)},
                          monotonic_ns());
     }
   }
@@ -143,6 +144,7 @@ class TcpListener final : public Listener {
   LinkTable links_;
   UniqueFd socket_;
   UniqueFd ready_;
+  Acceptor acceptor_;
   uint16_t port_;
   std::string endpoint_;
   transport::PendingHandshakes pending_;
