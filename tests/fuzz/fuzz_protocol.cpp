@@ -124,33 +124,33 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     TcKeyTrainCursor train(s);
     TcKeyReq r;
     std::vector<std::byte> again(frame::kMaxFrameBytes);
-    std::size_t at = 0;
-    uint32_t n = 0;
+    std::size_t written = 0;
+    uint32_t records = 0;
     while (train.next(r)) {
       walk_values(r.key);
       walk_values(r.values);
-      const std::size_t wrote = put_tc_key_train_record(std::span(again).subspan(at), r);
+      const std::size_t wrote = put_tc_key_train_record(std::span(again).subspan(written), r);
       if (wrote == 0) std::abort();
-      at += wrote;
-      ++n;
+      written += wrote;
+      ++records;
     }
     // Accepted whole: its count of records, which re-encode to as many bytes
     // (padding bytes may differ: they are not read).
-    if (train.error().is_ok() &&
-        (n != train.train().count || n == 0 || n > kMaxTrainOps || at != train.train().records.size()))
+    if (train.error().is_ok() && (records != train.train().count || records == 0 || records > kMaxTrainOps ||
+                                  written != train.train().records.size()))
       std::abort();
   }
   if (auto m = decode_key_data_train(s)) {
     KeyDataTrainCursor cursor(m->records);
-    uint32_t op_index = 0, n = 0;
+    uint32_t op_index = 0, records = 0;
     std::span<const std::byte> values;
     while (cursor.next(op_index, values)) {
       if (values.data() < m->records.data() || values.data() + values.size() > m->records.data() + m->records.size())
         std::abort();
       walk_values(values);
-      ++n;
+      ++records;
     }
-    if (n != m->count) std::abort();
+    if (records != m->count) std::abort();
     const SignalOut again = encode(*m);
     if (again.word_count != words || std::memcmp(again.words, word_values.data(), 4 * words) != 0) std::abort();
   }
