@@ -681,7 +681,11 @@ void TcBlock::Impl::tc_key_train(const Signal& s, BlockContext& c) {
     }
     for (uint32_t j = 0; j <= distance && j < n; ++j) stage(j);
   };
-  for (uint32_t i = 0; i < n;) {
+  // A whole transaction of reads may need none (one_shot_train): the train
+  // is then answered, or goes on after the read that failed.
+  uint32_t i = one_shot_train(s.sender_node, n, c);
+  if (i != 0 && !tx_by_id.find(reply.tx.value, tx_ref)) tx_ref = kNoRecord;
+  while (i < n) {
     // Records i to end - 1 run as one read plan; none when end is i.
     const uint32_t end = train_notes[i] != 0 && tx_ref != kNoRecord ? planned_run_end(tx_ref, i, n) : i;
     // Each record's look-ahead as if the records ran one by one. The tests
@@ -777,6 +781,79 @@ void TcBlock::Impl::train_base_rows(uint32_t i) {
   k.candidate_count = direct_ldm[ldm_of(partition)]->prefetch_rows(
       train_tables[i], partition, static_cast<uint32_t>(note), bucket, train_rows[i].data(), 2);
   k.candidates = train_rows[i].data();
+}
+
+// A train that is a whole transaction of read-committed reads by primary
+// key (its first record starts it, its last executes and commits), each
+// routed by stage 0 to one LDM of this thread, of one table and column
+// list (a batched pk read), needs no transaction record, as one_shot_read's
+// single read does not: the reads run by one read plan into the reply,
+// which then ends the batch. Returns the record the train goes on with: 0
+// when this does not apply (nothing done; a transaction id in use, a sender
+// that is not the id's node, an overloaded link are key_req's to refuse);
+// n when the train is answered; after a read that failed, the record after
+// it, with the transaction made as key_req's path has it at that point and
+// aborting with the read's error (the reads before it stay in the reply, and
+// the records after it are dropped by key_req as that path drops them).
+uint32_t TcBlock::Impl::one_shot_train(NodeId sender, uint32_t n, BlockContext& c) {
+  constexpr uint32_t kEndsAndCommits = kFlagExecute | kFlagCommit;
+  if (n < 2) return 0;
+  const TcKeyReq& first = train_reqs[0];
+  const TcKeyReq& last = train_reqs[n - 1];
+  if ((first.flags & kFlagStartTx) == 0 || (last.flags & kEndsAndCommits) != kEndsAndCommits || last.batch_ops != n ||
+      first.tx.api_node() != sender || train_notes[0] == 0 || train_found[0] == nullptr || reply.count != 0)
+    return 0;
+  uint32_t in_use = kNoRecord;
+  if (tx_by_id.find(first.tx.value, in_use) || c.pressure_to(sender) == transport::SendPressure::kOverload) return 0;
+  const uint16_t l = ldm_of(partition_of_note(train_notes[0]));
+  LdmBlock& ldm = *direct_ldm[l];
+  TrainPlan& p = train_plans[l];
+  if (!p.fits(train_serial, first))
+    p = {train_serial, first.table_id, first.table_version,
+         ldm.plan_reads(first.table_id, first.table_version, first.columns)};
+  if (!p.plan.valid()) return 0;
+  for (uint32_t i = 1; i < n; ++i)
+    if (train_notes[i] == 0 || train_found[i] == nullptr || ldm_of(partition_of_note(train_notes[i])) != l ||
+        !p.fits(train_serial, train_reqs[i]))
+      return 0;
+  if (n * (kKeyDataRecordHeaderBytes + table(first.table_id)->max_read_bytes) > reply_bytes.size()) return 0;
+  for (uint32_t k = 0; k < n; ++k) {
+    if (train_buckets[k] != nullptr) train_overflow(k);  // stage 2, for all of them at once as stages 0 and 1
+    train_run[k] = {train_found[k], train_reqs[k].op_index, &train_keys[k]};
+  }
+  LdmBlock::Into into{std::span(reply_bytes)};
+  ErrorCode error = ErrorCode::kNone;
+  const uint32_t done = ldm.read_planned(p.plan, std::span(train_run).first(n), into, error);
+  if (error == ErrorCode::kNone) {
+    counters.operations += n;
+    ++counters.transactions_committed;
+    reply.used = into.written;
+    reply.count = n;
+    reply.ends_batch = true;
+    reply.batch_ops = reply.data_messages = n;
+    return n;
+  }
+  const uint32_t tx_ref = txs.allocate();
+  if (tx_ref == kNoRecord) return 0;  // key_req refuses the train's first record for that; the reads are forgotten
+  // Record `done` failed: the transaction as key_req, read_into_train and
+  // run_planned leave it then.
+  counters.operations += done + 1;
+  reply.used = into.written;
+  reply.count = done;
+  Tx& tx = txs[tx_ref];
+  tx.id = first.tx;
+  tx.api_node = sender;
+  tx.api_conn = first.api_conn;
+  tx_by_id.insert(first.tx.value, tx_ref);
+  tx.last_activity_ns = c.now_ns();
+  tx.batch_ops = done + 1;
+  tx.data_messages = done;
+  if (done + 1 == n) {
+    tx.execute_pending = true;
+    tx.commit_requested = true;
+  }
+  start_abort(tx_ref, error, train_reqs[done].op_index, c);
+  return done + 1;
 }
 
 // The records from i on that can run by one read plan of an LDM of this

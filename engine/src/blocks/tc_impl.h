@@ -233,6 +233,7 @@ struct TcBlock::Impl {
                const UniqueAhead* ahead = nullptr);
   protocol::ErrorCode hidden_key(const TcTable& t, const protocol::TcKeyReq& req, const TcTable*& hidden,
                                  std::span<std::byte> out, std::size_t& length) const;
+  uint32_t one_shot_train(NodeId sender, uint32_t n, BlockContext& c);
   uint32_t planned_run_end(uint32_t tx_ref, uint32_t i, uint32_t n);
   uint32_t run_planned(uint32_t tx_ref, uint32_t i, uint32_t end, BlockContext& c);
   void train_route(uint32_t i);

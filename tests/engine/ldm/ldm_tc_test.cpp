@@ -123,6 +123,7 @@ class Cluster {
 struct TxResult {
   bool ok = false;
   ErrorCode error = ErrorCode::kNone;
+  uint32_t error_op = UINT32_MAX;   // the TcKeyRef's operation
   std::vector<RowValues> rows;      // KeyData received for the batch
   bool ended_with_data = false;     // the batch's end came as a KeyDataConf or a KeyDataTrain
   uint32_t data_trains = 0;         // KeyDataTrain signals received
@@ -235,6 +236,7 @@ class Api {
     };
     if (c.number() == gsn::kTcKeyRef) {
       out.error = decode_tc_key_ref(c.signal())->error;
+      out.error_op = decode_tc_key_ref(c.signal())->op_index;
       c_.inbox().drain(is_data);
       return out;
     }
@@ -1138,6 +1140,67 @@ TEST(LdmWithTcTest, TrainsRunAsTheirRequestsWouldAloneInBothLayouts) {
     EXPECT_FALSE(r.ok);
     EXPECT_EQ(r.error, ErrorCode::kNoSuchRow);
     EXPECT_EQ(item_of(api.run(t, OpType::kRead, item_key(2)).rows.at(0)).qty, 2);
+  }
+}
+
+// A train that is a whole transaction of committed reads for LDM 0 (what
+// a batched pk read sends) runs without a transaction record. It answers,
+// counts and fails exactly as the record-by-record path: a missing row
+// first, in the middle or last is reported with its operation, nothing after
+// it runs, and the transaction is gone (its id starts a new one).
+TEST(LdmWithTcTest, AWholeTrainOfReadsAnswersAndFailsAsRecordByRecord) {
+  Cluster cluster(Layout::kTcWithLdm0);
+  Api api(cluster);
+  const TableDef t = cluster.create(plain_items());
+  std::vector<uint64_t> local;
+  for (uint64_t id = 0; local.size() < 8; ++id) {
+    ASSERT_TRUE(api.run(t, OpType::kInsert, item_key(id), item_values(id, Item{int32_t(id), "n", std::nullopt})).ok);
+    if (in_ldm0(t, item_key(id))) local.push_back(id);
+  }
+  uint64_t missing = 100000;
+  while (!in_ldm0(t, item_key(missing))) ++missing;
+  const auto read = [&](uint64_t id) { return Api::BatchOp{OpType::kRead, LockMode::kCommitted, item_key(id), {}}; };
+
+  std::vector<Api::BatchOp> reads;
+  for (const uint64_t id : local) reads.push_back(read(id));
+  LdmStats ldm_before = cluster.ldm(0).stats();
+  TcCounters tc_before = cluster.tc().counters();
+  TxResult r = api.run_batch(t, reads, /*train=*/true);
+  ASSERT_TRUE(r.ok) << error_text(r.error);
+  ASSERT_EQ(r.rows.size(), local.size());
+  for (std::size_t i = 0; i < local.size(); ++i) {
+    EXPECT_EQ(int_of<uint64_t>(r.rows[i].at(kId)), local[i]);
+    EXPECT_EQ(item_of(r.rows[i]).qty, static_cast<int32_t>(local[i]));
+  }
+  EXPECT_EQ(r.data_trains, 1u);
+  EXPECT_TRUE(r.ended_with_data);
+  EXPECT_EQ(cluster.ldm(0).stats().reads - ldm_before.reads, local.size());
+  EXPECT_EQ(cluster.tc().counters().transactions_committed - tc_before.transactions_committed, 1u);
+  EXPECT_EQ(cluster.tc().counters().operations - tc_before.operations, local.size());
+
+  for (const uint32_t at : {0u, 3u, 7u}) {
+    SCOPED_TRACE(at);
+    reads[at] = read(missing);
+    ldm_before = cluster.ldm(0).stats();
+    tc_before = cluster.tc().counters();
+    const TxId tx = api.tx_of_next();
+    r = api.run_batch(t, reads, true);
+    EXPECT_FALSE(r.ok);
+    EXPECT_EQ(r.error, ErrorCode::kNoSuchRow);
+    EXPECT_EQ(r.error_op, at);
+    const LdmStats ldm_after = cluster.ldm(0).stats();
+    EXPECT_EQ(ldm_after.reads - ldm_before.reads, at) << "the reads before the missing row";
+    EXPECT_EQ(ldm_after.refused - ldm_before.refused, 1u);
+    EXPECT_EQ(ldm_after.key_operations - ldm_before.key_operations, at + 1u) << "nothing after it ran";
+    const TcCounters tc_after = cluster.tc().counters();
+    EXPECT_EQ(tc_after.transactions_aborted - tc_before.transactions_aborted, 1u);
+    EXPECT_EQ(tc_after.transactions_committed, tc_before.transactions_committed);
+    EXPECT_EQ(tc_after.operations - tc_before.operations, at + 1u);
+    // The failed transaction left nothing behind: its id starts a new one.
+    const TxResult again = api.run(t, OpType::kRead, item_key(local[1]), {}, true, tx);
+    ASSERT_TRUE(again.ok) << error_text(again.error);
+    EXPECT_EQ(int_of<uint64_t>(again.rows.at(0).at(kId)), local[1]);
+    reads[at] = read(local[at]);
   }
 }
 
