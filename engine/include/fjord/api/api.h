@@ -339,17 +339,18 @@ class Connection {
   template <typename Done>
   bool wait_until(const Done& done, uint32_t timeout_ms) {
     uint64_t deadline = 0;
-    while (!done()) {
+    for (uint32_t polls = 0; !done(); ++polls) {
       if (!receive_once()) return done();
       if (done()) return true;
-      if (!wait_for_more(deadline, timeout_ms)) return false;
+      if (!wait_for_more(deadline, timeout_ms, polls)) return false;
     }
     return true;
   }
-  // wait_until's step after a poll that did not finish: false once the
-  // deadline (set at the first step) has passed; with PollMode::kSleep,
+  // wait_until's step after the poll numbered `polls` (from 0) that did not
+  // finish: false once the deadline (set at the first step) has passed,
+  // looked at every 64th poll when busy polling; with PollMode::kSleep,
   // sleeps until frames arrive.
-  bool wait_for_more(uint64_t& deadline, uint32_t timeout_ms);
+  bool wait_for_more(uint64_t& deadline, uint32_t timeout_ms, uint32_t polls);
   Transaction* transaction_of(uint32_t handle);
   void complete(Transaction& tx);
   // Fails every transaction and scan in flight with `code` and why's reason.
@@ -368,6 +369,9 @@ class Connection {
   ConnectOptions options_;
   NodeId self_ = kNoNode;
   NodeId data_node_ = kNoNode;
+  // Committed bytes a flush has not handed all to the link yet (its last
+  // flush said kPending, or nothing flushed since the last pack_frame).
+  bool unflushed_ = false;
   uint16_t tc_instances_ = 1;
   uint16_t ldm_instances_ = 1;
   std::unique_ptr<transport::Transporter> link_;
