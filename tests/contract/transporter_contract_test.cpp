@@ -21,6 +21,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <thread>
 
 #include "fjord/base/clock.h"
@@ -435,6 +436,37 @@ UniqueFd raw_connection(const std::string& endpoint) {
   return fd;
 }
 
+// Node 1 listening for its link to node 2 over a stream medium (tcp, shm),
+// as the stream-listener tests below use it.
+struct StreamListener {
+  transport::TransporterFactory* factory = nullptr;
+  std::optional<transport::LinkTable> table;
+  std::unique_ptr<transport::Listener> listener;
+
+  // Node 2 sets the link up while the listener accepts for up to
+  // `accept_ns`: the accepted end, or why either end failed.
+  Result<std::unique_ptr<transport::Transporter>> set_up(uint64_t accept_ns) {
+    const transport::LinkConfig patched = client_view(*table->find(1, 2), *listener);
+    Result<std::unique_ptr<transport::Transporter>> connected(Status(StatusCode::kInternal, "not run"));
+    std::thread client([&] { connected = factory->connect(2, patched, monotonic_ns() + 10 * kSecond); });
+    auto accepted = listener->accept(monotonic_ns() + accept_ns);
+    client.join();
+    if (!connected) return connected.status();
+    return accepted;
+  }
+};
+void open_stream_listener(const char* type, StreamListener& out) {
+  const Medium* m = find_medium(type);
+  ASSERT_NE(m, nullptr);
+  auto table = load_links(m->section(1, 2, ""));
+  ASSERT_TRUE(table) << table.status().to_string();
+  out.table = std::move(table).value();
+  out.factory = test_registry().find(type);
+  auto listener = out.factory->listen(1, *out.table);
+  ASSERT_TRUE(listener) << listener.status().to_string();
+  out.listener = std::move(listener).value();
+}
+
 // The listeners that shake hands over a stream (TCP, and SHM's Unix
 // socket): a peer that connects and says nothing, or sends half a request,
 // holds up no other node's set-up, and is closed after the set-up budget.
@@ -443,36 +475,27 @@ UniqueFd raw_connection(const std::string& endpoint) {
 TEST(StreamListeners, ASilentPeerHoldsUpNoOtherSetUp) {
   for (const char* type : {"tcp", "shm"}) {
     SCOPED_TRACE(type);
-    const Medium* m = find_medium(type);
-    ASSERT_NE(m, nullptr);
-    auto table = load_links(m->section(1, 2, ""));
-    ASSERT_TRUE(table) << table.status().to_string();
-    transport::TransporterFactory* factory = test_registry().find(type);
-    auto listener = factory->listen(1, *table);
-    ASSERT_TRUE(listener) << listener.status().to_string();
-    const std::string endpoint = (*listener)->endpoint();
+    StreamListener s;
+    open_stream_listener(type, s);
+    if (HasFatalFailure()) return;
+    transport::Listener& listener = *s.listener;
+    const std::string endpoint = listener.endpoint();
     UniqueFd silent = raw_connection(endpoint);
     UniqueFd half = raw_connection(endpoint);
     const std::byte prefix[4] = {std::byte{0x46}, std::byte{0x4A}, std::byte{0x48},
                                  std::byte{0x51}};  // "FJHQ", then nothing
     ASSERT_EQ(::send(half.get(), prefix, sizeof prefix, MSG_NOSIGNAL), 4);
     // The listener looks at both first (they came first), then the real one.
-    EXPECT_EQ((*listener)->accept(monotonic_ns() + 200'000'000ULL).status().code(), StatusCode::kTimeout);
-    const transport::LinkConfig patched = client_view(*table->find(1, 2), **listener);
-    Result<std::unique_ptr<transport::Transporter>> connected(Status(StatusCode::kInternal, "not run"));
+    EXPECT_EQ(listener.accept(monotonic_ns() + 200'000'000ULL).status().code(), StatusCode::kTimeout);
     const uint64_t t0 = monotonic_ns();
-    std::thread client([&] { connected = factory->connect(2, patched, monotonic_ns() + 10 * kSecond); });
-    auto accepted = (*listener)->accept(monotonic_ns() + 5 * kSecond);
-    client.join();
+    auto accepted = s.set_up(5 * kSecond);
     ASSERT_TRUE(accepted) << accepted.status().to_string();
-    ASSERT_TRUE(connected) << connected.status().to_string();
     EXPECT_LT(monotonic_ns() - t0, 5 * kSecond) << "the silent peers held up the set-up";
     EXPECT_EQ((*accepted)->remote_node(), 2u);
     // The silent ones are closed once the set-up budget (10 s) has passed
     // for them: an accept() slice that reaches past it says nothing came.
     const uint64_t budget_end = t0 + transport::kSetupBudgetNs + kSecond;
-    while (monotonic_ns() < budget_end)
-      EXPECT_EQ((*listener)->accept(budget_end).status().code(), StatusCode::kTimeout);
+    while (monotonic_ns() < budget_end) EXPECT_EQ(listener.accept(budget_end).status().code(), StatusCode::kTimeout);
     char byte;
     const timeval wait{2, 0};
     for (const UniqueFd* fd : {&silent, &half}) ::setsockopt(fd->get(), SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof wait);
@@ -535,32 +558,23 @@ void expect_closed(const UniqueFd& fd, const char* who) {
 TEST(StreamListeners, OutOfDescriptorsAWaitingPeerIsClosedAndTheListenerGoesQuiet) {
   for (const char* type : {"tcp", "shm"}) {
     SCOPED_TRACE(type);
-    const Medium* m = find_medium(type);
-    ASSERT_NE(m, nullptr);
-    auto table = load_links(m->section(1, 2, ""));
-    ASSERT_TRUE(table) << table.status().to_string();
-    transport::TransporterFactory* factory = test_registry().find(type);
-    auto listener = factory->listen(1, *table);
-    ASSERT_TRUE(listener) << listener.status().to_string();
-    const std::string endpoint = (*listener)->endpoint();
+    StreamListener s;
+    open_stream_listener(type, s);
+    if (HasFatalFailure()) return;
+    const std::string endpoint = s.listener->endpoint();
     for (int round = 0; round < 2; ++round) {  // twice: the spare is there again after a shed
       SCOPED_TRACE(round);
       UniqueFd waiting = raw_connection(endpoint);
       {
         DescriptorsUsedUp used_up;
-        EXPECT_TRUE(readable_now((*listener)->fd()));
-        EXPECT_EQ((*listener)->accept(monotonic_ns() + 100'000'000ULL).status().code(), StatusCode::kTimeout);
-        EXPECT_FALSE(readable_now((*listener)->fd())) << "the listener's fd still wakes its poller";
+        EXPECT_TRUE(readable_now(s.listener->fd()));
+        EXPECT_EQ(s.listener->accept(monotonic_ns() + 100'000'000ULL).status().code(), StatusCode::kTimeout);
+        EXPECT_FALSE(readable_now(s.listener->fd())) << "the listener's fd still wakes its poller";
       }
       expect_closed(waiting, "the waiting peer");
     }
-    const transport::LinkConfig patched = client_view(*table->find(1, 2), **listener);
-    Result<std::unique_ptr<transport::Transporter>> connected(Status(StatusCode::kInternal, "not run"));
-    std::thread client([&] { connected = factory->connect(2, patched, monotonic_ns() + 10 * kSecond); });
-    auto accepted = (*listener)->accept(monotonic_ns() + 10 * kSecond);
-    client.join();
+    auto accepted = s.set_up(10 * kSecond);
     ASSERT_TRUE(accepted) << accepted.status().to_string();
-    ASSERT_TRUE(connected) << connected.status().to_string();
     EXPECT_EQ((*accepted)->remote_node(), 2u);
   }
 }
