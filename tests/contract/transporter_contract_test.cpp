@@ -10,7 +10,6 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -24,6 +23,7 @@
 #include <optional>
 #include <thread>
 
+#include "descriptors_used_up.h"
 #include "fjord/base/clock.h"
 #include "fjord/base/fd.h"
 #include "fjord/base/unix_address.h"
@@ -506,31 +506,6 @@ TEST(StreamListeners, ASilentPeerHoldsUpNoOtherSetUp) {
         << "the half-sent peer's connection is still open (" << strerror(errno) << ")";
   }
 }
-
-// Uses up every file descriptor the process may open (the soft limit
-// lowered to at most 4096 first, so that filling it is quick), for as long
-// as it lives; then gives them back and restores the limit.
-class DescriptorsUsedUp {
- public:
-  DescriptorsUsedUp() {
-    EXPECT_EQ(::getrlimit(RLIMIT_NOFILE, &saved_), 0);
-    rlimit lower = saved_;
-    lower.rlim_cur = std::min<rlim_t>(saved_.rlim_cur, 4096);
-    EXPECT_EQ(::setrlimit(RLIMIT_NOFILE, &lower), 0);
-    for (int fd; (fd = ::dup(2)) >= 0;) held_.emplace_back(fd);
-    EXPECT_EQ(errno, EMFILE) << "dup stopped for another reason: " << strerror(errno);
-  }
-  ~DescriptorsUsedUp() {
-    held_.clear();
-    ::setrlimit(RLIMIT_NOFILE, &saved_);
-  }
-  DescriptorsUsedUp(const DescriptorsUsedUp&) = delete;
-  DescriptorsUsedUp& operator=(const DescriptorsUsedUp&) = delete;
-
- private:
-  rlimit saved_{};
-  std::vector<UniqueFd> held_;
-};
 
 // True if `fd` polls readable now.
 bool readable_now(int fd) {

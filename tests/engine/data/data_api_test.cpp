@@ -5,7 +5,6 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -20,6 +19,7 @@
 
 #include "builtin_transporters.h"
 #include "cluster_harness.h"
+#include "descriptors_used_up.h"
 #include "fjord/base/clock.h"
 #include "fjord/base/fd.h"
 #include "fjord/base/unix_address.h"
@@ -852,14 +852,7 @@ TEST_F(DataApiTest, OutOfDescriptorsAControlClientIsClosedNotLeftWaiting) {
   const std::string socket = cluster_->node().control_socket();
   UniqueFd client(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));  // made while descriptors last
   ASSERT_TRUE(client.valid());
-  rlimit saved{};
-  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &saved), 0);
-  rlimit lower = saved;
-  lower.rlim_cur = std::min<rlim_t>(saved.rlim_cur, 4096);
-  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &lower), 0);
-  std::vector<UniqueFd> held;
-  for (int fd; (fd = ::dup(2)) >= 0;) held.emplace_back(fd);
-  EXPECT_EQ(errno, EMFILE);
+  test::DescriptorsUsedUp used_up;
   sockaddr_un addr;
   const socklen_t len = unix_address(socket, addr);
   EXPECT_EQ(::connect(client.get(), reinterpret_cast<sockaddr*>(&addr), len), 0) << std::strerror(errno);
@@ -869,8 +862,7 @@ TEST_F(DataApiTest, OutOfDescriptorsAControlClientIsClosedNotLeftWaiting) {
   char byte;
   const ssize_t got = ::recv(client.get(), &byte, 1, 0);
   const int error = errno;
-  held.clear();
-  ::setrlimit(RLIMIT_NOFILE, &saved);
+  used_up.release();
   EXPECT_TRUE(got == 0 || (got < 0 && error == ECONNRESET))
       << "the client was left waiting (" << std::strerror(error) << ")";
   auto pong = engine::control_request(socket, "ping", 2000);
