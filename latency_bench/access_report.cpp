@@ -181,7 +181,9 @@ std::string format_target_line(const RunTarget& t) {
   if (!t.evaluated) return line + " not evaluated: " + t.reason + "\n";
   line += printf_string(" %.3f %s, limit %s %.3f", t.ours, t.unit.c_str(), t.higher_is_better ? ">=" : "<=", t.limit);
   if (!t.basis.empty()) line += " (" + t.basis + ")";
-  return line + (t.met ? "  met\n" : "  MISSED\n");
+  line += t.met ? "  met\n" : "  MISSED\n";
+  if (!t.host.empty()) line += printf_string("  %-62s host: %s\n", "", t.host.c_str());
+  return line;
 }
 
 std::string format_access_table(const AccessReport& r) {

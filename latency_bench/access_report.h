@@ -86,6 +86,9 @@ struct RunTarget {
   double limit = 0;
   std::string unit;   // "us", "us/row", "M rows/s", "x payload"
   std::string basis;  // how the limit was derived: "bare TCP p50 13.204 us + 3 us"
+  // The host's state while ours was measured, when this run measured it
+  // ("cache-line mailbox p50 0.131 us before, 0.544 us after the shm rows").
+  std::string host;
   bool higher_is_better = false;
   bool met = false;
 };

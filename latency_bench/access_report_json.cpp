@@ -184,6 +184,7 @@ void write_run_target_json(JsonWriter& w, const RunTarget& t) {
     w.value(t.limit);
     w.field("unit", t.unit);
     w.field("basis", t.basis);
+    if (!t.host.empty()) w.field("host", t.host);
     w.key("higher_is_better");
     w.value(t.higher_is_better);
     w.key("met");

@@ -9,6 +9,7 @@
 #include "access_table.h"
 #include "cluster_target.h"
 #include "commands.h"
+#include "fjord/base/cache.h"
 #include "fjord/base/clock.h"
 #include "floors.h"
 #include "redis_peer.h"
@@ -118,14 +119,39 @@ MethodResult serial_pk_beside_floor(api::Connection& conn, const AccessTable& ta
   return total;
 }
 
+// The cache-line mailbox between the two CPUs (two processes, the echo on
+// the node's CPU while the node waits), measured just `when` ("before",
+// "after") a transporter's rows: the host's cross-core state, which moves
+// by itself (docs/benchmarks.md, "The machine") and with it every shm
+// figure.
+ComparisonRow mailbox_row(const RunContext& ctx, const std::string& when, const std::string& transporter,
+                          Progress& progress) {
+  ComparisonRow row;
+  row.key = "floor.mailbox." + when;
+  row.label = "floor: cache-line mailbox, 2 processes, " + when + " the " + transporter + " rows";
+  row.unit = "rtt";
+  const Row measured = mailbox_floor(FloorParams{20'000, 2'000, kCacheLineBytes, ctx.cpus[1]}, progress);
+  if (measured.outcome != Outcome::kMeasured || !measured.rtt) {
+    row.outcome = Outcome::kFailed;
+    row.reason = measured.reason;
+    return row;
+  }
+  row.samples = measured.rtt->count;
+  row.per_row_ns = *measured.rtt;
+  return row;
+}
+
 // Every method over one connection; a failed method is a cell that says why.
 // Over tcp with --compare, serial pk alternates with the bare TCP floor,
-// which is added to the report's comparisons.
+// which is added to the report's comparisons; over shm with --compare, the
+// cache-line mailbox is measured before and after its rows.
 void measure_transporter(api::Connection& conn, const AccessTable& table, const std::string& transporter,
                          const Options& o, const RunContext& ctx, const AccessPlan& plan, AccessReport& report,
                          Progress& progress) {
   const bool with_floor = o.compare && transporter == "tcp";
+  const bool with_mailbox = o.compare && transporter == "shm";
   ComparisonRow floor = bare_tcp_row(o);
+  if (with_mailbox) report.compare.push_back(mailbox_row(ctx, "before", transporter, progress));
   for (AccessMethod method : kAccessMethods) {
     progress.begin(transporter + ": " + access_method_label(method), plan.iterations);
     MethodResult m = with_floor && method == AccessMethod::kSerialPk
@@ -146,6 +172,7 @@ void measure_transporter(api::Connection& conn, const AccessTable& table, const 
     report.cells.push_back(cell);
   }
   if (with_floor) report.compare.push_back(floor);
+  if (with_mailbox) report.compare.push_back(mailbox_row(ctx, "after", transporter, progress));
 }
 
 // Loads the table over the first endpoint and measures the DataMemory it took.
@@ -210,11 +237,24 @@ const ComparisonRow* comparison(const AccessReport& r, const std::string& key) {
 
 double us(uint64_t ns) { return static_cast<double>(ns) / 1000.0; }
 
+// The host's cross-core state around the shm rows, for their targets: ""
+// when the mailbox was not measured.
+std::string shm_host_state(const AccessReport& r) {
+  const ComparisonRow* before = comparison(r, "floor.mailbox.before");
+  const ComparisonRow* after = comparison(r, "floor.mailbox.after");
+  if (before == nullptr || after == nullptr) return "";
+  return "cache-line mailbox p50 " + format_us(before->per_row_ns.p50_ns) + " us before, " +
+         format_us(after->per_row_ns.p50_ns) +
+         " us after the shm rows (this host: 0.12-0.14 fast, 0.45-0.70 slow; docs/benchmarks.md)";
+}
+
 void add_targets(const Options& o, AccessReport& r) {
+  const std::string shm_host = shm_host_state(r);
   const std::string shm_pk = "serial pk read over shm: median <= 2 us";
-  if (const AccessCell* c = r.cell("shm", AccessMethod::kSerialPk); c && c->outcome == Outcome::kMeasured)
+  if (const AccessCell* c = r.cell("shm", AccessMethod::kSerialPk); c && c->outcome == Outcome::kMeasured) {
     r.targets.push_back(evaluated_target(shm_pk, us(c->per_row_ns.p50_ns), 2.0, "us", "", false));
-  else
+    r.targets.back().host = shm_host;
+  } else
     r.targets.push_back(unevaluated_target(shm_pk, "shm was not measured in this run"));
   const std::string tcp_pk = "serial pk read over tcp: median <= bare busy-poll TCP RTT + 3 us";
   const AccessCell* tcp = r.cell("tcp", AccessMethod::kSerialPk);
@@ -229,9 +269,10 @@ void add_targets(const Options& o, AccessReport& r) {
   const AccessCell* b = r.cell("shm", AccessMethod::kBatchedPk);
   if (o.batch != 20)
     r.targets.push_back(unevaluated_target(batched, "this run used --batch " + std::to_string(o.batch)));
-  else if (b && b->outcome == Outcome::kMeasured)
+  else if (b && b->outcome == Outcome::kMeasured) {
     r.targets.push_back(evaluated_target(batched, us(b->per_row_ns.p50_ns), 0.2, "us/row", "", false));
-  else
+    r.targets.back().host = shm_host;
+  } else
     r.targets.push_back(unevaluated_target(batched, "shm was not measured in this run"));
   const std::string memory = "memory: 1,000,000 rows of 100 bytes <= 2x their payload";
   if (!r.memory.measured)

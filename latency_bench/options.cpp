@@ -546,7 +546,9 @@ std::string help_text(std::span<const std::string> transporters) {
   t += "  --start-node         with --config: start fjord-datanode for that node here, stop it at the end\n";
   t += "  --no-compare         skip what is otherwise measured beside ours in the same run: redis-server\n";
   t += "                       (GET and MGET of K keys over TCP and a Unix socket; throughput: redis-benchmark\n";
-  t += "                       -P 32 GET) and the bare TCP ping-pong floor that the targets compare with\n";
+  t += "                       -P 32 GET), the bare TCP ping-pong floor that the targets compare with, and\n";
+  t += "                       the cache-line mailbox between the CPUs before and after the shm rows (the\n";
+  t += "                       host's state, shown beside the shm targets)\n";
   t += "  --plot FILE          access: write a chart of microseconds per row by access method and\n";
   t += "                       transporter (p50 bars, p99 whiskers, the seed's figures beside them);\n";
   t += "                       FILE ends in .png or .svg; needs gnuplot\n\n";

@@ -215,6 +215,12 @@ TEST(LatencyBenchAccessReport, TargetsSayMetOrMissedByDirection) {
   EXPECT_FALSE(evaluated_target("t", 2.1, 2.0, "us", "", false).met);
   EXPECT_TRUE(evaluated_target("t", 5.0, 5.0, "M reads/s", "", true).met);
   EXPECT_FALSE(evaluated_target("t", 0.3, 5.0, "M reads/s", "", true).met);
+  RunTarget with_host = evaluated_target("batched", 0.25, 0.2, "us/row", "", false);
+  with_host.host = "cache-line mailbox p50 0.550 us before, 0.560 us after the shm rows";
+  const std::string two_lines = format_target_line(with_host);
+  EXPECT_NE(two_lines.find("MISSED\n"), std::string::npos) << two_lines;
+  EXPECT_NE(two_lines.find("host: cache-line mailbox p50 0.550 us before"), std::string::npos) << two_lines;
+  EXPECT_EQ(format_target_line(evaluated_target("t", 2.0, 2.0, "us", "", false)).find("host:"), std::string::npos);
   const RunTarget missed = evaluated_target("reads", 0.3, 5.0, "M reads/s", "one ldm thread", true);
   EXPECT_EQ(format_target_line(missed).find("0.300 M reads/s, limit >= 5.000 (one ldm thread)  MISSED"),
             std::string(format_target_line(missed)).find("0.300"));

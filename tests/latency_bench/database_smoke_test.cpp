@@ -135,6 +135,22 @@ TEST_F(DatabaseProgram, NoArgumentDefaultWithASmallTable) {
        {"floor.bare_tcp_busy", "redis.get.tcp", "redis.mget.tcp", "redis.get.unix", "redis.mget.unix"})
     EXPECT_NE(std::find(compared.begin(), compared.end(), name), compared.end()) << name;
   EXPECT_EQ(j["targets"].items.size(), 4u);
+  // Around the shm rows, the cache-line mailbox (the host's cross-core
+  // state), named beside the shm targets.
+  if (runnable("shm")) {
+    for (const char* name : {"floor.mailbox.before", "floor.mailbox.after"}) {
+      const auto at = std::find(compared.begin(), compared.end(), name);
+      ASSERT_NE(at, compared.end()) << name;
+      const JsonValue& c = j["compare"][static_cast<std::size_t>(at - compared.begin())];
+      EXPECT_EQ(c["status"].text, "measured") << name;
+      EXPECT_EQ(c["samples"].number, 20000) << name;
+    }
+    for (const JsonValue& t : j["targets"].items)
+      if (t["target"].text.find("over shm") != std::string::npos) {
+        ASSERT_EQ(t.fields.count("host"), 1u) << t["target"].text;
+        EXPECT_NE(t["host"].text.find("cache-line mailbox p50 "), std::string::npos) << t["target"].text;
+      }
+  }
   EXPECT_FALSE(std::filesystem::exists(temp_dir_of(j)));
 }
 
