@@ -141,6 +141,7 @@ class ShmListener final : public Listener {
         links_(std::move(links)),
         endpoints_(std::move(endpoints)),
         epoll_(std::move(epoll)),
+        acceptor_("node " + std::to_string(self) + ": shm listener on " + endpoint()),
         pending_(epoll_.get(), "shm listener on " + endpoint()) {}
 
   int fd() const override { return epoll_.get(); }
@@ -170,15 +171,8 @@ class ShmListener final : public Listener {
   void take_waiting(uint32_t index, DeadlineNs deadline) {
     const Endpoint& e = endpoints_[index];
     for (;;) {
-      Acceptor::Taken taken = acceptor_.take(e.socket.get());
-      if (taken.outcome != Acceptor::Outcome::kConnection) {
-        if (taken.outcome != Acceptor::Outcome::kNone)
-          FJORD_LOG_WARN("node %u: accept on @%s: %s%s", self_, e.name.c_str(), std::strerror(taken.error),
-                         taken.outcome == Acceptor::Outcome::kShed ? ": a waiting connection was closed unserved" : "");
-        if (taken.outcome == Acceptor::Outcome::kShed) continue;
-        return;
-      }
-      UniqueFd conn = std::move(taken.conn);
+      UniqueFd conn = acceptor_.take(e.socket.get());
+      if (!conn.valid()) return;
       auto cred = peer_credentials(conn.get());
       const std::string peer =
           cred ? "pid " + std::to_string(cred->pid) + " (uid " + std::to_string(cred->uid) + ") on @" + e.name

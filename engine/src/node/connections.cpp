@@ -26,6 +26,12 @@ constexpr uint32_t kWakeTag = UINT32_MAX - 1;
 // Control connections: kControlClientTag + their slot (below kWakeTag).
 constexpr uint32_t kControlClientTag = UINT32_MAX - 64;
 
+// A control socket name no Unix address holds (unix_address gave 0).
+Status unusable_socket_name(const std::string& name) {
+  return Status(StatusCode::kInvalidArgument, "control socket name '" + name + "' is empty or longer than " +
+                                                  std::to_string(kMaxUnixSocketName) + " bytes");
+}
+
 std::string percent(uint64_t part, uint64_t whole) {
   if (whole == 0) return "0.0%";
   char buf[32];
@@ -76,9 +82,7 @@ Status DataNode::Impl::open_control() {
   if (!control_fd.valid()) return io_error("control socket", errno);
   sockaddr_un addr;
   const socklen_t len = unix_address(control_name, addr);
-  if (len == 0)
-    return Status(StatusCode::kInvalidArgument, "control socket name '" + control_name + "' is empty or longer than " +
-                                                    std::to_string(kMaxUnixSocketName) + " bytes");
+  if (len == 0) return unusable_socket_name(control_name);
   if (control_name[0] != '@') ::unlink(control_name.c_str());
   if (::bind(control_fd.get(), reinterpret_cast<sockaddr*>(&addr), len) != 0 || ::listen(control_fd.get(), 8) != 0)
     return io_error("control socket " + control_name + " (is another node with this id running?)", errno);
@@ -189,17 +193,10 @@ void finish_control(int fd, const std::string& reply) {
 // all it sent before closing its side. One reply, then the node closes it.
 void DataNode::Impl::accept_control() {
   for (;;) {
-    Acceptor::Taken taken = control_acceptor.take(control_fd.get());
-    if (taken.outcome != Acceptor::Outcome::kConnection) {
-      // Out of descriptors, a waiting client is closed unserved rather than
-      // left to keep the socket readable (fjord/base/acceptor.h).
-      if (taken.outcome != Acceptor::Outcome::kNone)
-        FJORD_LOG_WARN("node %u: accept on the control socket: %s%s", self, std::strerror(taken.error),
-                       taken.outcome == Acceptor::Outcome::kShed ? ": a waiting client was closed unserved" : "");
-      if (taken.outcome == Acceptor::Outcome::kShed) continue;
-      return;
-    }
-    UniqueFd conn = std::move(taken.conn);
+    // Out of descriptors, a waiting client is closed unserved rather than
+    // left to keep the socket readable (fjord/base/acceptor.h).
+    UniqueFd conn = control_acceptor.take(control_fd.get());
+    if (!conn.valid()) return;
     ucred cred{};
     socklen_t cred_len = sizeof cred;
     if (::getsockopt(conn.get(), SOL_SOCKET, SO_PEERCRED, &cred, &cred_len) != 0 ||
@@ -373,9 +370,7 @@ Result<std::string> control_request(const std::string& socket_name, const std::s
   ::setsockopt(fd.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   sockaddr_un addr;
   const socklen_t len = unix_address(socket_name, addr);
-  if (len == 0)
-    return Status(StatusCode::kInvalidArgument, "control socket name '" + socket_name + "' is empty or longer than " +
-                                                    std::to_string(kMaxUnixSocketName) + " bytes");
+  if (len == 0) return unusable_socket_name(socket_name);
   if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), len) != 0)
     return Status(StatusCode::kUnavailable, "no data node answers on " + socket_name + ": " + std::strerror(errno));
   const std::string line = command + "\n";

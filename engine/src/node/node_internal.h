@@ -30,7 +30,7 @@ struct DataNode::Impl {
   std::vector<TcBlock*> tc_blocks;  // owned by the runtime; read for statistics
   std::vector<std::unique_ptr<transport::Listener>> listeners;
   UniqueFd control_fd;
-  Acceptor control_acceptor;  // its spare descriptor
+  Acceptor control_acceptor{"control socket"};  // with its spare descriptor
   std::string control_name;
   // Control connections whose command line has not all arrived: a client
   // that connects and waits, or sends its line in pieces, holds up nothing

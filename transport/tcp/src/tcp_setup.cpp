@@ -79,6 +79,7 @@ class TcpListener final : public Listener {
         ready_(std::move(ready)),
         port_(port),
         endpoint_(std::move(endpoint)),
+        acceptor_("node " + std::to_string(self) + ": tcp listener on " + endpoint_),
         pending_(ready_.get(), "tcp listener on " + endpoint_) {}
 
   int fd() const override { return ready_.get(); }
@@ -106,17 +107,11 @@ class TcpListener final : public Listener {
     for (;;) {
       sockaddr_storage from{};
       socklen_t from_len = sizeof from;
-      Acceptor::Taken taken = acceptor_.take(socket_.get(), reinterpret_cast<sockaddr*>(&from), &from_len);
-      if (taken.outcome != Acceptor::Outcome::kConnection) {
-        if (taken.outcome != Acceptor::Outcome::kNone)
-          FJORD_LOG_WARN("node %u: accept on %s: %s%s", self_, endpoint_.c_str(), std::strerror(taken.error),
-                         taken.outcome == Acceptor::Outcome::kShed ? ": a waiting connection was closed unserved" : "");
-        if (taken.outcome == Acceptor::Outcome::kShed) continue;
-        return;
-      }
+      UniqueFd conn = acceptor_.take(socket_.get(), reinterpret_cast<sockaddr*>(&from), &from_len);
+      if (!conn.valid()) return;
       // The peer is here: its set-up gets its own budget, not what is left
       // of this accept() slice.
-      (void)pending_.add({std::move(taken.conn), sockaddr_text(from), 0, transport::setup_deadline(deadline)},
+      (void)pending_.add({std::move(conn), sockaddr_text(from), 0, transport::setup_deadline(deadline)},
                          monotonic_ns());
     }
   }
@@ -144,9 +139,9 @@ class TcpListener final : public Listener {
   LinkTable links_;
   UniqueFd socket_;
   UniqueFd ready_;
-  Acceptor acceptor_;
   uint16_t port_;
   std::string endpoint_;
+  Acceptor acceptor_;
   transport::PendingHandshakes pending_;
 };
 

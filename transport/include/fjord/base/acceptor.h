@@ -17,31 +17,26 @@
 
 #include <sys/socket.h>
 
+#include <string>
+
 #include "fjord/base/fd.h"
 
 namespace fjord {
 
 class Acceptor {
  public:
-  Acceptor();  // opens the spare (/dev/null)
+  // `what` names the socket in the log ("tcp listener on 127.0.0.1:11860").
+  explicit Acceptor(std::string what);
 
-  enum class Outcome {
-    kConnection,  // `conn` holds it
-    kNone,        // nothing waiting
-    kShed,        // out of descriptors: one connection was accepted and closed
-    kFailed,      // accept() failed otherwise; `error` says how
-  };
-  struct Taken {
-    Outcome outcome = Outcome::kNone;
-    UniqueFd conn;
-    int error = 0;  // errno: of the failure, or what caused a shed (EMFILE, ENFILE)
-  };
-
-  // One waiting connection, made non-blocking and close-on-exec. `from`
-  // and `from_len` as for accept4(), or null.
-  Taken take(int listen_fd, sockaddr* from = nullptr, socklen_t* from_len = nullptr);
+  // The next waiting connection, made non-blocking and close-on-exec, or
+  // an invalid fd when none is waiting or accept() failed (logged; the
+  // caller looks again at its next wake-up). Out of descriptors, waiting
+  // connections are shed (each logged) until none is left. `from` and
+  // `from_len` as for accept4(), or null.
+  UniqueFd take(int listen_fd, sockaddr* from = nullptr, socklen_t* from_len = nullptr);
 
  private:
+  std::string what_;
   UniqueFd spare_;
 };
 
