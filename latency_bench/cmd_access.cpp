@@ -244,8 +244,7 @@ std::string shm_host_state(const AccessReport& r) {
   const ComparisonRow* after = comparison(r, "floor.mailbox.after");
   if (before == nullptr || after == nullptr) return "";
   return "cache-line mailbox p50 " + format_us(before->per_row_ns.p50_ns) + " us before, " +
-         format_us(after->per_row_ns.p50_ns) +
-         " us after the shm rows (this host: 0.12-0.14 fast, 0.45-0.70 slow; docs/benchmarks.md)";
+         format_us(after->per_row_ns.p50_ns) + " us after the shm rows";
 }
 
 void add_targets(const Options& o, AccessReport& r) {
