@@ -112,7 +112,15 @@ Status Runtime::start() {
   if (s.options.watchdog_ms > 0) {
     watchdog_ = std::make_unique<Watchdog>();
     watchdog_->reported.assign(s.threads.size(), 0);
-    watchdog_->thread = std::thread([this] { run_watchdog(); });
+    // The layout's wd entry places it (a single-threaded runtime's layout is
+    // its one thread: the watchdog then runs anywhere).
+    ThreadSpec placement;
+    for (const ThreadSpec& spec : s.options.threads)
+      if (spec.type == ThreadType::kWatchdog) placement = spec;
+    watchdog_->thread = std::thread([this, placement] {
+      apply_placement(placement, "wd 0");
+      run_watchdog();
+    });
   }
   FJORD_LOG_INFO("node %u: runtime started with %zu threads", s.options.self, s.threads.size());
   return Status::ok();
@@ -247,6 +255,12 @@ std::vector<LinkStatsView> Runtime::link_stats() const {
 }
 
 std::string Runtime::describe_threads() const {
+  const auto cpus_text = [](const ThreadSpec& p) {
+    std::string cpus;
+    for (int c : p.cpus) cpus += (cpus.empty() ? "" : ",") + std::to_string(c);
+    return "; cpus " + (cpus.empty() ? std::string("any")
+                                     : std::string(p.binding == ThreadSpec::Binding::kBind ? "bind " : "set ") + cpus);
+  };
   std::string out;
   for (const auto& t : shared_->threads) {
     const ThreadSpec& p = t->plan();
@@ -255,13 +269,28 @@ std::string Runtime::describe_threads() const {
     for (const auto& b : t->blocks()) blocks += (blocks.empty() ? "" : ",") + b->name();
     out += blocks.empty() ? "-" : blocks;
     if (!t->has_work()) out += " (idle: not started)";
-    std::string cpus;
-    for (int c : p.cpus) cpus += (cpus.empty() ? "" : ",") + std::to_string(c);
-    out += "; cpus " + (cpus.empty() ? std::string("any")
-                                     : std::string(p.binding == ThreadSpec::Binding::kBind ? "bind " : "set ") + cpus);
+    out += cpus_text(p);
     out += "; spintime " + std::to_string(p.spintime_us) + " us";
     if (p.realtime) out += "; realtime";
+    if (p.thread_prio >= 0) out += "; thread_prio " + std::to_string(p.thread_prio);
     if (p.nosend) out += "; nosend";
+    out += "\n";
+  }
+  // The entries that are not scheduler loops, so the layout shows every
+  // entry a ThreadConfig gave and what became of it.
+  const RuntimeOptions& o = shared_->options;
+  for (const ThreadSpec& p : o.threads) {
+    if (o.single_threaded || runs_a_loop(p.type)) continue;
+    out += std::string(thread_type_name(p.type)) + " " + std::to_string(p.instance) + ": ";
+    if (p.type == ThreadType::kIo)
+      out += "not run (an in-memory node does no disk I/O)";
+    else if (o.watchdog_ms == 0)
+      out += "not run (the watchdog is off)";
+    else
+      out += "the watchdog (reports a loop step longer than " + std::to_string(o.watchdog_ms) + " ms)";
+    out += cpus_text(p);
+    if (p.realtime) out += "; realtime";
+    if (p.thread_prio >= 0) out += "; thread_prio " + std::to_string(p.thread_prio);
     out += "\n";
   }
   return out;

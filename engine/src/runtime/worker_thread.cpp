@@ -112,26 +112,30 @@ void WorkerThread::adopt_link(NodeId node) {
 
 // ---- the loop ---------------------------------------------------------------
 
-void WorkerThread::start_blocks() {
-  pthread_setname_np(pthread_self(), name().substr(0, 15).c_str());
-  if (!plan_.cpus.empty()) {
+void apply_placement(const ThreadSpec& plan, const std::string& name) {
+  pthread_setname_np(pthread_self(), name.substr(0, 15).c_str());
+  if (!plan.cpus.empty()) {
     cpu_set_t set;
     CPU_ZERO(&set);
-    for (int cpu : plan_.cpus) CPU_SET(cpu, &set);  // a cpubind thread holds exactly one CPU
+    for (int cpu : plan.cpus) CPU_SET(cpu, &set);  // a cpubind thread holds exactly one CPU
     if (pthread_setaffinity_np(pthread_self(), sizeof set, &set) != 0)
-      FJORD_LOG_WARN("thread %s: cannot bind to its CPUs; running unbound", name().c_str());
+      FJORD_LOG_WARN("thread %s: cannot bind to its CPUs; running unbound", name.c_str());
   }
-  if (plan_.realtime) {
+  if (plan.realtime) {
     sched_param p{};
     p.sched_priority = 50;
     if (pthread_setschedparam(pthread_self(), SCHED_FIFO, &p) != 0)
-      FJORD_LOG_WARN("thread %s: realtime scheduling refused (needs CAP_SYS_NICE); running normal", name().c_str());
+      FJORD_LOG_WARN("thread %s: realtime scheduling refused (needs CAP_SYS_NICE); running normal", name.c_str());
   }
-  if (plan_.thread_prio >= 0) {
+  if (plan.thread_prio >= 0) {
     // NDB's thread_prio 0..10, 5 neutral: map to nice 5..-5.
-    if (::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), 5 - plan_.thread_prio) != 0)
-      FJORD_LOG_WARN("thread %s: cannot set thread_prio %d", name().c_str(), plan_.thread_prio);
+    if (::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), 5 - plan.thread_prio) != 0)
+      FJORD_LOG_WARN("thread %s: cannot set thread_prio %d", name.c_str(), plan.thread_prio);
   }
+}
+
+void WorkerThread::start_blocks() {
+  apply_placement(plan_, name());
   loop_now_ns_ = monotonic_ns();
   for (auto& block : blocks_) {
     context_.block_ = block.get();

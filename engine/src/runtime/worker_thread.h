@@ -23,6 +23,12 @@
 
 namespace fjord::engine {
 
+// Names the calling thread `name` and applies a ThreadConfig entry's
+// placement to it: its CPUs, realtime and thread_prio. What the OS refuses
+// is logged and the thread runs on without it. Worker threads and the
+// watchdog (the wd entry) call it first thing.
+void apply_placement(const ThreadSpec& plan, const std::string& name);
+
 // A tiny test-and-test-and-set lock for a link's send side. Held only while
 // packing frames into the transporter and flushing it: microseconds.
 class SpinLock {

@@ -1,9 +1,12 @@
 // The data node runtime: ordering and no loss under stress, congestion,
 // single- vs multi-threaded equivalence, timers, the watchdog, links.
 #include <gtest/gtest.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <atomic>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <numeric>
@@ -427,6 +430,64 @@ TEST(RuntimeTest, WatchdogNamesAThreadStuckInABlock) {
   EXPECT_NE(reports[0].find("SLOWPOKE"), std::string::npos) << reports[0];
   EXPECT_NE(reports[0].find("signal " + std::to_string(kGo)), std::string::npos) << reports[0];
   EXPECT_EQ(reports.size(), 1u) << "one stuck step is reported once";
+}
+
+// The id of this process's thread named `name` (its comm), or 0.
+pid_t thread_named(const std::string& name) {
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream comm(task.path() / "comm");
+    std::string line;
+    if (std::getline(comm, line) && line == name) return static_cast<pid_t>(std::stoi(task.path().filename()));
+  }
+  return 0;
+}
+
+TEST(RuntimeTest, TheWatchdogRunsWhereItsWdEntrySaysAndTheLayoutShowsIoAndWd) {
+  const int cpu = static_cast<int>(std::max(1u, std::thread::hardware_concurrency())) - 1;
+  ThreadSpec io = plan(ThreadType::kIo, 0);
+  io.binding = ThreadSpec::Binding::kSet;
+  io.cpus = {0};
+  ThreadSpec wd = plan(ThreadType::kWatchdog, 0);
+  wd.binding = ThreadSpec::Binding::kBind;
+  wd.cpus = {cpu};
+  wd.thread_prio = 5;
+  auto opts = options_with({plan(ThreadType::kLdm, 0), plan(ThreadType::kMain, 0), io, wd});
+  opts.watchdog_ms = 250;
+  auto rt = Runtime::create(opts);
+  ASSERT_TRUE(rt);
+  ASSERT_TRUE((*rt)->start());
+  pid_t tid = 0;
+  ASSERT_TRUE(eventually([&] { return (tid = thread_named("wd 0")) != 0; })) << "no thread named 'wd 0'";
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  bool placed = false;
+  // The thread binds itself first thing after it starts.
+  ASSERT_TRUE(eventually([&] {
+    placed = sched_getaffinity(tid, sizeof set, &set) == 0 && CPU_COUNT(&set) == 1 && CPU_ISSET(cpu, &set);
+    return placed;
+  })) << "the watchdog thread is not bound to CPU "
+      << cpu << " (it may run on " << CPU_COUNT(&set) << " CPUs)";
+  const std::string layout = (*rt)->describe_threads();
+  (*rt)->stop();
+  EXPECT_NE(layout.find("ldm 0: blocks"), std::string::npos) << layout;
+  EXPECT_NE(layout.find("io 0: not run (an in-memory node does no disk I/O); cpus set 0\n"), std::string::npos)
+      << layout;
+  EXPECT_NE(layout.find("wd 0: the watchdog (reports a loop step longer than 250 ms); cpus bind " +
+                        std::to_string(cpu) + "; thread_prio 5\n"),
+            std::string::npos)
+      << layout;
+}
+
+TEST(RuntimeTest, AWatchdogThatIsOffIsShownAsNotRun) {
+  auto opts = options_with({plan(ThreadType::kLdm, 0), plan(ThreadType::kWatchdog, 0)});
+  opts.watchdog_ms = 0;
+  auto rt = Runtime::create(opts);
+  ASSERT_TRUE(rt);
+  ASSERT_TRUE((*rt)->start());
+  const std::string layout = (*rt)->describe_threads();
+  (*rt)->stop();
+  EXPECT_NE(layout.find("wd 0: not run (the watchdog is off); cpus any\n"), std::string::npos) << layout;
+  EXPECT_EQ(thread_named("wd 0"), 0) << "a watchdog thread runs although the watchdog is off";
 }
 
 // ---- links -----------------------------------------------------------------------

@@ -118,7 +118,8 @@ class Runtime {
 
   std::vector<ThreadStats> thread_stats() const;
   std::vector<LinkStatsView> link_stats() const;
-  // The layout: one line per thread (role, instance, blocks, CPUs, spintime).
+  // The layout: one line per thread (role, instance, blocks, CPUs, spintime),
+  // then one per io and wd entry (what runs for it, its CPUs).
   std::string describe_threads() const;
   const RuntimeOptions& options() const;
 
