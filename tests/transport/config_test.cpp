@@ -99,6 +99,12 @@ TEST(LinkConfigTest, ErrorsNameFileLineKeyAndRange) {
   EXPECT_EQ(error_of("[tcp]\nNodeId1=1\nNodeId2=2\nSendBufferMemory=lots\n"),
             "cluster.ini:4: [tcp] SendBufferMemory: 'lots' is not a size (an integer with optional K, M or G); "
             "accepted 64K..1G bytes");
+  // The value is quoted as written, its unit included.
+  EXPECT_EQ(error_of("[tcp]\nNodeId1=1\nNodeId2=2\nSendBufferMemory=-5M\n"),
+            "cluster.ini:4: [tcp] SendBufferMemory: '-5M' is not a size (an integer with optional K, M or G); "
+            "accepted 64K..1G bytes");
+  EXPECT_EQ(error_of("[tcp]\nNodeId1=1\nNodeId2=2\nSendBufferMemory=99999999999G\n"),
+            "cluster.ini:4: [tcp] SendBufferMemory: '99999999999G' is too large; accepted 64K..1G bytes");
   EXPECT_EQ(error_of("[tcp]\nNodeId1=1\n"), "cluster.ini:1: [tcp] missing required key NodeId2 (1..255)");
   EXPECT_EQ(error_of("[tcp]\nNodeId1=1\nNodeId2=1\n"), "cluster.ini:1: [tcp]: NodeId1 and NodeId2 are both 1");
   EXPECT_EQ(error_of("[tcp]\nNodeId1=1\nNodeId2=2\nNodeIdServer=3\n"),

@@ -157,6 +157,7 @@ Result<uint64_t> parse_uint(std::string_view text) {
 
 Result<uint64_t> parse_bytes(std::string_view text) {
   text = trim(text);
+  const std::string_view given = text;  // named whole in errors, suffix included
   uint64_t multiplier = 1;
   if (!text.empty()) {
     switch (std::toupper(static_cast<unsigned char>(text.back()))) {
@@ -168,8 +169,8 @@ Result<uint64_t> parse_bytes(std::string_view text) {
     if (multiplier != 1) text.remove_suffix(1);
   }
   auto number = parse_uint(text);
-  if (!number) return invalid("'" + std::string(text) + "' is not a size (an integer with optional K, M or G)");
-  if (*number > UINT64_MAX / multiplier) return invalid("size too large");
+  if (!number) return invalid("'" + std::string(given) + "' is not a size (an integer with optional K, M or G)");
+  if (*number > UINT64_MAX / multiplier) return invalid("'" + std::string(given) + "' is too large");
   return *number * multiplier;
 }
 
