@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <functional>
 #include <set>
 
 #include "ldm_test_tables.h"
@@ -168,6 +169,199 @@ TEST(LdmScanTest, BoundsInclusiveExclusiveAndEqualityPrefixes) {
   check("empty: 5 <= grp <= 4", b(true, true, 1, true, true, 1), Values().i32(kGrp, 5), Values().i32(kGrp, 4),
         [](Key) { return false; });
   check("no bounds", b(false, false, 0, false, false, 0), Values(), Values(), [](Key) { return true; });
+}
+
+// kinds: k UINT32 key and one column of each ordering kind, one partition.
+// Ordered indexes on the unsigned and the signed 64-bit column, on a
+// nullable VARCHAR (values sharing prefixes longer than the 32 bytes a tree
+// entry keeps), on a nullable VARBINARY, and on (VARCHAR, INT32).
+constexpr uint16_t kKindU = 1, kKindI = 2, kKindS = 3, kKindB = 4, kKindN = 5;
+constexpr uint32_t kByU = 41, kByI = 42, kByS = 43, kByB = 44, kBySN = 45;
+TableDef kinds_table() {
+  TableDef t;
+  t.name = "kinds";
+  t.table_id = 14;
+  t.version = 1;
+  t.partitions = 1;
+  t.columns = {column("k", ColumnType::kUint32),
+               column("u", ColumnType::kUint64),
+               column("i", ColumnType::kInt64),
+               column("s", ColumnType::kVarChar, 60, true),
+               column("b", ColumnType::kVarBinary, 60, true),
+               column("n", ColumnType::kInt32, 0, true)};
+  t.primary_key = {0};
+  t.indexes = {
+      IndexDef{"by_u", IndexKind::kOrdered, {kKindU}, kByU}, IndexDef{"by_i", IndexKind::kOrdered, {kKindI}, kByI},
+      IndexDef{"by_s", IndexKind::kOrdered, {kKindS}, kByS}, IndexDef{"by_b", IndexKind::kOrdered, {kKindB}, kByB},
+      IndexDef{"by_s_n", IndexKind::kOrdered, {kKindS, kKindN}, kBySN}};
+  return t;
+}
+
+// A column value as the model orders it: NULL first, then its bytes in an
+// order-equal form (integers big-endian, signed ones with the sign flipped;
+// strings as they are: bytewise, a prefix first).
+using Sortable = std::optional<std::string>;
+Sortable sortable_u64(uint64_t v) {
+  std::string out(8, '\0');
+  for (int i = 0; i < 8; ++i) out[i] = static_cast<char>(v >> (56 - 8 * i));
+  return out;
+}
+Sortable sortable_i64(int64_t v) { return sortable_u64(static_cast<uint64_t>(v) ^ (uint64_t{1} << 63)); }
+Sortable sortable_i32(int32_t v) {
+  const uint32_t u = static_cast<uint32_t>(v) ^ 0x80000000u;
+  return std::string{static_cast<char>(u >> 24), static_cast<char>(u >> 16), static_cast<char>(u >> 8),
+                     static_cast<char>(u)};
+}
+
+TEST(LdmScanTest, OrderedBoundsAgreeWithAModelForEveryKindOfColumn) {
+  const uint64_t seed = test_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  Db db({}, kinds_table());
+  const std::string p(40, 'P');
+  const std::vector<uint64_t> us = {
+      0, 1, 12345, INT64_MAX, uint64_t{INT64_MAX} + 1, uint64_t{INT64_MAX} + 2, UINT64_MAX - 1, UINT64_MAX};
+  const std::vector<int64_t> is = {INT64_MIN, INT64_MIN + 1, -(int64_t{1} << 40), -1, 0, 1, INT64_MAX};
+  const std::vector<std::optional<std::string>> ss = {std::nullopt,
+                                                      "",
+                                                      std::string(1, '\0'),
+                                                      "a",
+                                                      std::string("a\0", 2),
+                                                      std::string("a\0b", 3),
+                                                      "ab",
+                                                      p.substr(0, 31),
+                                                      p.substr(0, 32),
+                                                      p.substr(0, 33),
+                                                      p,
+                                                      p + std::string(1, '\0'),
+                                                      p + "a",
+                                                      p + "ab",
+                                                      p + "b",
+                                                      "\xff",
+                                                      "\xff\xff"};
+  const std::vector<std::optional<int32_t>> ns = {std::nullopt, INT32_MIN, -7, 0, 7, INT32_MAX};
+  struct Row {
+    uint32_t k;
+    uint64_t u;
+    int64_t i;
+    std::optional<std::string> s, b;
+    std::optional<int32_t> n;
+  };
+  std::vector<Row> rows;
+  const TxId tx = db.fresh_tx();
+  for (uint32_t k = 0; k < 150; ++k) {
+    Row r{k,
+          us[rng() % us.size()],
+          is[rng() % is.size()],
+          ss[rng() % ss.size()],
+          ss[rng() % ss.size()],
+          ns[rng() % ns.size()]};
+    Values v;
+    v.u64(kKindU, r.u).i64(kKindI, r.i);
+    r.s ? v.str(kKindS, *r.s) : v.null(kKindS);
+    r.b ? v.str(kKindB, *r.b) : v.null(kKindB);
+    r.n ? v.i32(kKindN, *r.n) : v.null(kKindN);
+    ASSERT_TRUE(db.client.run({OpType::kInsert, LockMode::kExclusive, tx, Values().u32(0, k), v}).ok);
+    rows.push_back(r);
+  }
+  db.client.commit(tx);
+  // One index column: its model value of a row, a bound value (Values), and
+  // a way to pick a bound.
+  struct Column {
+    uint16_t position;
+    std::function<Sortable(const Row&)> of;
+    std::function<std::pair<Sortable, Values>()> pick;  // a bound value: sortable and as sent
+  };
+  const auto opt_str = [](const std::optional<std::string>& s) -> Sortable { return s; };
+  const Column u{kKindU, [](const Row& r) { return sortable_u64(r.u); },
+                 [&] {
+                   const uint64_t v = us[rng() % us.size()];
+                   return std::pair{sortable_u64(v), Values().u64(kKindU, v)};
+                 }};
+  const Column i{kKindI, [](const Row& r) { return sortable_i64(r.i); },
+                 [&] {
+                   const int64_t v = is[rng() % is.size()];
+                   return std::pair{sortable_i64(v), Values().i64(kKindI, v)};
+                 }};
+  const auto pick_string = [&](uint16_t position) {
+    const std::optional<std::string> v = ss[rng() % ss.size()];
+    return std::pair{opt_str(v), v ? Values().str(position, *v) : Values().null(position)};
+  };
+  const Column s{kKindS, [&](const Row& r) { return opt_str(r.s); }, [&] { return pick_string(kKindS); }};
+  const Column b{kKindB, [&](const Row& r) { return opt_str(r.b); }, [&] { return pick_string(kKindB); }};
+  const Column n{
+      kKindN, [](const Row& r) { return r.n ? sortable_i32(*r.n) : Sortable(); },
+      [&] {
+        const std::optional<int32_t> v = ns[rng() % ns.size()];
+        return std::pair{v ? sortable_i32(*v) : Sortable(), v ? Values().i32(kKindN, *v) : Values().null(kKindN)};
+      }};
+  struct Index {
+    uint32_t id;
+    std::vector<const Column*> columns;
+  };
+  for (const Index& index :
+       {Index{kByU, {&u}}, Index{kByI, {&i}}, Index{kByS, {&s}}, Index{kByB, {&b}}, Index{kBySN, {&s, &n}}}) {
+    SCOPED_TRACE("index " + std::to_string(index.id));
+    using Key = std::vector<Sortable>;
+    const auto key_of = [&](const Row& r) {
+      Key key;
+      for (const Column* c : index.columns) key.push_back(c->of(r));
+      return key;
+    };
+    // The first bound.size() columns of `key` against `bound`.
+    const auto compare = [](const Key& key, const Key& bound) {
+      for (std::size_t c = 0; c < bound.size(); ++c)
+        if (key[c] != bound[c]) return key[c] < bound[c] ? -1 : 1;
+      return 0;
+    };
+    for (int round = 0; round < 120; ++round) {
+      Bounds bounds{};
+      Key lower, upper;
+      Values lower_values, upper_values;
+      const auto make = [&](Key& key, Values& values) {
+        const std::size_t count = 1 + rng() % index.columns.size();
+        for (std::size_t c = 0; c < count; ++c) {
+          auto [sortable, value] = index.columns[c]->pick();
+          key.push_back(sortable);
+          values.raw(value.bytes());
+        }
+        return static_cast<uint8_t>(count);
+      };
+      bounds.has_lower = rng() % 4 != 0;
+      bounds.has_upper = rng() % 4 != 0;
+      if (bounds.has_lower) {
+        bounds.lower_inclusive = rng() % 2;
+        bounds.lower_count = make(lower, lower_values);
+      }
+      if (bounds.has_upper) {
+        bounds.upper_inclusive = rng() % 2;
+        bounds.upper_count = make(upper, upper_values);
+      }
+      std::vector<Key> want;
+      std::set<uint32_t> want_ids;
+      for (const Row& r : rows) {
+        const Key key = key_of(r);
+        if (bounds.has_lower && compare(key, lower) < (bounds.lower_inclusive ? 0 : 1)) continue;
+        if (bounds.has_upper && compare(key, upper) > (bounds.upper_inclusive ? 0 : -1)) continue;
+        want.push_back(key);
+        want_ids.insert(r.k);
+      }
+      std::sort(want.begin(), want.end());
+      ScanSpec spec = ordered_on(index.id, 1 + static_cast<uint32_t>(rng() % 4));
+      spec.bounds = bounds_section(bounds, lower_values, upper_values);
+      const ScanResult result = scan_partition(db.h, db.table, 0, spec);
+      ASSERT_EQ(result.error, ErrorCode::kNone);
+      std::vector<Key> got;
+      std::set<uint32_t> got_ids;
+      for (const RowValues& row : result.rows) {
+        const uint32_t k = int_of<uint32_t>(row.at(0));
+        got_ids.insert(k);
+        got.push_back(key_of(rows.at(k)));
+      }
+      ASSERT_EQ(got, want) << "round " << round << ": keys in the index's order within the bounds";
+      ASSERT_EQ(got_ids, want_ids) << "round " << round;
+    }
+  }
 }
 
 TEST(LdmScanTest, FiltersCompareByTypeAndNullComparesFalse) {
