@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <functional>
 #include <set>
 
@@ -362,6 +363,73 @@ TEST(LdmScanTest, OrderedBoundsAgreeWithAModelForEveryKindOfColumn) {
       ASSERT_EQ(got_ids, want_ids) << "round " << round;
     }
   }
+}
+
+TEST(LdmScanTest, FiltersAgreeWithAModelForEveryTypeAndOperator) {
+  Db db({}, kinds_table());
+  const std::vector<uint64_t> us = {0, 1, INT64_MAX, uint64_t{INT64_MAX} + 1, UINT64_MAX};
+  const std::vector<int64_t> is = {INT64_MIN, -1, 0, 1, INT64_MAX};
+  const std::vector<std::optional<std::string>> ss = {std::nullopt, "", std::string(1, '\0'), "a", "ab", "b", "\xff"};
+  const std::vector<std::optional<int32_t>> ns = {std::nullopt, INT32_MIN, -1, 0, 1, INT32_MAX};
+  // One row per value of each column (the others cycle), model values kept.
+  std::vector<std::array<Sortable, 6>> model;  // by k; [0] unused
+  const TxId tx = db.fresh_tx();
+  for (uint32_t k = 0; k < 30; ++k) {
+    const uint64_t u = us[k % us.size()];
+    const int64_t i = is[k % is.size()];
+    const std::optional<std::string> s = ss[k % ss.size()], b = ss[(k + 3) % ss.size()];
+    const std::optional<int32_t> n = ns[k % ns.size()];
+    Values v;
+    v.u64(kKindU, u).i64(kKindI, i);
+    s ? v.str(kKindS, *s) : v.null(kKindS);
+    b ? v.str(kKindB, *b) : v.null(kKindB);
+    n ? v.i32(kKindN, *n) : v.null(kKindN);
+    ASSERT_TRUE(db.client.run({OpType::kInsert, LockMode::kExclusive, tx, Values().u32(0, k), v}).ok);
+    model.push_back({Sortable(), sortable_u64(u), sortable_i64(i), s, b, n ? sortable_i32(*n) : Sortable()});
+  }
+  db.client.commit(tx);
+  struct Constant {
+    uint16_t column;
+    Sortable sortable;
+    std::vector<std::byte> bytes;  // as sent (little-endian integers)
+  };
+  std::vector<Constant> constants;
+  for (uint64_t u : us) constants.push_back({kKindU, sortable_u64(u), bytes_of_int(u)});
+  for (int64_t i : is) constants.push_back({kKindI, sortable_i64(i), bytes_of_int(i)});
+  for (const auto& s : ss)
+    for (uint16_t c : {kKindS, kKindB}) constants.push_back({c, s, s ? bytes_of(*s) : std::vector<std::byte>()});
+  for (const auto& n : ns)
+    constants.push_back({kKindN, n ? sortable_i32(*n) : Sortable(), n ? bytes_of_int(*n) : std::vector<std::byte>()});
+  const auto holds = [](FilterOp op, const Sortable& value, const Sortable& constant) {
+    if (op == FilterOp::kIsNull) return !value.has_value();
+    if (op == FilterOp::kIsNotNull) return value.has_value();
+    if (!value || !constant) return false;  // NULL compares false
+    switch (op) {
+      case FilterOp::kEq: return *value == *constant;
+      case FilterOp::kNe: return *value != *constant;
+      case FilterOp::kLt: return *value < *constant;
+      case FilterOp::kLe: return *value <= *constant;
+      case FilterOp::kGt: return *value > *constant;
+      case FilterOp::kGe: return *value >= *constant;
+      default: return false;
+    }
+  };
+  for (const Constant& c : constants)
+    for (FilterOp op : {FilterOp::kEq, FilterOp::kNe, FilterOp::kLt, FilterOp::kLe, FilterOp::kGt, FilterOp::kGe,
+                        FilterOp::kIsNull, FilterOp::kIsNotNull}) {
+      SCOPED_TRACE("column " + std::to_string(c.column) + " op " + std::to_string(static_cast<int>(op)) +
+                   (c.sortable ? "" : " NULL"));
+      ScanSpec spec;
+      spec.batch_rows = 7;
+      spec.filter = Filter().add(c.column, op, c.bytes, !c.sortable.has_value()).bytes();
+      const ScanResult r = scan_table(db.h, db.table, spec);
+      ASSERT_EQ(r.error, ErrorCode::kNone);
+      std::vector<uint64_t> got, want;
+      for (const RowValues& row : r.rows) got.push_back(int_of<uint32_t>(row.at(0)));
+      for (uint32_t k = 0; k < model.size(); ++k)
+        if (holds(op, model[k][c.column], c.sortable)) want.push_back(k);
+      EXPECT_EQ(sorted(got), want);
+    }
 }
 
 TEST(LdmScanTest, FiltersCompareByTypeAndNullComparesFalse) {
