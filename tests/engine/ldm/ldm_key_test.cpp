@@ -441,5 +441,76 @@ TEST(LdmKeyTest, OutOfOperationRecordsIsTooManyOperations) {
   db.put(100, kApple);
 }
 
+// The longest keys a table may have: a VARCHAR(511) primary key and a
+// nullable VARCHAR(510) ordered-index column, whose all-zero values encode
+// to kMaxKeyBytes (1024) and 1023 bytes. Such rows are stored, found by key,
+// scanned in order and erased; a key one byte longer is a bad request.
+TEST(LdmKeyTest, TheLongestKeysWorkAndALongerOneIsRefused) {
+  TableDef t;
+  t.name = "long_keys";
+  t.table_id = 9;
+  t.version = 1;
+  t.partitions = 2;
+  t.columns = {column("k", ColumnType::kVarChar, 511), column("s", ColumnType::kVarChar, 510, true)};
+  t.primary_key = {0};
+  t.indexes = {IndexDef{"by_s", IndexKind::kOrdered, {1}, 61}};
+  ASSERT_TRUE(validate_table(t)) << validate_table(t).message();
+  Db db({}, t);
+  const std::string zeros(511, '\0');
+  const std::vector<std::string> keys = {zeros, zeros.substr(0, 510) + "a", zeros.substr(0, 510), "a" + zeros.substr(1),
+                                         ""};
+  const std::vector<std::optional<std::string>> names = {zeros.substr(0, 510), zeros.substr(0, 509) + "\x01",
+                                                         zeros.substr(0, 509), std::nullopt, ""};
+  const auto key = [](const std::string& k) { return Values().str(0, k); };
+  const auto value = [](const std::string& k, const std::optional<std::string>& n) {
+    Values v;
+    v.str(0, k);
+    n ? v.str(1, *n) : v.null(1);
+    return v;
+  };
+  TxId tx = db.fresh_tx();
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    const KeyOutcome r =
+        db.client.run({OpType::kInsert, LockMode::kExclusive, tx, key(keys[i]), value(keys[i], names[i])});
+    ASSERT_TRUE(r.ok) << "key " << i << ": " << error_text(r.error);
+  }
+  db.client.commit(tx);
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    const KeyOutcome r = db.client.run({OpType::kRead, LockMode::kCommitted, db.fresh_tx(), key(keys[i]), {}});
+    ASSERT_TRUE(r.ok) << "key " << i;
+    EXPECT_EQ(str_of(r.values.at(0)), keys[i]);
+    EXPECT_EQ(r.values.at(1) ? std::optional(str_of(r.values.at(1))) : std::nullopt, names[i]);
+  }
+  // Ordered by s, NULL first, in each partition.
+  ScanSpec spec;
+  spec.ordered = true;
+  spec.index_id = 61;
+  spec.batch_rows = 1;
+  std::size_t rows = 0;
+  for (uint32_t p = 0; p < t.partitions; ++p) {
+    const ScanResult r = scan_partition(db.h, t, p, spec);
+    ASSERT_EQ(r.error, ErrorCode::kNone);
+    for (std::size_t i = 1; i < r.rows.size(); ++i) {
+      const auto& a = r.rows[i - 1].at(1);
+      const auto& b = r.rows[i].at(1);
+      EXPECT_TRUE(!a || (b && str_of(a) <= str_of(b)));
+    }
+    rows += r.rows.size();
+  }
+  EXPECT_EQ(rows, keys.size());
+  // One byte more than the column takes: refused, nothing stored.
+  const std::string too_long(512, '\0');
+  EXPECT_EQ(
+      db.client.run({OpType::kInsert, LockMode::kExclusive, db.fresh_tx(), key(too_long), value(too_long, "")}).error,
+      ErrorCode::kBadRequest);
+  EXPECT_EQ(db.client.run({OpType::kRead, LockMode::kCommitted, db.fresh_tx(), key(too_long), {}}).error,
+            ErrorCode::kBadRequest);
+  tx = db.fresh_tx();
+  for (const std::string& k : keys)
+    ASSERT_TRUE(db.client.run({OpType::kDelete, LockMode::kExclusive, tx, key(k), {}}).ok);
+  db.client.commit(tx);
+  EXPECT_EQ(db.h.ldm(0).stats().committed_rows, 0u);
+}
+
 }  // namespace
 }  // namespace fjord::engine::ldm_test
