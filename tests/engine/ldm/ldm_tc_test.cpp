@@ -288,6 +288,14 @@ class Api {
     EXPECT_EQ(c.number(), gsn::kTcKeyConf);
   }
 
+  void rollback(TxId tx, uint32_t conn) {
+    c_.send(block_numbers::kTc, encode(TcTxMessage{gsn::kTcRollbackReq, conn, tx}));
+    const Captured c = c_.inbox().take([&](const Captured& x) {
+      return x.number() == gsn::kTcRollbackConf && decode_tc_tx_message(x.signal())->api_conn == conn;
+    });
+    EXPECT_FALSE(c.frame.empty());
+  }
+
   std::vector<RowValues> scan(const TableDef& t, uint32_t index_id, const std::vector<std::byte>& bounds,
                               uint32_t batch_rows) {
     ScanReq r;
@@ -1270,6 +1278,126 @@ TEST(LdmWithTcTest, AMalformedTrainIsRefusedWholeAndRunsNothing) {
   ASSERT_EQ(r.rows.size(), 1u);
   EXPECT_EQ(item_of(r.rows[0]).qty, 8);
   EXPECT_EQ(item_of(api.run(t, OpType::kRead, item_key(7)).rows.at(0)).qty, 7);
+}
+
+// The hidden table of a unique index, as DICT makes it: the unique columns
+// and then the primary key, under the index's id and the table's version.
+TableDef hidden_of(const TableDef& t, uint32_t index_id) {
+  TableDef hidden = t;
+  hidden.table_id = index_id;
+  return hidden;
+}
+
+// The hidden table of by_code agrees with the base table: one row per
+// non-NULL code, naming the row that has it, and nothing else.
+void expect_hidden_agrees(Api& api, const TableDef& t, uint32_t by_code) {
+  std::map<uint32_t, uint64_t> base, hidden;
+  for (const RowValues& row : api.scan(t, 0, {}, 5))
+    if (row.at(kCode)) {
+      EXPECT_TRUE(base.emplace(int_of<uint32_t>(row.at(kCode)), int_of<uint64_t>(row.at(kId))).second);
+    }
+  for (const RowValues& row : api.scan(hidden_of(t, by_code), 0, {}, 5))
+    EXPECT_TRUE(hidden.emplace(int_of<uint32_t>(row.at(0)), int_of<uint64_t>(row.at(1))).second);
+  EXPECT_EQ(hidden, base);
+  for (const auto& [code, id] : base) {
+    const TxResult r = api.run(t, OpType::kRead, Values().u32(kCode, code), {}, true, std::nullopt, by_code);
+    ASSERT_TRUE(r.ok) << "code " << code << ": " << error_text(r.error);
+    EXPECT_EQ(int_of<uint64_t>(r.rows.at(0).at(kId)), id);
+  }
+}
+
+TEST(LdmWithTcTest, UniqueKeyChangesCommittedOrRolledBackKeepTheHiddenTableInStep) {
+  Cluster cluster;
+  Api api(cluster);
+  const TableDef t = cluster.create(plain_items());
+  const uint32_t by_code = index_id_of(t, "by_code");
+  const auto code_of = [&](uint64_t id) -> std::optional<uint32_t> {
+    const TxResult r = api.run(t, OpType::kRead, item_key(id));
+    EXPECT_TRUE(r.ok) << "row " << id;
+    if (!r.ok || !r.rows.at(0).at(kCode)) return std::nullopt;
+    return int_of<uint32_t>(r.rows.at(0).at(kCode));
+  };
+  ASSERT_TRUE(api.run(t, OpType::kInsert, item_key(1), item_values(1, Item{1, "a", 10})).ok);
+  ASSERT_TRUE(api.run(t, OpType::kInsert, item_key(2), item_values(2, Item{2, "b", 20})).ok);
+  // Many rows may have a NULL code (NDB's unique indexes skip NULLs).
+  for (uint64_t id = 3; id < 6; ++id)
+    ASSERT_TRUE(api.run(t, OpType::kInsert, item_key(id), item_values(id, Item{3, "c", std::nullopt})).ok);
+  expect_hidden_agrees(api, t, by_code);
+
+  // To another row's value: refused, the row keeps its own.
+  EXPECT_EQ(api.run(t, OpType::kUpdate, item_key(1), Values().u32(kCode, 20)).error, ErrorCode::kDuplicateUniqueKey);
+  EXPECT_EQ(code_of(1), 10u);
+  expect_hidden_agrees(api, t, by_code);
+  // To its own value, and a write of the same row: accepted, nothing moves.
+  ASSERT_TRUE(api.run(t, OpType::kUpdate, item_key(1), Values().u32(kCode, 10)).ok);
+  ASSERT_TRUE(api.run(t, OpType::kWrite, item_key(2), item_values(2, Item{9, "b", 20})).ok);
+  expect_hidden_agrees(api, t, by_code);
+  // From NULL to a value and back.
+  ASSERT_TRUE(api.run(t, OpType::kUpdate, item_key(3), Values().u32(kCode, 30)).ok);
+  expect_hidden_agrees(api, t, by_code);
+  ASSERT_TRUE(api.run(t, OpType::kUpdate, item_key(3), Values().null(kCode)).ok);
+  expect_hidden_agrees(api, t, by_code);
+
+  // A swap in one transaction, through a third value; rolled back, then committed.
+  const auto swap = [&](TxId tx, uint32_t conn) {
+    ASSERT_TRUE(api.wait(api.send(t, OpType::kUpdate, item_key(1), Values().u32(kCode, 99), false, tx, 0,
+                                  LockMode::kExclusive, true, conn))
+                    .ok);
+    ASSERT_TRUE(api.wait(api.send(t, OpType::kUpdate, item_key(2), Values().u32(kCode, 10), false, tx, 0,
+                                  LockMode::kExclusive, false, conn))
+                    .ok);
+    ASSERT_TRUE(api.wait(api.send(t, OpType::kUpdate, item_key(1), Values().u32(kCode, 20), false, tx, 0,
+                                  LockMode::kExclusive, false, conn))
+                    .ok);
+    // Inside the transaction the new mapping holds already.
+    const TxResult own = api.wait(
+        api.send(t, OpType::kRead, Values().u32(kCode, 20), {}, false, tx, by_code, LockMode::kExclusive, false, conn));
+    ASSERT_TRUE(own.ok) << error_text(own.error);
+    EXPECT_EQ(int_of<uint64_t>(own.rows.at(0).at(kId)), 1u);
+  };
+  swap(tx_id(501), 501);
+  api.rollback(tx_id(501), 501);
+  EXPECT_EQ(code_of(1), 10u);
+  EXPECT_EQ(code_of(2), 20u);
+  expect_hidden_agrees(api, t, by_code);
+  swap(tx_id(502), 502);
+  api.commit(tx_id(502), 502);
+  EXPECT_EQ(code_of(1), 20u);
+  EXPECT_EQ(code_of(2), 10u);
+  expect_hidden_agrees(api, t, by_code);
+
+  // Delete a row and give its value to a new one in one transaction; rolled back, then committed.
+  const auto move_code = [&](TxId tx, uint32_t conn) {
+    ASSERT_TRUE(
+        api.wait(api.send(t, OpType::kDelete, item_key(2), {}, false, tx, 0, LockMode::kExclusive, true, conn)).ok);
+    ASSERT_TRUE(api.wait(api.send(t, OpType::kInsert, item_key(6), item_values(6, Item{6, "f", 10}), false, tx, 0,
+                                  LockMode::kExclusive, false, conn))
+                    .ok);
+  };
+  move_code(tx_id(503), 503);
+  api.rollback(tx_id(503), 503);
+  EXPECT_EQ(code_of(2), 10u);
+  EXPECT_EQ(api.run(t, OpType::kRead, item_key(6)).error, ErrorCode::kNoSuchRow);
+  expect_hidden_agrees(api, t, by_code);
+  move_code(tx_id(504), 504);
+  api.commit(tx_id(504), 504);
+  EXPECT_EQ(api.run(t, OpType::kRead, item_key(2)).error, ErrorCode::kNoSuchRow);
+  EXPECT_EQ(code_of(6), 10u);
+  expect_hidden_agrees(api, t, by_code);
+
+  // A failed update inside a longer transaction aborts all of it.
+  ASSERT_TRUE(api.wait(api.send(t, OpType::kUpdate, item_key(4), Values().u32(kCode, 40), false, tx_id(505), 0,
+                                LockMode::kExclusive, true, 505))
+                  .ok);
+  EXPECT_EQ(api.wait(api.send(t, OpType::kUpdate, item_key(5), Values().u32(kCode, 20), true, tx_id(505), 0,
+                              LockMode::kExclusive, false, 505))
+                .error,
+            ErrorCode::kDuplicateUniqueKey);
+  EXPECT_EQ(code_of(4), std::nullopt);
+  EXPECT_EQ(code_of(5), std::nullopt);
+  expect_hidden_agrees(api, t, by_code);
+  EXPECT_EQ(cluster.ldm(0).stats().operation_records_in_use + cluster.ldm(1).stats().operation_records_in_use, 0u);
+  EXPECT_EQ(cluster.ldm(0).stats().lock_records_in_use + cluster.ldm(1).stats().lock_records_in_use, 0u);
 }
 
 }  // namespace
