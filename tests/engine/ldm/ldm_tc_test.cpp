@@ -1400,5 +1400,35 @@ TEST(LdmWithTcTest, UniqueKeyChangesCommittedOrRolledBackKeepTheHiddenTableInSte
   EXPECT_EQ(cluster.ldm(0).stats().lock_records_in_use + cluster.ldm(1).stats().lock_records_in_use, 0u);
 }
 
+// Two transactions read a row with shared locks and then both update it:
+// each upgrade waits for the other's shared lock, a deadlock that only TC's
+// timeout breaks; the survivor gets the row and nothing stays locked.
+TEST(LdmWithTcTest, TwoSharedHoldersUpgradingDeadlockAndTheTimeoutBreaksIt) {
+  Cluster cluster;
+  Api api(cluster);
+  const TableDef t = cluster.create(plain_items());
+  ASSERT_TRUE(api.run(t, OpType::kInsert, item_key(1), item_values(1, Item{1, "x", 1})).ok);
+  const TxId a = tx_id(11), b = tx_id(12);
+  constexpr uint32_t kA = 911, kB = 912;
+  ASSERT_TRUE(api.wait(api.send(t, OpType::kRead, item_key(1), {}, false, a, 0, LockMode::kShared, true, kA)).ok);
+  ASSERT_TRUE(api.wait(api.send(t, OpType::kRead, item_key(1), {}, false, b, 0, LockMode::kShared, true, kB)).ok);
+  api.send(t, OpType::kUpdate, item_key(1), Values().i32(kQty, 10), true, a, 0, LockMode::kExclusive, false, kA);
+  api.send(t, OpType::kUpdate, item_key(1), Values().i32(kQty, 20), true, b, 0, LockMode::kExclusive, false, kB);
+  const TxResult ra = api.wait(kA);
+  const TxResult rb = api.wait(kB);
+  EXPECT_TRUE(!ra.ok || !rb.ok);
+  if (!ra.ok) {
+    EXPECT_EQ(ra.error, ErrorCode::kDeadlockTimeout);
+  }
+  if (!rb.ok) {
+    EXPECT_EQ(rb.error, ErrorCode::kDeadlockTimeout);
+  }
+  const int32_t qty = item_of(api.run(t, OpType::kRead, item_key(1)).rows.at(0)).qty;
+  EXPECT_EQ(qty, ra.ok ? 10 : rb.ok ? 20 : 1);
+  ASSERT_TRUE(api.run(t, OpType::kUpdate, item_key(1), Values().i32(kQty, 30)).ok);
+  EXPECT_EQ(item_of(api.run(t, OpType::kRead, item_key(1)).rows.at(0)).qty, 30);
+  EXPECT_EQ(cluster.ldm(0).stats().lock_records_in_use + cluster.ldm(1).stats().lock_records_in_use, 0u);
+}
+
 }  // namespace
 }  // namespace fjord::engine::ldm_test
