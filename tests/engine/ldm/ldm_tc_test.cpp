@@ -28,7 +28,8 @@ enum class Layout { kSeparate, kTcWithLdm0 };
 
 class Cluster {
  public:
-  explicit Cluster(Layout layout = Layout::kSeparate, uint32_t tc_timer_ms = 20) {
+  // `max_operations`: TC's and each LDM's MaxNoOfConcurrentOperations.
+  explicit Cluster(Layout layout = Layout::kSeparate, uint32_t tc_timer_ms = 20, uint32_t max_operations = 32768) {
     auto pool = storage::PagePool::create({32 << 20});
     EXPECT_TRUE(pool);
     pool_ = std::move(pool).value();
@@ -43,6 +44,7 @@ class Cluster {
     tc.ldm_instances = 2;
     tc.deadlock_timeout_ms = 300;
     tc.timer_period_ms = tc_timer_ms;
+    tc.max_operations = max_operations;
     auto tc_block = std::make_unique<TcBlock>(tc);
     tc_ = tc_block.get();
     EXPECT_TRUE(
@@ -52,6 +54,7 @@ class Cluster {
       LdmOptions o;
       o.instance = i;
       o.ldm_instances = 2;
+      o.max_operations = max_operations;
       auto ldm = std::make_unique<LdmBlock>(*pool_, o);
       ldm_[i] = ldm.get();
       EXPECT_TRUE(rt_->add_block(std::move(ldm), ThreadType::kLdm, i));
@@ -1428,6 +1431,44 @@ TEST(LdmWithTcTest, TwoSharedHoldersUpgradingDeadlockAndTheTimeoutBreaksIt) {
   ASSERT_TRUE(api.run(t, OpType::kUpdate, item_key(1), Values().i32(kQty, 30)).ok);
   EXPECT_EQ(item_of(api.run(t, OpType::kRead, item_key(1)).rows.at(0)).qty, 30);
   EXPECT_EQ(cluster.ldm(0).stats().lock_records_in_use + cluster.ldm(1).stats().lock_records_in_use, 0u);
+}
+
+// MaxNoOfConcurrentOperations reached inside a transaction, in TC (each
+// insert takes an operation record for the row and one for its hidden
+// unique row) or in an LDM: the transaction fails with 233, everything it
+// did is undone, every record is free again, and the next transactions run.
+TEST(LdmWithTcTest, RunningOutOfOperationRecordsAbortsTheTransactionCleanly) {
+  Cluster cluster(Layout::kSeparate, 20, /*max_operations=*/12);
+  Api api(cluster);
+  const TableDef t = cluster.create(plain_items());
+  const uint32_t by_code = index_id_of(t, "by_code");
+  for (uint32_t attempt = 0; attempt < 3; ++attempt) {
+    SCOPED_TRACE("attempt " + std::to_string(attempt));
+    const TxId tx = tx_id(600 + attempt);
+    const uint32_t conn = 600 + attempt;
+    TxResult r;
+    uint64_t id = 0;
+    for (; id < 40; ++id) {
+      r = api.wait(api.send(t, OpType::kInsert, item_key(id), item_values(id, Item{1, "n", uint32_t(id)}), false, tx, 0,
+                            LockMode::kExclusive, id == 0, conn));
+      if (!r.ok) break;
+    }
+    ASSERT_FALSE(r.ok) << "the records never ran out";
+    EXPECT_EQ(r.error, ErrorCode::kTooManyOperations);
+    EXPECT_EQ(r.error_op, 0u);  // every request was the batch's operation 0
+    EXPECT_GT(id, 0u);
+    // Nothing of it stays: no row, no hidden row, no record.
+    EXPECT_EQ(api.scan(t, 0, {}, 7).size(), 0u);
+    EXPECT_EQ(api.scan(hidden_of(t, by_code), 0, {}, 7).size(), 0u);
+    for (uint16_t i = 0; i < 2; ++i) {
+      EXPECT_EQ(cluster.ldm(i).stats().operation_records_in_use, 0u) << "LDM " << i;
+      EXPECT_EQ(cluster.ldm(i).stats().lock_records_in_use, 0u) << "LDM " << i;
+    }
+  }
+  // A transaction that fits runs, and its rows can be read by unique key.
+  for (uint64_t id = 0; id < 3; ++id)
+    ASSERT_TRUE(api.run(t, OpType::kInsert, item_key(id), item_values(id, Item{1, "n", uint32_t(id)})).ok);
+  expect_hidden_agrees(api, t, by_code);
 }
 
 }  // namespace
