@@ -118,9 +118,13 @@ Status Connection::wait_for_room(std::size_t bytes, std::span<std::byte>& space)
   return Status::ok();
 }
 
+Status Connection::not_connected() const {
+  return Status(StatusCode::kLinkDown, "not connected to data node " + std::to_string(data_node_) +
+                                           (link_ ? ": " + link_->down_reason().message() : std::string()));
+}
+
 Status Connection::send_frame(const SignalOut& out, uint16_t block, uint16_t instance) {
-  if (!link_ || !link_->is_up())
-    return Status(StatusCode::kLinkDown, "not connected to data node " + std::to_string(data_node_));
+  if (!link_ || !link_->is_up()) return not_connected();
   return pack_frame(out, block, instance);
 }
 
@@ -136,8 +140,7 @@ Status Connection::send_frame(const SignalOut& out, uint16_t block, uint16_t ins
 // 0.35, 10 0.34, 20 0.33: the node's saving per signal outweighs the overlap.)
 
 Status Connection::send_key_requests(const Transaction& tx, std::size_t batch) {
-  if (!link_ || !link_->is_up())
-    return Status(StatusCode::kLinkDown, "not connected to data node " + std::to_string(data_node_));
+  if (!link_ || !link_->is_up()) return not_connected();
   std::size_t i = tx.batch_first_;
   while (i < tx.ops_used_) {
     const std::size_t remaining = tx.ops_used_ - i;
@@ -160,6 +163,31 @@ Status Connection::send_key_requests(const Transaction& tx, std::size_t batch) {
       if (Status s = flush(); !s) return s;
   }
   return Status::ok();
+}
+
+// A record of at most kMaxTrainBytes fits a frame as a train or alone; a
+// longer one goes alone, as a TcKeyReq, which may not fit.
+Status Connection::check_lone_requests(const Transaction& tx, std::size_t batch) const {
+  const bool checksum = link_ && link_->config().checksum;
+  for (std::size_t i = tx.batch_first_; i < tx.ops_used_; ++i) {
+    if (tx.ops_[i]->request_bytes_ <= kMaxTrainBytes) continue;
+    const SignalOut out = encode(tx.request_of(i, batch));
+    if (frame::frame_bytes_for(out.word_count, out.section_list(), checksum) == 0)
+      return Status(StatusCode::kInvalidArgument, "operation " + std::to_string(i) + ": its request (" +
+                                                      std::to_string(tx.ops_[i]->request_bytes_) +
+                                                      " bytes) does not fit one 32 KB frame");
+  }
+  return Status::ok();
+}
+
+void Connection::fail_unsent(Transaction& tx, const Status& why) {
+  if (!link_ || !link_->is_up()) {
+    tx.error_ = ErrorCode::kNodeFailure;
+    tx.status_ = Status(StatusCode::kLinkDown, error_text(ErrorCode::kNodeFailure) + ": " + why.message());
+  } else {
+    tx.status_ = why;
+  }
+  complete(tx);
 }
 
 Status Connection::flush() {

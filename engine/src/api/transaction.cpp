@@ -260,17 +260,40 @@ Status Transaction::execute_async(ExecType type, Callback done) {
     const uint16_t number = type == ExecType::kRollback ? gsn::kTcRollbackReq : gsn::kTcCommitReq;
     state_ = State::kExecuting;
     ++conn_.in_flight_;
-    if (Status s = conn_.send_frame(encode(TcTxMessage{number, handle_, tx_}), engine::block_numbers::kTc, tc); !s)
-      return s;
-    return conn_.flush();
+    Callback answered = std::move(callback_);
+    callback_ = nullptr;
+    Status sent = conn_.send_frame(encode(TcTxMessage{number, handle_, tx_}), engine::block_numbers::kTc, tc);
+    if (sent) sent = conn_.flush();
+    if (state_ == State::kExecuting && !sent) conn_.fail_unsent(*this, sent);
+    if (state_ != State::kExecuting) return status_;
+    callback_ = std::move(answered);
+    return Status::ok();
   }
+  // An operation too large for any frame is refused before anything of the
+  // batch is sent: the transaction stays as it was (closing it rolls back).
+  // Only a batch of more bytes than a train holds can have one.
+  if (requests_used_ > kMaxTrainBytes) [[unlikely]]
+    if (Status s = conn_.check_lone_requests(*this, batch); !s) {
+      callback_ = nullptr;
+      return s;
+    }
   state_ = State::kExecuting;
   ++conn_.in_flight_;
   if (batch > 1) mark_batch(batch);  // a batch of one goes as a TcKeyReq (request_of)
-  if (Status s = conn_.send_key_requests(*this, batch); !s) return s;
-  started_ = true;
-  requests_used_ = 0;
-  return conn_.flush();
+  // The callback is the answer's: while sending, a link found down
+  // completes the transaction without it, and the failure is returned.
+  Callback answered = std::move(callback_);
+  callback_ = nullptr;
+  Status sent = conn_.send_key_requests(*this, batch);
+  if (sent) {
+    started_ = true;
+    requests_used_ = 0;
+    sent = conn_.flush();
+  }
+  if (state_ == State::kExecuting && !sent) conn_.fail_unsent(*this, sent);
+  if (state_ != State::kExecuting) return status_;
+  callback_ = std::move(answered);
+  return Status::ok();
 }
 
 void Transaction::close() {

@@ -890,6 +890,81 @@ TEST_F(DataApiTest, ADisconnectedApiNodesTransactionsAreAborted) {
   EXPECT_EQ(balance_of(1), 2);
 }
 
+// A batch the API cannot send (a value too long for any frame) is refused
+// at once, before anything of it is sent: nothing is left in flight for
+// close() or poll() to wait for, and the transaction stays as it was, so
+// closing it rolls back what an earlier batch locked.
+TEST_F(DataApiTest, ABatchTooLargeToSendIsRefusedAtOnceAndLeavesNothingInFlight) {
+  ASSERT_TRUE(run([&](api::Transaction& tx) { tx.insert(*table_, account(1, 1)); }));
+  api::Transaction& tx = conn_->start_transaction();
+  tx.update(*table_, key_of(1), Row().set(kBalance, int64_t{5}));
+  ASSERT_TRUE(tx.execute(ExecType::kNoCommit));
+  tx.read(*table_, key_of(1));
+  Row huge = account(2, 2);
+  huge.set(kName, std::string(40000, 'x'));
+  tx.insert(*table_, huge);
+  const Status s = tx.execute(ExecType::kCommit);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.to_string();
+  EXPECT_NE(s.message().find("operation 2"), std::string::npos) << s.message();
+  EXPECT_EQ(conn_->in_flight(), 0);
+  const uint64_t t0 = monotonic_ns();
+  tx.close();
+  EXPECT_EQ(conn_->poll(10000, 1), 0);  // nothing in flight: returns at once
+  EXPECT_LT(monotonic_ns() - t0, 5'000'000'000ULL) << "close() or poll() waited for an answer to nothing";
+  // The lock the first batch took went with the rollback; row 2 never came.
+  auto other = cluster_->connect(51);
+  ASSERT_TRUE(other);
+  auto t2 = (*other)->get_table("accounts");
+  api::Transaction& next = (*other)->start_transaction();
+  next.update(**t2, key_of(1), Row().set(kBalance, int64_t{7}));
+  EXPECT_TRUE(next.execute(ExecType::kCommit));
+  next.close();
+  EXPECT_EQ(balance_of(1), 7);
+  EXPECT_FALSE(balance_of(2).has_value());
+}
+
+// Once the data node is gone, a transaction executed on the dead connection
+// fails at once, saying so (4025 and the link's reason), and is not left in
+// flight: an asynchronous one's execute_async() returns the failure and its
+// callback never runs, so closing it (here, or in its callback) frees its
+// slot once.
+TEST_F(DataApiTest, OnADeadConnectionExecuteFailsAtOnceNamingTheCause) {
+  cluster_->node().stop();
+  // The first execute finds the link down (sending, or waiting for its answer).
+  api::Transaction& first = conn_->start_transaction();
+  first.read(*table_, key_of(1));
+  EXPECT_EQ(first.execute(ExecType::kCommit).code(), StatusCode::kLinkDown);
+  first.close();
+  api::Transaction& tx = conn_->start_transaction();
+  tx.read(*table_, key_of(1));
+  const Status s = tx.execute(ExecType::kCommit);
+  EXPECT_EQ(s.code(), StatusCode::kLinkDown);
+  EXPECT_EQ(s.message().rfind("4025: Node failure caused abort of transaction: ", 0), 0u) << s.message();
+  EXPECT_EQ(tx.error(), ErrorCode::kNodeFailure);
+  EXPECT_TRUE(tx.finished());
+  EXPECT_EQ(conn_->in_flight(), 0);
+  tx.close();
+
+  int callbacks = 0;
+  api::Transaction& async = conn_->start_transaction();
+  async.read(*table_, key_of(1));
+  const Status sent = async.execute_async(ExecType::kCommit, [&](api::Transaction& t, const Status&) {
+    ++callbacks;
+    t.close();
+  });
+  EXPECT_EQ(sent.code(), StatusCode::kLinkDown);
+  EXPECT_EQ(sent.message().rfind("4025:", 0), 0u) << sent.message();
+  EXPECT_EQ(conn_->in_flight(), 0);
+  async.close();
+  EXPECT_EQ(conn_->poll(100, 1), 0);
+  EXPECT_EQ(callbacks, 0) << "the callback of a transaction execute_async() failed ran";
+  api::Transaction& a = conn_->start_transaction();
+  api::Transaction& b = conn_->start_transaction();
+  EXPECT_NE(&a, &b) << "one transaction slot was freed twice";
+  a.close();
+  b.close();
+}
+
 TEST(DataNodeConfigTest, ConfigErrorsAreClear) {
   engine::DataNodeOptions d;
   d.registry = nullptr;

@@ -169,7 +169,8 @@ class Transaction {
   // discards the defined operations and rolls back. After kCommit or an
   // error the transaction is finished.
   Status execute(ExecType type);
-  // Sends and returns; `done` runs inside Connection::poll().
+  // Sends and returns; `done` runs inside Connection::poll(). When it
+  // returns a failure, nothing is in flight and `done` never runs.
   Status execute_async(ExecType type, Callback done);
 
   bool finished() const { return state_ == State::kFinished; }
@@ -322,6 +323,14 @@ class Connection {
   // Sends the requests of tx's batch: trains of several (TcKeyTrain), or a
   // TcKeyReq for an operation that goes alone.
   Status send_key_requests(const Transaction& tx, std::size_t batch);
+  // Whether each operation of tx's batch that goes alone fits one frame;
+  // the failure names the first that does not.
+  Status check_lone_requests(const Transaction& tx, std::size_t batch) const;
+  // tx's batch could not be sent (the link is down, or stayed full): it
+  // completes with `why` (4025 when the link is down), without its callback.
+  void fail_unsent(Transaction& tx, const Status& why);
+  // Why nothing can be sent: the link's down reason.
+  Status not_connected() const;
   // Room for a frame of `bytes` in the send buffer (at least that much; it
   // may be more) once a reserve found none: waits, receiving, while the
   // buffer is full, up to the request timeout.
