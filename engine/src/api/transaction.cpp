@@ -122,7 +122,12 @@ void Transaction::reset(uint32_t handle, TxId tx) {
 Operation& Transaction::define(OpType type, const TableDef& table, std::span<const std::byte> key,
                                std::span<const std::byte> values, std::span<const uint16_t> columns, LockMode lock,
                                const IndexDef* unique) {
-  FJORD_ASSERT_MSG(state_ == State::kOpen, "operations defined on a transaction that is executing or finished");
+  // A finished transaction still takes operations: the node may have
+  // aborted it since its last execute (TcAbortRep, received in any poll),
+  // which the program cannot know before it defines the next batch. They
+  // are never sent; execute() returns why the transaction finished.
+  FJORD_ASSERT_MSG(state_ == State::kOpen || state_ == State::kFinished,
+                   "operations defined on a transaction that is executing or closed");
   const TcKeyReq record{.table_id = table.table_id,
                         .table_version = table.version,
                         .op = type,

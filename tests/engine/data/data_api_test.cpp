@@ -672,6 +672,28 @@ TEST_F(DataApiTest, InactiveTransactionsAreAbortedAndReleaseTheirLocks) {
   idle.close();
 }
 
+// The node may abort a transaction between two of its batches (here for
+// inactivity; the report arrives in whatever poll comes next, perhaps one
+// for other transactions). A program cannot know before it defines the next
+// operations, so defining them is allowed, and execute() says what happened.
+TEST_F(DataApiTest, OperationsDefinedAfterTheNodeAbortedTheTransactionFailAtExecute) {
+  ClusterOptions options;
+  options.inactive_timeout_ms = 300;
+  start(options);
+  ASSERT_TRUE(run([&](api::Transaction& tx) { tx.insert(*table_, account(1, 1)); }));
+  api::Transaction& idle = conn_->start_transaction();
+  idle.update(*table_, key_of(1), Row().set(kBalance, int64_t{5}));
+  ASSERT_TRUE(idle.execute(ExecType::kNoCommit));
+  const uint64_t until = monotonic_ns() + 10'000'000'000ULL;
+  while (!idle.finished() && monotonic_ns() < until) conn_->poll(10, 0);  // the abort report arrives
+  ASSERT_TRUE(idle.finished()) << "no abort report within 10 s";
+  idle.update(*table_, key_of(1), Row().set(kBalance, int64_t{6}));
+  EXPECT_EQ(idle.execute(ExecType::kCommit).message().substr(0, 4), "237:");
+  EXPECT_EQ(idle.error(), ErrorCode::kInactiveTimeout);
+  idle.close();
+  EXPECT_EQ(balance_of(1), 1);
+}
+
 TEST_F(DataApiTest, DataMemoryFullFailsInsertsClearlyAndBreaksNothingElse) {
   ClusterOptions options;
   options.data_memory = "2M";

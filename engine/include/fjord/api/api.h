@@ -155,7 +155,8 @@ class Transaction {
   using Callback = std::function<void(Transaction&, const Status&)>;
 
   // Define operations (sent at the next execute). `columns` lists the
-  // columns to read (empty: all).
+  // columns to read (empty: all). On a finished transaction they are kept
+  // but never sent: the next execute returns why it finished.
   Operation& read(const TableDef& table, const Row& key, std::span<const uint16_t> columns = {},
                   LockMode lock = LockMode::kCommitted);
   Operation& read_unique(const TableDef& table, const IndexDef& index, const Row& key,
