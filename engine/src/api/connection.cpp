@@ -57,33 +57,47 @@ Status Connection::establish() {
   if (!factory) return Status(StatusCode::kNotFound, "transporter '" + link->type + "' is not built in");
   if (Status s = factory->probe(); !s) return Status(s.code(), link->describe() + ": " + s.message());
   // The data node may still be starting: retry until the connect timeout.
+  // It may also drop the link before answering the registration: it still
+  // holds a link from this node id, the previous connection's if it has not
+  // let that go yet (a program that reconnects at once), so that is retried
+  // too.
   const uint64_t deadline = monotonic_ns() + ms(options_.connect_timeout_ms);
   Status last;
   while (monotonic_ns() < deadline) {
     auto t = factory->connect(self_, *link, std::min<uint64_t>(deadline, monotonic_ns() + 2'000'000'000ULL));
     if (t) {
       link_ = std::move(t).value();
-      break;
+      if (Status s = register_node(); s || s.code() != StatusCode::kLinkDown) return s;
+      last = Status(StatusCode::kLinkDown, "data node " + std::to_string(data_node_) +
+                                               " dropped the link before answering the registration (is API node " +
+                                               std::to_string(self_) +
+                                               " already connected?): " + link_->down_reason().message());
+      link_.reset();
+    } else {
+      last = t.status();
+      if (t.status().code() == StatusCode::kRejected) return last;  // retrying will not help
     }
-    last = t.status();
-    if (t.status().code() == StatusCode::kRejected) return last;  // retrying will not help
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  if (!link_)
-    return Status(StatusCode::kUnavailable, "cannot reach data node " + std::to_string(data_node_) + " over " +
-                                                link->describe() + ": " + last.message());
-  // Register: learn the data node's TC and LDM instance counts.
+  return Status(StatusCode::kUnavailable, "cannot reach data node " + std::to_string(data_node_) + " over " +
+                                              link->describe() + ": " + last.message());
+}
+
+// Learns the data node's TC and LDM instance counts. kLinkDown if the node
+// dropped the link first.
+Status Connection::register_node() {
   const uint32_t id = next_request_++;
   const uint32_t words[] = {id};
   engine::protocol::SignalOut out;
   out.number = gsn::kApiRegReq;
   out.words[0] = words[0];
   out.word_count = 1;
-  if (Status s = send_frame(out, kDict, 0); !s) return s;
-  if (Status s = flush(); !s) return s;
-  if (!wait_until([&] { return registered_; }, options_.request_timeout_ms))
-    return Status(StatusCode::kTimeout, "data node " + std::to_string(data_node_) + " did not answer the registration");
-  return Status::ok();
+  Status sent = send_frame(out, kDict, 0);
+  if (sent) sent = flush();
+  if (sent && wait_until([&] { return registered_; }, options_.request_timeout_ms)) return Status::ok();
+  if (!link_->is_up()) return not_connected();
+  if (!sent) return sent;
+  return Status(StatusCode::kTimeout, "data node " + std::to_string(data_node_) + " did not answer the registration");
 }
 
 // ---- sending and receiving -----------------------------------------------------------

@@ -987,6 +987,34 @@ TEST_F(DataApiTest, OnADeadConnectionExecuteFailsAtOnceNamingTheCause) {
   b.close();
 }
 
+// A program that closes its connection and at once connects again with the
+// same API node id (a restart) gets in, though the data node may not yet
+// have let the old link go; and a second connection while the first is
+// still there is refused naming the likely cause, not reported as a
+// registration that timed out.
+TEST_F(DataApiTest, AnApiNodeIdIsFreeAgainOnceItsConnectionClosesAndTakenUntilThen) {
+  ASSERT_TRUE(run([&](api::Transaction& tx) { tx.insert(*table_, account(1, 1)); }));
+  for (int round = 0; round < 30; ++round) {
+    auto again = cluster_->connect(51);
+    ASSERT_TRUE(again) << "round " << round << ": " << again.status().to_string();
+    auto t = (*again)->get_table("accounts");
+    ASSERT_TRUE(t) << t.status().to_string();
+    api::Transaction& tx = (*again)->start_transaction();
+    tx.update(**t, key_of(1), Row().set(kBalance, int64_t{round}));
+    ASSERT_TRUE(tx.execute(ExecType::kNoCommit));  // goes away holding the lock
+  }
+  api::ConnectOptions twice;
+  twice.config_text = cluster_->config_text();
+  twice.node_id = 50;  // conn_'s
+  twice.registry = &tools::builtin_registry();
+  twice.connect_timeout_ms = 500;
+  auto second = api::Connection::connect(twice);
+  ASSERT_FALSE(second);
+  EXPECT_NE(second.status().message().find("already connected"), std::string::npos) << second.status().to_string();
+  EXPECT_NE(second.status().code(), StatusCode::kTimeout) << second.status().to_string();
+  EXPECT_EQ(balance_of(1), 1) << "the locks of the closed connections were not released";
+}
+
 TEST(DataNodeConfigTest, ConfigErrorsAreClear) {
   engine::DataNodeOptions d;
   d.registry = nullptr;

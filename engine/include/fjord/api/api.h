@@ -318,6 +318,7 @@ class Connection {
   friend class Scan;
   explicit Connection(ConnectOptions options);
   Status establish();
+  Status register_node();
   Status send_frame(const engine::protocol::SignalOut& out, uint16_t block, uint16_t instance);
   // send_frame's packing, the link known to be up.
   Status pack_frame(const engine::protocol::SignalOut& out, uint16_t block, uint16_t instance);
