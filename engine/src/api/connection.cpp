@@ -268,7 +268,9 @@ Transaction* Connection::transaction_of(uint32_t handle) {
 void Connection::complete(Transaction& tx) {
   const bool failed = tx.error_ != ErrorCode::kNone || !tx.status_.is_ok();
   if (tx.state_ == Transaction::State::kExecuting) --in_flight_;
-  tx.state_ = (failed || tx.commit_) ? Transaction::State::kFinished : Transaction::State::kOpen;
+  // The node forgets a transaction it committed or rolled back (or that
+  // failed): it is finished, as the one rollback of an unstarted one is.
+  tx.state_ = (failed || tx.commit_ || tx.rollback_) ? Transaction::State::kFinished : Transaction::State::kOpen;
   tx.batch_first_ = tx.ops_used_;
   for (std::size_t i = 0; i < tx.ops_used_; ++i) {
     Operation& op = *tx.ops_[i];

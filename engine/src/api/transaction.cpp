@@ -250,6 +250,7 @@ Status Transaction::execute_async(ExecType type, Callback done) {
   const std::size_t batch = ops_used_ - batch_first_;
   const uint16_t tc = tc_;
   commit_ = type == ExecType::kCommit;
+  rollback_ = type == ExecType::kRollback;
   conf_received_ = false;
   data_expected_ = data_received_ = 0;
   results_used_ = 0;

@@ -231,6 +231,28 @@ TEST_F(DataApiTest, BatchesNoCommitCommitAndRollback) {
   EXPECT_EQ(balance_of(14), 14);
 }
 
+// A rollback ends the transaction, as a commit does, whether or not the
+// node had started it: a later execute says it has finished (the node no
+// longer knows it), and what it did stays undone.
+TEST_F(DataApiTest, ARolledBackTransactionIsFinished) {
+  ASSERT_TRUE(run([&](api::Transaction& tx) { tx.insert(*table_, account(1, 1)); }));
+  api::Transaction& tx = conn_->start_transaction();
+  tx.update(*table_, key_of(1), Row().set(kBalance, int64_t{5}));
+  ASSERT_TRUE(tx.execute(ExecType::kNoCommit));
+  ASSERT_TRUE(tx.execute(ExecType::kRollback));
+  EXPECT_TRUE(tx.finished());
+  tx.update(*table_, key_of(1), Row().set(kBalance, int64_t{6}));
+  const Status s = tx.execute(ExecType::kCommit);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.to_string();
+  EXPECT_EQ(s.message(), "the transaction has finished");
+  tx.close();
+  EXPECT_EQ(balance_of(1), 1);
+  api::Transaction& unstarted = conn_->start_transaction();
+  ASSERT_TRUE(unstarted.execute(ExecType::kRollback));
+  EXPECT_TRUE(unstarted.finished());
+  unstarted.close();
+}
+
 // Each operation of a batch carries its own key, values, column list and
 // lock, and each read gets its own row back, in a batch that mixes them and
 // in the next batch of the same transaction (the buffers are reused).

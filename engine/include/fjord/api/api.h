@@ -167,8 +167,8 @@ class Transaction {
   Operation& remove(const TableDef& table, const Row& key);
 
   // Sends every defined operation in one round trip and waits. kRollback
-  // discards the defined operations and rolls back. After kCommit or an
-  // error the transaction is finished.
+  // discards the defined operations and rolls back. After kCommit,
+  // kRollback or an error the transaction is finished.
   Status execute(ExecType type);
   // Sends and returns; `done` runs inside Connection::poll(). When it
   // returns a failure, nothing is in flight and `done` never runs.
@@ -226,6 +226,7 @@ class Transaction {
   uint32_t data_expected_ = 0;
   uint32_t data_received_ = 0;
   bool commit_ = false;
+  bool rollback_ = false;  // the batch in flight is a rollback: it ends the transaction too
   ErrorCode error_ = ErrorCode::kNone;
   Status status_;
   Callback callback_;
