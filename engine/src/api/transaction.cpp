@@ -305,7 +305,10 @@ Status Transaction::execute_async(ExecType type, Callback done) {
 void Transaction::close() {
   if (state_ == State::kOpen && started_) (void)execute(ExecType::kRollback);
   if (state_ == State::kExecuting) {
-    // Wait for the answer so that nothing arrives for a recycled handle.
+    // Wait for the answer so that nothing arrives for a recycled handle,
+    // without the callback: the program has let the transaction go (and a
+    // callback that closed it too would free its slot twice).
+    callback_ = nullptr;
     (void)conn_.wait_until([&] { return state_ != State::kExecuting; }, conn_.options().request_timeout_ms);
   }
   state_ = State::kIdle;

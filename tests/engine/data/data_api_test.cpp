@@ -759,6 +759,29 @@ TEST_F(DataApiTest, AsynchronousTransactionsInFlightFromOneThread) {
   EXPECT_EQ(balance_of(299), 299);
 }
 
+// Closing a transaction whose asynchronous execute is still in flight
+// waits for its answer (so nothing arrives for a recycled handle) but does
+// not run its callback: the program has let the transaction go, and a
+// callback that closes it too would free its slot a second time.
+TEST_F(DataApiTest, ClosingAnAsynchronousTransactionInFlightRunsNoCallback) {
+  int callbacks = 0;
+  api::Transaction& tx = conn_->start_transaction();
+  tx.insert(*table_, account(1, 1));
+  ASSERT_TRUE(tx.execute_async(ExecType::kCommit, [&](api::Transaction& t, const Status&) {
+    ++callbacks;
+    t.close();
+  }));
+  tx.close();
+  EXPECT_EQ(callbacks, 0);
+  EXPECT_EQ(conn_->in_flight(), 0);
+  api::Transaction& a = conn_->start_transaction();
+  api::Transaction& b = conn_->start_transaction();
+  EXPECT_NE(&a, &b) << "one transaction slot was freed twice";
+  a.close();
+  b.close();
+  EXPECT_EQ(balance_of(1), 1) << "the commit in flight was lost";
+}
+
 // fjord-stats's path: the node's control socket answers each command, and
 // names what was wrong with a bad one.
 TEST_F(DataApiTest, TheControlSocketAnswersEveryCommandAndNamesABadOne) {

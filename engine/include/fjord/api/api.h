@@ -179,7 +179,8 @@ class Transaction {
   const Status& status() const { return status_; }
   std::size_t operation_count() const { return ops_used_; }
   Operation& operation(std::size_t i) { return *ops_[i]; }
-  // Releases the transaction (rolling back first if it is still open).
+  // Releases the transaction (rolling back first if it is still open). One
+  // in flight is waited for, and its callback does not run.
   void close();
 
  private:
