@@ -309,7 +309,18 @@ void Transaction::close() {
     // without the callback: the program has let the transaction go (and a
     // callback that closed it too would free its slot twice).
     callback_ = nullptr;
-    (void)conn_.wait_until([&] { return state_ != State::kExecuting; }, conn_.options().request_timeout_ms);
+    const auto answered = [&] { return state_ != State::kExecuting; };
+    const uint32_t timeout = conn_.options().request_timeout_ms;
+    if (!conn_.wait_until(answered, timeout) && started_) {
+      // No answer within the request timeout: the node may still be running
+      // it (waiting for a lock). Roll it back there, so that it neither
+      // commits after the program gave it up nor keeps its locks. Its own
+      // answer or the rollback's ends the wait.
+      const SignalOut rollback = encode(TcTxMessage{gsn::kTcRollbackReq, handle_, tx_});
+      if (conn_.send_frame(rollback, engine::block_numbers::kTc, tc_) && conn_.flush())
+        (void)conn_.wait_until(answered, timeout);
+    }
+    if (state_ == State::kExecuting) --conn_.in_flight_;  // given up: a late answer finds the handle recycled
   }
   state_ = State::kIdle;
   conn_.free_transactions_.push_back(handle_ & 0xFFFF);

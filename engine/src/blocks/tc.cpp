@@ -1194,8 +1194,15 @@ void TcBlock::Impl::rollback_req(const Signal& s, BlockContext& c) {
   }
   Tx& tx = txs[tx_ref];
   tx.last_activity_ns = c.now_ns();
-  if (tx.state != TxState::kActive || tx.outstanding > 0) return;  // API broke protocol; ignore
-  if (m->number == gsn::kTcCommitReq) return start_commit(tx_ref, c);
+  if (tx.state != TxState::kActive) return;  // already ending: its own answer follows
+  if (m->number == gsn::kTcCommitReq) {
+    if (tx.outstanding > 0) return;  // API broke protocol; ignore
+    return start_commit(tx_ref, c);
+  }
+  // A rollback while operations are outstanding comes from an API that gave
+  // up waiting for them (its request timeout; a lock wait, say): aborted as
+  // a deadlock victim is, which also removes its queued lock waits, and
+  // answered with the rollback's confirmation instead of the batch's.
   tx.reply_rollback = true;
   tx.batch_ops = 0;
   start_abort(tx_ref, ErrorCode::kNone, UINT32_MAX, c);

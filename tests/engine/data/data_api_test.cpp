@@ -674,6 +674,38 @@ TEST_F(DataApiTest, DeadlockIsBrokenByTheTimeout) {
   ASSERT_TRUE(run([&](api::Transaction& tx) { tx.update(*table_, key_of(1), Row().set(kBalance, int64_t{0})); }));
 }
 
+// A transaction whose answer does not come within the request timeout (it
+// waits for a lock longer than that) is given up: execute() says so, and
+// close() rolls it back at the node, so it neither commits afterwards,
+// when the program believes it failed, nor stays counted in flight.
+TEST_F(DataApiTest, AClosedTransactionThatTimedOutIsRolledBackNotCommittedLater) {
+  ClusterOptions options;
+  options.deadlock_timeout_ms = 60000;
+  start(options);
+  ASSERT_TRUE(run([&](api::Transaction& tx) { tx.insert(*table_, account(1, 1)); }));
+  api::Transaction& holder = conn_->start_transaction();
+  holder.update(*table_, key_of(1), Row().set(kBalance, int64_t{5}));
+  ASSERT_TRUE(holder.execute(ExecType::kNoCommit));
+  api::ConnectOptions impatient;
+  impatient.config_text = cluster_->config_text();
+  impatient.node_id = 51;
+  impatient.registry = &tools::builtin_registry();
+  impatient.request_timeout_ms = 300;
+  auto other = api::Connection::connect(impatient);
+  ASSERT_TRUE(other) << other.status().to_string();
+  auto t2 = (*other)->get_table("accounts");
+  ASSERT_TRUE(t2);
+  api::Transaction& waiter = (*other)->start_transaction();
+  waiter.update(**t2, key_of(1), Row().set(kBalance, int64_t{9}));
+  EXPECT_EQ(waiter.execute(ExecType::kCommit).code(), StatusCode::kTimeout);
+  waiter.close();
+  EXPECT_EQ((*other)->in_flight(), 0);
+  ASSERT_TRUE(holder.execute(ExecType::kCommit));
+  holder.close();
+  // An exclusive read queues behind any lock request still waiting.
+  EXPECT_EQ(balance_of(1, LockMode::kExclusive), 5) << "the transaction given up committed afterwards";
+}
+
 TEST_F(DataApiTest, InactiveTransactionsAreAbortedAndReleaseTheirLocks) {
   ClusterOptions options;
   options.inactive_timeout_ms = 300;
