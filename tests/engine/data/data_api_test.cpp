@@ -1092,6 +1092,88 @@ TEST_F(DataApiTest, AnApiNodeIdIsFreeAgainOnceItsConnectionClosesAndTakenUntilTh
   EXPECT_EQ(balance_of(1), 1) << "the locks of the closed connections were not released";
 }
 
+// The data node stops while transactions wait for a lock: a synchronous
+// one on another thread and an asynchronous one each fail at once with 4025
+// naming the cause, and the holder's commit fails too. Once a node runs
+// again, a new Connection works.
+TEST_F(DataApiTest, ANodeThatStopsFailsEveryTransactionInFlightAndANewConnectionWorksOnceItIsBack) {
+  for (const char* medium : {"tcp", "shm"}) {
+    SCOPED_TRACE(medium);
+    ClusterOptions options;
+    options.medium = medium;
+    options.deadlock_timeout_ms = 60000;
+    start(options);
+    ASSERT_TRUE(run([&](api::Transaction& tx) {
+      tx.insert(*table_, account(1, 1));
+      tx.insert(*table_, account(2, 2));
+    }));
+    api::Transaction& holder = conn_->start_transaction();
+    holder.update(*table_, key_of(1), Row().set(kBalance, int64_t{5}));
+    holder.update(*table_, key_of(2), Row().set(kBalance, int64_t{5}));
+    ASSERT_TRUE(holder.execute(ExecType::kNoCommit));
+    auto sync_conn = cluster_->connect(51);
+    auto async_conn = cluster_->connect(52);
+    ASSERT_TRUE(sync_conn && async_conn);
+    auto sync_table = (*sync_conn)->get_table("accounts");
+    auto async_table = (*async_conn)->get_table("accounts");
+    ASSERT_TRUE(sync_table && async_table);
+    std::atomic<bool> sync_sent{false};
+    Status sync_status;
+    std::thread sync_client([&] {
+      api::Transaction& tx = (*sync_conn)->start_transaction();
+      tx.update(**sync_table, key_of(1), Row().set(kBalance, int64_t{9}));
+      sync_sent = true;
+      sync_status = tx.execute(ExecType::kCommit);
+      tx.close();
+    });
+    api::Transaction& async = (*async_conn)->start_transaction();
+    async.update(**async_table, key_of(2), Row().set(kBalance, int64_t{9}));
+    Status async_status;
+    int callbacks = 0;
+    ASSERT_TRUE(async.execute_async(ExecType::kCommit, [&](api::Transaction&, const Status& s) {
+      async_status = s;
+      ++callbacks;
+    }));
+    // Both wait for the holder's locks: the node answers neither yet.
+    EXPECT_EQ((*async_conn)->poll(200, 1), 0);
+    while (!sync_sent) std::this_thread::yield();
+    cluster_->node().stop();
+    while ((*async_conn)->in_flight() > 0) ASSERT_GT((*async_conn)->poll(10000, 1), 0) << "the async transaction hung";
+    sync_client.join();
+    EXPECT_EQ(callbacks, 1);
+    for (const Status* s : {&sync_status, &async_status}) {
+      EXPECT_EQ(s->code(), StatusCode::kLinkDown) << s->to_string();
+      EXPECT_EQ(s->message().rfind("4025: Node failure caused abort of transaction: ", 0), 0u) << s->message();
+      EXPECT_NE(s->message().find("node 1 "), std::string::npos) << s->message();
+    }
+    EXPECT_EQ(async.error(), ErrorCode::kNodeFailure);
+    async.close();
+    EXPECT_EQ(holder.execute(ExecType::kCommit).code(), StatusCode::kLinkDown);
+    holder.close();
+
+    engine::DataNodeOptions again;
+    again.config_text = cluster_->config_text();
+    again.node_id = 1;
+    again.registry = &tools::builtin_registry();
+    // The stopped node object keeps its control socket until destroyed.
+    again.control_socket = cluster_->node().control_socket() + "-again";
+    auto node = engine::DataNode::create(again);
+    ASSERT_TRUE(node) << node.status().to_string();
+    const Status restarted = (*node)->start();
+    ASSERT_TRUE(restarted) << restarted.to_string();
+    auto fresh = cluster_->connect(50);
+    ASSERT_TRUE(fresh) << fresh.status().to_string();
+    auto table = (*fresh)->create_table(accounts_def());  // the new node starts empty
+    ASSERT_TRUE(table) << table.status().to_string();
+    api::Transaction& tx = (*fresh)->start_transaction();
+    tx.insert(**table, account(3, 3));
+    EXPECT_TRUE(tx.execute(ExecType::kCommit));
+    tx.close();
+    fresh->reset();
+    (*node)->stop();
+  }
+}
+
 TEST(DataNodeConfigTest, ConfigErrorsAreClear) {
   engine::DataNodeOptions d;
   d.registry = nullptr;
