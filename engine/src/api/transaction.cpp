@@ -242,11 +242,23 @@ Status Transaction::execute(ExecType type) {
   return status_;
 }
 
+// The callback is the answer's, so it is set only once the batch is out:
+// a link found down while sending completes the transaction without it
+// (fail_unsent), and execute_async returns the failure instead. (callback_
+// is empty here: a completion took it, or it was never set.)
+[[gnu::always_inline]] inline Status Transaction::sent_with(const Status& sent, Callback& done) {
+  if (sent && state_ == State::kExecuting) [[likely]] {
+    if (done) callback_ = std::move(done);
+    return Status::ok();
+  }
+  if (state_ == State::kExecuting) conn_.fail_unsent(*this, sent);
+  return status_;
+}
+
 Status Transaction::execute_async(ExecType type, Callback done) {
   if (state_ == State::kFinished)
     return status_.is_ok() ? Status(StatusCode::kInvalidArgument, "the transaction has finished") : status_;
   if (state_ != State::kOpen) return Status(StatusCode::kInvalidArgument, "the transaction is already executing");
-  callback_ = std::move(done);
   const std::size_t batch = ops_used_ - batch_first_;
   const uint16_t tc = tc_;
   commit_ = type == ExecType::kCommit;
@@ -260,46 +272,32 @@ Status Transaction::execute_async(ExecType type, Callback done) {
     if (!started_ || (type == ExecType::kNoCommit)) {
       // Nothing at the data node to commit or roll back.
       state_ = type == ExecType::kNoCommit ? State::kOpen : State::kFinished;
-      if (callback_) conn_.complete(*this);
+      if (done) {
+        callback_ = std::move(done);
+        conn_.complete(*this);
+      }
       return Status::ok();
     }
     const uint16_t number = type == ExecType::kRollback ? gsn::kTcRollbackReq : gsn::kTcCommitReq;
     state_ = State::kExecuting;
     ++conn_.in_flight_;
-    Callback answered = std::move(callback_);
-    callback_ = nullptr;
-    Status sent = conn_.send_frame(encode(TcTxMessage{number, handle_, tx_}), engine::block_numbers::kTc, tc);
-    if (sent) sent = conn_.flush();
-    if (state_ == State::kExecuting && !sent) conn_.fail_unsent(*this, sent);
-    if (state_ != State::kExecuting) return status_;
-    callback_ = std::move(answered);
-    return Status::ok();
+    const Status sent = conn_.send_frame(encode(TcTxMessage{number, handle_, tx_}), engine::block_numbers::kTc, tc);
+    return sent_with(sent ? conn_.flush() : sent, done);
   }
   // An operation too large for any frame is refused before anything of the
   // batch is sent: the transaction stays as it was (closing it rolls back).
   // Only a batch of more bytes than a train holds can have one.
   if (requests_used_ > kMaxTrainBytes) [[unlikely]]
-    if (Status s = conn_.check_lone_requests(*this, batch); !s) {
-      callback_ = nullptr;
-      return s;
-    }
+    if (Status s = conn_.check_lone_requests(*this, batch); !s) return s;
   state_ = State::kExecuting;
   ++conn_.in_flight_;
   if (batch > 1) mark_batch(batch);  // a batch of one goes as a TcKeyReq (request_of)
-  // The callback is the answer's: while sending, a link found down
-  // completes the transaction without it, and the failure is returned.
-  Callback answered = std::move(callback_);
-  callback_ = nullptr;
-  Status sent = conn_.send_key_requests(*this, batch);
-  if (sent) {
-    started_ = true;
-    requests_used_ = 0;
-    sent = conn_.flush();
-  }
-  if (state_ == State::kExecuting && !sent) conn_.fail_unsent(*this, sent);
-  if (state_ != State::kExecuting) return status_;
-  callback_ = std::move(answered);
-  return Status::ok();
+  const Status sent = conn_.send_key_requests(*this, batch);
+  if (!sent) [[unlikely]]
+    return sent_with(sent, done);
+  started_ = true;
+  requests_used_ = 0;
+  return sent_with(conn_.flush(), done);
 }
 
 void Transaction::close() {

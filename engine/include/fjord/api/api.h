@@ -184,6 +184,7 @@ class Transaction {
   void close();
 
  private:
+  Status sent_with(const Status& sent, Callback& done);
   friend class Connection;
   enum class State : uint8_t { kIdle, kOpen, kExecuting, kFinished };
   explicit Transaction(Connection& connection) : conn_(connection) {}
