@@ -47,7 +47,7 @@ void TcBlock::Impl::scan_req(const Signal& s, BlockContext& c) {
   if (req.lock != LockMode::kCommitted) return refuse(ErrorCode::kBadRequest);  // scans read committed rows
   if (c.pressure_to(s.sender_node) == transport::SendPressure::kOverload) return refuse(ErrorCode::kOverload);
   const uint32_t ref = scans.allocate();
-  if (ref == kNoRecord) return refuse(ErrorCode::kScanError);
+  if (ref == kNoRecord) return refuse(ErrorCode::kTooManyScans);  // MaxNoOfConcurrentScans reached
   Scan& scan = scans[ref];
   scan.api_node = s.sender_node;
   scan.api_conn = req.api_conn;

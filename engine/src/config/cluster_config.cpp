@@ -37,6 +37,9 @@ const ParamSpec kDataNodeParams[] = {
     {"MaxNoOfConcurrentOperations", Kind::kUint, 32, 1 << 24, "32768", false,
      "operation records per TC instance (and lock records per LDM instance)"},
     {"MaxNoOfConcurrentScans", Kind::kUint, 1, 500, "256", false, "scans in progress per TC instance"},
+    {"MaxNoOfLocalScans", Kind::kUint, 0, 100000, "0", false,
+     "partition scans open at once in the node (a scan opens one per partition), shared equally by its LDM "
+     "instances; 0 = MaxNoOfConcurrentScans x TC instances x PartitionsPerTable, at most 16384"},
     {"TimeBetweenWatchDogCheck", Kind::kUint, 0, 600000, "6000", false,
      "ms a thread may stay in one step before the watchdog reports it; 0 = off"},
     {"JobBufferMemory", Kind::kBytes, 64 << 10, 1 << 30, "1M", false, "each job buffer between two threads"},

@@ -121,6 +121,8 @@ std::string_view error_message(ErrorCode code) noexcept {
     case ErrorCode::kNodeFailure: return "Node failure caused abort of transaction";
     case ErrorCode::kUnknownTransaction: return "Unknown transaction (it was aborted)";
     case ErrorCode::kScanError: return "Scan failed";
+    case ErrorCode::kTooManyScans:
+      return "Too many active scans (MaxNoOfConcurrentScans per TC, MaxNoOfLocalScans per data node)";
   }
   return {};
 }

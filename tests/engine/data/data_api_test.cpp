@@ -559,6 +559,73 @@ TEST_F(DataApiTest, ScansFullOrderedBoundedAndFiltered) {
   EXPECT_FALSE(refused.is_ok() && (*refused)->status().is_ok());
 }
 
+// A scan opens one LDM scan record per partition: the LDMs must have
+// MaxNoOfConcurrentScans x PartitionsPerTable of them for the TC's limit to
+// be the one a program meets (before, they had MaxNoOfConcurrentScans, so
+// with 2 and 8 partitions not even one full scan could open).
+TEST_F(DataApiTest, TheConcurrentScanLimitIsTheTcsAndALocalLimitIsNamedWhenHit) {
+  const auto fill = [&] {
+    ASSERT_TRUE(run([&](api::Transaction& tx) {
+      for (uint64_t id = 0; id < 64; ++id) tx.insert(*table_, account(id, 1));
+    }));
+  };
+  // Opens a full scan and reads its first row, leaving it open; the error
+  // when it fails to open or to start.
+  const auto open_scan = [&](api::Scan*& out) -> Status {
+    api::ScanSpec spec;
+    spec.table = table_;
+    spec.batch_rows = 1;
+    auto scan = conn_->scan(spec);
+    if (!scan) return scan.status();
+    out = *scan;
+    api::RowView row;
+    if (!out->next(row)) {
+      const Status s = out->status();
+      out->close();
+      out = nullptr;
+      return s.is_ok() ? Status(StatusCode::kInternal, "the scan returned no row") : s;
+    }
+    return Status::ok();
+  };
+  const auto drain = [&](api::Scan* scan) {
+    uint64_t rows = 1;  // open_scan read the first
+    api::RowView row;
+    while (scan->next(row)) ++rows;
+    EXPECT_TRUE(scan->status()) << scan->status().to_string();
+    scan->close();
+    return rows;
+  };
+  ClusterOptions options;
+  options.extra_ndbd = "MaxNoOfConcurrentScans=2\n";
+  start(options);
+  fill();
+  api::Scan* a = nullptr;
+  api::Scan* b = nullptr;
+  api::Scan* c = nullptr;
+  ASSERT_TRUE(open_scan(a)) << "the first of two scans allowed";
+  ASSERT_TRUE(open_scan(b)) << "the second of two scans allowed";
+  const Status third = open_scan(c);
+  EXPECT_FALSE(third);
+  EXPECT_NE(third.message().find("488: Too many active scans"), std::string::npos) << third.to_string();
+  EXPECT_EQ(drain(a), 64u);
+  EXPECT_EQ(drain(b), 64u);
+  ASSERT_TRUE(open_scan(c)) << "a scan slot is free again";
+  EXPECT_EQ(drain(c), 64u);
+
+  // Fewer local scan records than a table's partitions: every scan fails,
+  // clearly, and leaves nothing behind.
+  options.extra_ndbd = "MaxNoOfLocalScans=4\n";
+  start(options);
+  fill();
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    api::Scan* s = nullptr;
+    const Status refused = open_scan(s);
+    EXPECT_FALSE(refused);
+    EXPECT_NE(refused.message().find("MaxNoOfLocalScans"), std::string::npos) << refused.to_string();
+  }
+  EXPECT_EQ(balance_of(7), 1) << "key operations go on";
+}
+
 TEST_F(DataApiTest, ScansWhileRowsAreInsertedAndDeleted) {
   for (uint64_t base = 0; base < 1000; base += 100)
     ASSERT_TRUE(run([&](api::Transaction& tx) {

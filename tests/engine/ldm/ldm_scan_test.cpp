@@ -668,7 +668,7 @@ TEST(LdmScanTest, RefusedScans) {
       EXPECT_EQ(c.number(), gsn::kScanFragConf);
     } else {
       ASSERT_EQ(c.number(), gsn::kScanFragRef);
-      EXPECT_EQ(decode_scan_frag_ref(c.signal())->error, ErrorCode::kScanError);
+      EXPECT_EQ(decode_scan_frag_ref(c.signal())->error, ErrorCode::kTooManyScans);
     }
   }
   EXPECT_EQ(db.h.ldm(0).stats().scans_open, 2u);

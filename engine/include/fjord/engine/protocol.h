@@ -109,6 +109,7 @@ enum class ErrorCode : uint32_t {
   kNodeFailure = 4025,          // "Node failure caused abort of transaction"
   kUnknownTransaction = 4028,   // TC has no such transaction (it was aborted)
   kScanError = 4110,
+  kTooManyScans = 488,  // "Too many active scans" (TC: MaxNoOfConcurrentScans; LDM: MaxNoOfLocalScans)
 };
 std::string_view error_message(ErrorCode code) noexcept;
 std::string error_text(ErrorCode code);  // "626: Tuple did not exist"

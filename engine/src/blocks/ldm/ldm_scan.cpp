@@ -133,7 +133,7 @@ void LdmBlock::Impl::scan_frag_req(const Signal& s, BlockContext& c) {
   uint32_t existing = kNoRecord;
   if (scan_by_key.find(key, existing)) return refuse(ErrorCode::kBadRequest);
   const uint32_t ref = scans.allocate();
-  if (ref == kNoRecord) return refuse(ErrorCode::kScanError);  // MaxNoOfConcurrentScans reached
+  if (ref == kNoRecord) return refuse(ErrorCode::kTooManyScans);  // this instance's share of MaxNoOfLocalScans
   ScanRecord& scan = scans[ref];
   if (ordered >= 0)
     if (const ErrorCode e = set_bounds(t->ordered[ordered], r.bounds, scan.range); e != ErrorCode::kNone) {

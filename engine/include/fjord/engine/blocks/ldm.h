@@ -59,7 +59,7 @@ struct LdmOptions {
   // A transaction's operations on one row share one record; each locked row
   // and each transaction with something held or waiting needs one more.
   uint32_t max_operations = 32768;
-  uint32_t max_scans = 256;  // scans open at once on this instance (one per partition scanned)
+  uint32_t max_scans = 256;  // fragment scans open at once on this instance (one per partition scanned)
   // Bytes for requests waiting for a lock (their key, values and column
   // list); when full, a request that would wait is refused (kTooManyOperations).
   uint32_t parked_request_bytes = 1 << 20;
