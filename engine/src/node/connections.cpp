@@ -133,6 +133,13 @@ void DataNode::Impl::connection_loop() {
   for (std::size_t slot = 0; slot < kMaxControlClients; ++slot) close_control(slot);
   for (auto& l : listeners) ::epoll_ctl(epoll_fd.get(), EPOLL_CTL_DEL, l->fd(), nullptr);
   listeners.clear();
+  // A stopped node answers no control client: one that connects now is
+  // refused at once rather than left waiting, and the name is free for
+  // another node in this process.
+  if (control_fd.valid()) {
+    ::epoll_ctl(epoll_fd.get(), EPOLL_CTL_DEL, control_fd.get(), nullptr);
+    control_fd.reset();
+  }
   if (control_name[0] != '@') ::unlink(control_name.c_str());
 }
 

@@ -909,6 +909,13 @@ TEST_F(DataApiTest, TheControlSocketAnswersEveryCommandAndNamesABadOne) {
       << too_long.status().to_string();
   // Longer than a command can be: refused by its length, not read forever.
   EXPECT_EQ(ask(std::string(300, 'x')), "error: a command is one line of at most 255 bytes\n");
+  // Once the node has stopped, a control client is refused at once, not
+  // left to its timeout.
+  cluster_->node().stop();
+  const uint64_t asked = monotonic_ns();
+  auto after_stop = engine::control_request(socket, "ping", 5000);
+  EXPECT_FALSE(after_stop) << "a stopped node answered: " << *after_stop;
+  EXPECT_LT(monotonic_ns() - asked, 1'000'000'000ULL) << after_stop.status().to_string();
 }
 
 namespace {
