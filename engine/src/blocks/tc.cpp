@@ -1247,8 +1247,14 @@ void TcBlock::Impl::timer(BlockContext& c) {
         victim_chosen = true;
         break;
       }
-    } else if (tx.outstanding == 0 && inactive_ns > 0 && tx.batch_ops == 0 && now - tx.last_activity_ns > inactive_ns) {
+    } else if (tx.outstanding == 0 && inactive_ns > 0 && now - tx.last_activity_ns > inactive_ns) {
+      // Idle between batches, or in the middle of one whose rest the API
+      // never sent (it stopped, or gave up when its send buffer stayed
+      // full): either way nothing more is coming, and the locks it holds
+      // must go. A batch cut short is answered now (its TcKeyRef) rather
+      // than when its last operation arrives, as abort_ready would wait.
       ++counters.inactive_aborts;
+      if (tx.batch_ops > 0) tx.execute_pending = true;
       start_abort(ref, ErrorCode::kInactiveTimeout, UINT32_MAX, c);
     }
   }

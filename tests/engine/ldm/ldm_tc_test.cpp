@@ -28,8 +28,10 @@ enum class Layout { kSeparate, kTcWithLdm0 };
 
 class Cluster {
  public:
-  // `max_operations`: TC's and each LDM's MaxNoOfConcurrentOperations.
-  explicit Cluster(Layout layout = Layout::kSeparate, uint32_t tc_timer_ms = 20, uint32_t max_operations = 32768) {
+  // `max_operations`: TC's and each LDM's MaxNoOfConcurrentOperations;
+  // `inactive_timeout_ms`: TC's TransactionInactiveTimeout (0 = none).
+  explicit Cluster(Layout layout = Layout::kSeparate, uint32_t tc_timer_ms = 20, uint32_t max_operations = 32768,
+                   uint32_t inactive_timeout_ms = 0) {
     auto pool = storage::PagePool::create({32 << 20});
     EXPECT_TRUE(pool);
     pool_ = std::move(pool).value();
@@ -45,6 +47,7 @@ class Cluster {
     tc.deadlock_timeout_ms = 300;
     tc.timer_period_ms = tc_timer_ms;
     tc.max_operations = max_operations;
+    tc.inactive_timeout_ms = inactive_timeout_ms;
     auto tc_block = std::make_unique<TcBlock>(tc);
     tc_ = tc_block.get();
     EXPECT_TRUE(
@@ -166,6 +169,8 @@ class Api {
     c_.send(block_numbers::kTc, encode(r));
     return r.api_conn;
   }
+  // A request as given (any flags and batch count).
+  void send_raw(const TcKeyReq& r) { c_.send(block_numbers::kTc, encode(r)); }
   // One transaction of several operations in one execute (with commit).
   struct BatchOp {
     OpType op;
@@ -1469,6 +1474,54 @@ TEST(LdmWithTcTest, RunningOutOfOperationRecordsAbortsTheTransactionCleanly) {
   for (uint64_t id = 0; id < 3; ++id)
     ASSERT_TRUE(api.run(t, OpType::kInsert, item_key(id), item_values(id, Item{1, "n", uint32_t(id)})).ok);
   expect_hidden_agrees(api, t, by_code);
+}
+
+// An API that stops sending in the middle of a batch (it died without the
+// link going down, or gave up when its send buffer stayed full) leaves TC
+// waiting for the rest with the locks of what already ran. The inactive
+// timeout covers that wait too: the transaction is aborted and its locks
+// released, and a writer waiting for them goes on.
+TEST(LdmWithTcTest, ABatchWhoseRestNeverComesIsAbortedByTheInactiveTimeout) {
+  Cluster cluster(Layout::kSeparate, 20, 32768, /*inactive_timeout_ms=*/60);
+  Api api(cluster);
+  const TableDef t = cluster.create(plain_items());
+  ASSERT_TRUE(api.run(t, OpType::kInsert, item_key(1), item_values(1, Item{1, "one", std::nullopt})).ok);
+  const Values key = item_key(1);
+  const Values values = Values().i32(kQty, 2);
+  TcKeyReq first{.api_conn = 901,
+                 .tx = tx_id(901),
+                 .table_id = t.table_id,
+                 .table_version = t.version,
+                 .op = OpType::kUpdate,
+                 .lock = LockMode::kExclusive,
+                 .flags = kFlagStartTx,  // the first of a batch; the rest never comes
+                 .op_index = 0,
+                 .key = key.bytes(),
+                 .values = values.bytes()};
+  api.send_raw(first);
+  // Its update runs and holds row 1; another writer waits for the lock,
+  // longer than the inactive timeout and less than the deadlock timeout
+  // (300 ms), unless TC gives the stalled batch up first.
+  const TxResult other = api.run(t, OpType::kUpdate, item_key(1), Values().i32(kQty, 3));
+  EXPECT_TRUE(other.ok) << error_text(other.error) << ": the stalled batch kept its lock";
+  const TxResult stalled = api.wait(901);
+  EXPECT_EQ(stalled.error, ErrorCode::kInactiveTimeout);
+  EXPECT_EQ(item_of(api.run(t, OpType::kRead, item_key(1)).rows.at(0)).qty, 3);
+  EXPECT_EQ(cluster.tc().counters().inactive_aborts, 1u);
+  // The transaction is gone: the rest of its batch, arriving late now, is
+  // refused as a transaction TC does not know, and its id is free again.
+  TcKeyReq rest = first;
+  rest.flags = kFlagExecute | kFlagCommit;
+  rest.op_index = 1;
+  rest.batch_ops = 2;
+  api.send_raw(rest);
+  EXPECT_EQ(api.wait(901).error, ErrorCode::kUnknownTransaction);
+  first.flags = kFlagStartTx | kFlagExecute | kFlagCommit;
+  first.batch_ops = 1;
+  api.send_raw(first);
+  const TxResult again = api.wait(901);
+  EXPECT_TRUE(again.ok) << error_text(again.error);
+  EXPECT_EQ(item_of(api.run(t, OpType::kRead, item_key(1)).rows.at(0)).qty, 2);
 }
 
 }  // namespace
