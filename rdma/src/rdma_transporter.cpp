@@ -329,7 +329,7 @@ bool RdmaTransporter::poll_ring() {
   const uint64_t frames_at = record->frames_at;
   const uint64_t length = record->length;
   const std::span<const std::byte> frames(receive_ring_ + frames_at % ring_bytes_, length);
-  const frame::ScanResult scan = frame::scan_frames(frames);
+  const frame::ScanResult scan = frame::scan_frames(frames, config().checksum);
   released_ = frames_at;
   batch_end_ = frames_at + scan.whole_bytes;
   batch_frames_ = scan.frames;

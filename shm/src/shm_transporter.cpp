@@ -192,7 +192,7 @@ void ShmTransporter::release(std::size_t bytes) {
 // otherwise.
 void ShmTransporter::take_batch() {
   const std::span<const std::byte> batch = rx_.readable();
-  const frame::ScanResult scan = frame::scan_frames(batch);
+  const frame::ScanResult scan = frame::scan_frames(batch, config().checksum);
   if (scan.whole_bytes != batch.size()) {
     poison(Status(StatusCode::kProtocolError,
                   "malformed frame from node " + std::to_string(remote_node()) + " at stream offset " +

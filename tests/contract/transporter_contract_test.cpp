@@ -322,6 +322,42 @@ TEST_P(ContractTest, MalformedFrameClosesOnlyThatLink) {
   pump(*s3, *c3, 100, [](uint64_t) -> std::size_t { return 64; });
 }
 
+// Checksum=1 promises that every frame on the link is checked: a peer that
+// sends a frame without a checksum (another config, or a bug) must not get
+// it through unchecked.
+TEST_P(ContractTest, FrameWithoutChecksumOnAChecksumLinkTakesItDown) {
+  LinkPair p = pair("Checksum=1\n");
+  ASSERT_TRUE(p.server && p.client);
+  ASSERT_TRUE(send_sequenced(*p.client, 0, 10));
+  ASSERT_TRUE(send_sequenced(*p.client, 1, 10));
+  auto space = p.client->reserve(sequenced_frame_bytes(10, false));
+  ASSERT_FALSE(space.empty());
+  ASSERT_EQ(pack_sequenced(space, 2, 10, /*checksum=*/false), sequenced_frame_bytes(10, false));
+  p.client->commit(sequenced_frame_bytes(10, false), 1);
+  ASSERT_NE(p.client->flush(), FlushStatus::kDown);
+
+  // Only the two checked frames are delivered, then the link is down.
+  uint64_t next = 0;
+  const uint64_t deadline = monotonic_ns() + 10 * kSecond;
+  while ((p.server->is_up() || !p.server->receive().bytes.empty()) && next <= 2 && monotonic_ns() < deadline) {
+    transport::ReceiveBatch b = p.server->receive();
+    frame::FrameCursor cursor(b.bytes);
+    frame::SignalView view;
+    while (cursor.next(view)) {
+      ASSERT_EQ(check_sequenced(view, next), "");
+      ++next;
+    }
+    p.server->release(b.bytes.size());
+    if (b.bytes.empty()) std::this_thread::yield();
+  }
+  EXPECT_EQ(next, 2u) << "the frame without a checksum was delivered";
+  ASSERT_EQ(p.server->state(), LinkState::kDown);
+  EXPECT_EQ(p.server->down_reason().code(), StatusCode::kProtocolError);
+  EXPECT_NE(p.server->down_reason().message().find("no checksum"), std::string::npos)
+      << p.server->down_reason().message();
+  EXPECT_TRUE(p.server->receive().bytes.empty());
+}
+
 TEST_P(ContractTest, PeerKilledMidStreamIsSeenAsDown) {
   const Medium& m = GetParam();
   if (m.in_process_only)

@@ -106,6 +106,7 @@ const char* frame_error_name(FrameError error) noexcept {
     case FrameError::kLengthMismatch: return "frame parts do not add up to its length";
     case FrameError::kBadPadding: return "non-zero padding";
     case FrameError::kBadChecksum: return "checksum mismatch";
+    case FrameError::kMissingChecksum: return "no checksum on a link configured with Checksum=1";
   }
   return "unknown frame error";
 }
@@ -170,11 +171,15 @@ FrameError unpack_frame(std::span<const std::byte> bytes, SignalView& out, std::
   return FrameError::kNone;
 }
 
-ScanResult scan_frames(std::span<const std::byte> bytes) noexcept {
+ScanResult scan_frames(std::span<const std::byte> bytes, bool require_checksum) noexcept {
   ScanResult r;
   while (r.whole_bytes < bytes.size()) {
     std::size_t length = 0;
-    const FrameError error = check_frame(bytes.subspan(r.whole_bytes), length);
+    FrameError error = check_frame(bytes.subspan(r.whole_bytes), length);
+    // The flags byte (offset 1) is known to be there once the frame is whole.
+    if (error == FrameError::kNone && require_checksum &&
+        (static_cast<uint8_t>(bytes[r.whole_bytes + 1]) & kFlagChecksum) == 0)
+      error = FrameError::kMissingChecksum;
     if (error != FrameError::kNone) {
       r.error = error;
       r.error_offset = r.whole_bytes;

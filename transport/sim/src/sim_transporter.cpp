@@ -125,7 +125,7 @@ bool SimTransporter::scan_delivered() {
   if (poisoned_ || scanned_ == delivered_) return false;
   const std::span<const std::byte> fresh(rx_.ring_data() + scanned_ % rx_.capacity(),
                                          static_cast<std::size_t>(delivered_ - scanned_));
-  const frame::ScanResult scan = frame::scan_frames(fresh);
+  const frame::ScanResult scan = frame::scan_frames(fresh, config().checksum);
   if (scan.whole_bytes != 0) {
     scanned_ += scan.whole_bytes;
     scanned_frames_ += scan.frames;

@@ -100,7 +100,7 @@ void TcpTransporter::scan_received() {
   if (scanned_ == filled_) return;
   const std::span<const std::byte> fresh(receive_ring_.data() + scanned_ % receive_ring_.size(),
                                          static_cast<std::size_t>(filled_ - scanned_));
-  const frame::ScanResult scan = frame::scan_frames(fresh);
+  const frame::ScanResult scan = frame::scan_frames(fresh, config().checksum);
   if (scan.whole_bytes > 0) {
     scanned_ += scan.whole_bytes;
     scanned_frames_ += scan.frames;

@@ -62,6 +62,7 @@ enum class FrameError : uint8_t {
   kLengthMismatch,  // the parts do not add up to frame_bytes
   kBadPadding,      // padding bytes are not zero
   kBadChecksum,
+  kMissingChecksum,  // no checksum on a link that requires one (scan_frames' require_checksum)
 };
 
 const char* frame_error_name(FrameError error) noexcept;
@@ -190,8 +191,11 @@ struct ScanResult {
 
 // Walks frames from the start of bytes, fully validating each, and stops at
 // the first incomplete or invalid one. Transporters call this on received
-// bytes so that consumers only ever see whole, valid frames.
-ScanResult scan_frames(std::span<const std::byte> bytes) noexcept;
+// bytes so that consumers only ever see whole, valid frames, with
+// `require_checksum` set on a link configured with Checksum=1: a frame's
+// checksum is optional in the format, so without it a frame that simply
+// lacks one would pass unchecked on a link that promised every frame is.
+ScanResult scan_frames(std::span<const std::byte> bytes, bool require_checksum = false) noexcept;
 
 namespace detail {
 // decode_validated()'s section table, for frames that have one (out of line:
