@@ -590,6 +590,105 @@ TEST(StreamListeners, OutOfDescriptorsAWaitingPeerIsClosedAndTheListenerGoesQuie
   }
 }
 
+// A TCP link whose client end (node 2) is a raw socket: the test writes the
+// bytes a broken or dying peer would.
+struct RawTcpPeer {
+  StreamListener s;
+  UniqueFd fd;                                     // node 2's socket, past the handshake
+  std::unique_ptr<transport::Transporter> server;  // node 1's end
+};
+void connect_raw_tcp_peer(RawTcpPeer& out, const std::string& extra = "") {
+  const Medium* m = find_medium("tcp");
+  ASSERT_NE(m, nullptr);
+  auto table = load_links(m->section(1, 2, extra));
+  ASSERT_TRUE(table) << table.status().to_string();
+  out.s.table = std::move(table).value();
+  out.s.factory = test_registry().find("tcp");
+  auto listener = out.s.factory->listen(1, *out.s.table);
+  ASSERT_TRUE(listener) << listener.status().to_string();
+  out.s.listener = std::move(listener).value();
+  out.fd = raw_connection(out.s.listener->endpoint());
+  const std::vector<std::byte> request = transport::encode_request({2, 1, "tcp", {}});
+  ASSERT_EQ(::send(out.fd.get(), request.data(), request.size(), MSG_NOSIGNAL), static_cast<ssize_t>(request.size()));
+  auto accepted = out.s.listener->accept(monotonic_ns() + 10 * kSecond);
+  ASSERT_TRUE(accepted) << accepted.status().to_string();
+  out.server = std::move(accepted).value();
+  auto reply =
+      transport::recv_handshake_message(out.fd.get(), transport::kHandshakeReplyMagic, monotonic_ns() + 10 * kSecond);
+  ASSERT_TRUE(reply) << reply.status().to_string();
+}
+
+// `count` sequenced frames of 100 payload bytes, back to back.
+std::vector<std::byte> sequenced_stream(uint64_t count, bool checksum = false) {
+  const std::size_t one = sequenced_frame_bytes(100, checksum);
+  std::vector<std::byte> out(count * one);
+  for (uint64_t seq = 0; seq < count; ++seq)
+    EXPECT_EQ(pack_sequenced(std::span(out).subspan(seq * one, one), seq, 100, checksum), one);
+  return out;
+}
+
+void send_raw(const UniqueFd& fd, std::span<const std::byte> bytes) {
+  ASSERT_EQ(::send(fd.get(), bytes.data(), bytes.size(), MSG_NOSIGNAL), static_cast<ssize_t>(bytes.size()));
+}
+
+// Receives until the link is down and all it had is taken, checking order:
+// how many frames arrived, or a description of what went wrong.
+std::string receive_until_down(transport::Transporter& t, uint64_t* next) {
+  const uint64_t deadline = monotonic_ns() + 10 * kSecond;
+  while (t.is_up() || !t.receive().bytes.empty()) {
+    if (monotonic_ns() > deadline) return "the link never went down";
+    transport::ReceiveBatch batch = t.receive();
+    frame::FrameCursor cursor(batch.bytes);
+    frame::SignalView view;
+    while (cursor.next(view)) {
+      if (std::string e = check_sequenced(view, *next); !e.empty()) return e;
+      ++*next;
+    }
+    t.release(batch.bytes.size());
+    if (batch.bytes.empty()) (void)t.wait_for_receive(100'000'000, 0);
+  }
+  return "";
+}
+
+// A peer that dies in the middle of a frame loses that frame: the reason
+// must say so, so that an operator can tell it from an orderly close.
+TEST(TcpBadPeers, APeerThatClosesInTheMiddleOfAFrameIsDownWithThatReason) {
+  const std::size_t one = sequenced_frame_bytes(100, false);
+  for (const std::size_t cut : {std::size_t{10}, std::size_t{60}}) {  // inside the header, inside the body
+    SCOPED_TRACE(cut);
+    RawTcpPeer p;
+    connect_raw_tcp_peer(p);
+    if (HasFatalFailure()) return;
+    const std::vector<std::byte> stream = sequenced_stream(3);
+    send_raw(p.fd, std::span(stream).first(2 * one + cut));
+    p.fd.reset();
+    uint64_t next = 0;
+    EXPECT_EQ(receive_until_down(*p.server, &next), "");
+    EXPECT_EQ(next, 2u) << "the whole frames before the cut must arrive";
+    EXPECT_EQ(p.server->down_reason().code(), StatusCode::kLinkDown);
+    const std::string reason = p.server->down_reason().message();
+    EXPECT_NE(reason.find("closed the connection"), std::string::npos) << reason;
+    EXPECT_NE(reason.find("in the middle of a frame (" + std::to_string(cut) + " bytes of it received)"),
+              std::string::npos)
+        << reason;
+  }
+}
+
+// An orderly close after whole frames says no more than that.
+TEST(TcpBadPeers, APeerThatClosesBetweenFramesIsDownWithoutLosingAny) {
+  RawTcpPeer p;
+  connect_raw_tcp_peer(p);
+  if (HasFatalFailure()) return;
+  send_raw(p.fd, sequenced_stream(3));
+  p.fd.reset();
+  uint64_t next = 0;
+  EXPECT_EQ(receive_until_down(*p.server, &next), "");
+  EXPECT_EQ(next, 3u);
+  const std::string reason = p.server->down_reason().message();
+  EXPECT_NE(reason.find("node 2 closed the connection"), std::string::npos) << reason;
+  EXPECT_EQ(reason.find("middle"), std::string::npos) << reason;
+}
+
 INSTANTIATE_TEST_SUITE_P(AllTransporters, ContractTest, ::testing::ValuesIn(contract_media()),
                          [](const ::testing::TestParamInfo<Medium>& param_info) { return param_info.param.type; });
 

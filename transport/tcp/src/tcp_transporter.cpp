@@ -88,9 +88,18 @@ void TcpTransporter::fill_receive_ring() {
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
     eof_ = true;
-    if (n == 0)
-      declare_down(Status(StatusCode::kLinkDown, "node " + std::to_string(remote_node()) + " closed the connection"));
-    else
+    if (n == 0) {
+      // The whole frames before the end are delivered; bytes after them are
+      // a frame the peer never finished (it died or broke mid-send), lost
+      // with the link: say so, or it reads like an orderly close.
+      scan_received();
+      const uint64_t partial = filled_ - scanned_;
+      declare_down(Status(
+          StatusCode::kLinkDown,
+          "node " + std::to_string(remote_node()) + " closed the connection" +
+              (partial == 0 ? std::string()
+                            : " in the middle of a frame (" + std::to_string(partial) + " bytes of it received)")));
+    } else
       declare_down(Status(StatusCode::kLinkDown, std::string("receive from node ") + std::to_string(remote_node()) +
                                                      " failed: " + std::strerror(errno)));
   }
