@@ -498,5 +498,51 @@ TEST_P(TwoProcessRing, StreamsVerifiedData) {
 
 INSTANTIATE_TEST_SUITE_P(SpscRingTest, TwoProcessRing, ::testing::Values(16 * 4096, 4 * kHotWindowBytes));
 
+// Every batch size a transporter publishes, 8 bytes (one frame's worth of
+// alignment) to the largest frame, through a ring two largest frames long:
+// each size once with the consumer keeping up (wrapping at every offset the
+// sizes lead to), and the ring filled until reserve() refuses before the
+// consumer drains it, so it is exactly full again and again.
+TEST(SpscRingTest, EveryBatchSizeFromEightBytesToTheLargestFrameWrapsAndFillsExactly) {
+  constexpr std::size_t kLargest = 32 * 1024;
+  LocalRing ring(2 * kLargest);
+  const std::size_t capacity = ring.producer.capacity();
+  uint64_t tag = 0;
+  for (std::size_t n = 8; n <= kLargest; n += 8) {
+    publish_tagged(ring.producer, n, tag);
+    consume_tagged(ring.consumer, n, tag);
+    if (HasFatalFailure()) return;
+    ++tag;
+  }
+  EXPECT_GT(ring.producer.published_index() / capacity, 1000u) << "the test must lap the ring many times";
+  for (std::size_t n = 8; n <= kLargest; n = n * 3 / 2 + 8 - (n * 3 / 2) % 8) {
+    SCOPED_TRACE(n);
+    std::vector<uint64_t> tags;
+    // Fill: batches of n until the ring refuses one; what it holds then is
+    // all it can hold (less than one more batch and its envelope is free).
+    for (;;) {
+      std::span<std::byte> space = ring.producer.reserve(n);
+      if (space.empty()) break;
+      for (std::size_t i = 0; i < n; ++i) space[i] = static_cast<std::byte>(tag + i);
+      ring.producer.commit(n);
+      ASSERT_EQ(ring.producer.publish(), n);
+      tags.push_back(tag++);
+    }
+    ASSERT_FALSE(tags.empty()) << "an empty ring refused a batch of " << n;
+    const std::size_t line_padded = align_to_batch(kEnvelopeBytes + n);
+    // Each batch takes its line-padded length; one more would end where the
+    // envelope after it no longer fits before the consumer's position.
+    EXPECT_GT((tags.size() + 1) * line_padded + kEnvelopeBytes, capacity)
+        << "refused with room left for another batch (" << tags.size() << " held)";
+    EXPECT_FALSE(ring.consumer.corrupt());
+    for (uint64_t t : tags) {
+      consume_tagged(ring.consumer, n, t);
+      if (HasFatalFailure()) return;
+    }
+    ASSERT_TRUE(ring.consumer.refresh());
+    EXPECT_TRUE(ring.consumer.readable().empty());
+  }
+}
+
 }  // namespace
 }  // namespace fjord::shm
