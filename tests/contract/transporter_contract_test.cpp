@@ -7,6 +7,7 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
@@ -19,6 +20,7 @@
 #include <cstddef>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <optional>
 #include <thread>
@@ -358,6 +360,59 @@ TEST_P(ContractTest, FrameWithoutChecksumOnAChecksumLinkTakesItDown) {
   EXPECT_TRUE(p.server->receive().bytes.empty());
 }
 
+// What transporter.h permits a caller to do that is not the plain send and
+// receive: the same answers on every medium.
+TEST_P(ContractTest, PermittedMisuseHasTheSameDefinedAnswerOnEveryMedium) {
+  LinkPair p = pair();
+  ASSERT_TRUE(p.server && p.client);
+  // A flush with nothing committed has nothing to wait for.
+  EXPECT_EQ(p.client->flush(), FlushStatus::kFlushed);
+  // A reservation committed only in part, and one not used at all: only
+  // the committed frame arrives, and the link goes on.
+  const std::size_t one = sequenced_frame_bytes(40, false);
+  std::span<std::byte> space = p.client->reserve(3 * one);
+  ASSERT_GE(space.size(), 3 * one);
+  ASSERT_EQ(pack_sequenced(space, 0, 40, false), one);
+  p.client->commit(one, 1);
+  ASSERT_FALSE(p.client->reserve(one).empty());  // reserved, then dropped by the next reserve
+  space = p.client->reserve(one);
+  ASSERT_GE(space.size(), one);
+  ASSERT_EQ(pack_sequenced(space, 1, 40, false), one);
+  p.client->commit(one, 1);
+  p.client->commit(0, 0);  // an empty commit is no frame
+  ASSERT_NE(p.client->flush(), FlushStatus::kDown);
+  uint64_t next = 0;
+  EXPECT_EQ(receive_sequenced(*p.server, &next, 2, 10 * kSecond), "");
+  EXPECT_EQ(p.client->stats().frames_sent, 2u);
+  // Releasing nothing is allowed.
+  p.server->release(0);
+  // Close twice: the first reason stays.
+  p.client->close("first");
+  p.client->close("second");
+  EXPECT_EQ(p.client->state(), LinkState::kDown);
+  EXPECT_NE(p.client->down_reason().message().find("first"), std::string::npos) << p.client->down_reason().message();
+  EXPECT_EQ(p.client->down_reason().message().find("second"), std::string::npos) << p.client->down_reason().message();
+  // After the close: nothing to reserve, flush says down, receive is empty,
+  // waiting returns at once, arming refuses.
+  EXPECT_TRUE(p.client->reserve(one).empty());
+  EXPECT_EQ(p.client->flush(), FlushStatus::kDown);
+  EXPECT_TRUE(p.client->receive().bytes.empty());
+  EXPECT_EQ(p.client->receive().frames, 0u);
+  EXPECT_EQ(p.client->wait_for_receive(10 * kSecond, 0), WaitResult::kDown);
+  EXPECT_FALSE(p.client->arm_wakeup());
+  p.client->disarm_wakeup();
+  // The peer sees the close, with a reason, and then the same answers.
+  const uint64_t deadline = monotonic_ns() + 10 * kSecond;
+  while (p.server->is_up() && monotonic_ns() < deadline) (void)p.server->wait_for_receive(100'000'000, 0);
+  ASSERT_EQ(p.server->state(), LinkState::kDown);
+  EXPECT_FALSE(p.server->down_reason().message().empty());
+  EXPECT_TRUE(p.server->receive().bytes.empty());
+  EXPECT_TRUE(p.server->reserve(one).empty());
+  EXPECT_EQ(p.server->flush(), FlushStatus::kDown);
+  EXPECT_FALSE(p.server->send_signal({kTestSignal, {}, {}, 0}, {}));
+  EXPECT_EQ(p.server->wait_for_receive(10 * kSecond, 0), WaitResult::kDown);
+}
+
 TEST_P(ContractTest, PeerKilledMidStreamIsSeenAsDown) {
   const Medium& m = GetParam();
   if (m.in_process_only)
@@ -687,6 +742,111 @@ TEST(TcpBadPeers, APeerThatClosesBetweenFramesIsDownWithoutLosingAny) {
   const std::string reason = p.server->down_reason().message();
   EXPECT_NE(reason.find("node 2 closed the connection"), std::string::npos) << reason;
   EXPECT_EQ(reason.find("middle"), std::string::npos) << reason;
+}
+
+// Bytes no sender packs: each takes the link down naming what was wrong,
+// after the whole frames before it.
+TEST(TcpBadPeers, GarbageATooLongFrameAndABadChecksumEachTakeTheLinkDownNamingIt) {
+  struct Case {
+    const char* what;
+    bool checksum;
+    void (*spoil)(std::span<std::byte> frame);
+    const char* reason;
+  };
+  const Case cases[] = {
+      {"garbage", false, [](std::span<std::byte> f) { std::memset(f.data(), 0xA5, f.size()); },
+       "unsupported frame version"},
+      {"longer than the maximum", false,
+       [](std::span<std::byte> f) {
+         const uint32_t length = frame::kMaxFrameBytes + 8;
+         std::memcpy(f.data() + 4, &length, sizeof length);
+       },
+       "frame length out of range"},
+      {"bad checksum", true, [](std::span<std::byte> f) { f[30] ^= std::byte{1}; }, "checksum mismatch"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    RawTcpPeer p;
+    connect_raw_tcp_peer(p, c.checksum ? "Checksum=1\n" : "");
+    if (HasFatalFailure()) return;
+    std::vector<std::byte> stream = sequenced_stream(3, c.checksum);
+    const std::size_t one = sequenced_frame_bytes(100, c.checksum);
+    c.spoil(std::span(stream).subspan(2 * one, one));
+    send_raw(p.fd, stream);
+    uint64_t next = 0;
+    EXPECT_EQ(receive_until_down(*p.server, &next), "");
+    EXPECT_EQ(next, 2u);
+    EXPECT_EQ(p.server->down_reason().code(), StatusCode::kProtocolError);
+    EXPECT_NE(p.server->down_reason().message().find(c.reason), std::string::npos) << p.server->down_reason().message();
+    EXPECT_NE(p.server->down_reason().message().find("offset " + std::to_string(2 * one)), std::string::npos)
+        << p.server->down_reason().message();
+  }
+}
+
+// A request written a byte at a time is still one request.
+TEST(StreamListeners, AHandshakeWrittenOneByteAtATimeIsAccepted) {
+  StreamListener s;
+  open_stream_listener("tcp", s);
+  if (HasFatalFailure()) return;
+  UniqueFd fd = raw_connection(s.listener->endpoint());
+  int one = 1;
+  ::setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  const std::vector<std::byte> request = transport::encode_request({2, 1, "tcp", {}});
+  std::atomic<std::size_t> written{0};
+  std::thread writer([&] {
+    for (const std::byte b : request) {
+      ASSERT_EQ(::send(fd.get(), &b, 1, MSG_NOSIGNAL), 1);
+      written.fetch_add(1);
+      // Let the listener see each byte apart before the next.
+      pollfd p{fd.get(), POLLIN, 0};
+      (void)::poll(&p, 1, 1);
+    }
+  });
+  auto accepted = s.listener->accept(monotonic_ns() + 10 * kSecond);
+  writer.join();
+  ASSERT_TRUE(accepted) << accepted.status().to_string();
+  EXPECT_EQ(written.load(), request.size());
+  EXPECT_EQ((*accepted)->remote_node(), 2u);
+}
+
+std::size_t count_entries(const char* dir) {
+  std::size_t n = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) (void)entry, ++n;
+  return n;
+}
+std::size_t count_mappings() {
+  std::ifstream maps("/proc/self/maps");
+  std::size_t n = 0;
+  for (std::string line; std::getline(maps, line);) ++n;
+  return n;
+}
+
+// Set-ups and tear-downs, and peers that connect and leave at once, leave
+// no descriptor and no mapping behind.
+TEST(StreamListeners, AThousandConnectAndDisconnectCyclesLeakNothing) {
+  for (const char* type : {"tcp", "shm"}) {
+    SCOPED_TRACE(type);
+    StreamListener s;
+    open_stream_listener(type, s);
+    if (HasFatalFailure()) return;
+    // One cycle first, so lazily created things (the log, thread stacks) exist.
+    {
+      auto first = s.set_up(10 * kSecond);
+      ASSERT_TRUE(first) << first.status().to_string();
+    }
+    const std::size_t fds = count_entries("/proc/self/fd");
+    const std::size_t mappings = count_mappings();
+    for (int i = 0; i < 1000; ++i) {
+      auto accepted = s.set_up(10 * kSecond);
+      ASSERT_TRUE(accepted) << "cycle " << i << ": " << accepted.status().to_string();
+      UniqueFd leaves = raw_connection(s.listener->endpoint());
+      leaves.reset();
+      // accept() reports one attempt a call: this one, which left.
+      EXPECT_EQ(s.listener->accept(monotonic_ns() + 10 * kSecond).status().code(), StatusCode::kRejected);
+    }
+    EXPECT_EQ(count_entries("/proc/self/fd"), fds);
+    EXPECT_EQ(count_mappings(), mappings);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(AllTransporters, ContractTest, ::testing::ValuesIn(contract_media()),
