@@ -614,6 +614,33 @@ void expect_closed(const UniqueFd& fd, const char* who) {
   EXPECT_TRUE(got == 0 || (got < 0 && errno == ECONNRESET)) << who << " was not closed (" << strerror(errno) << ")";
 }
 
+// accept() reports one attempt per call, and a poller calls it when fd() is
+// readable (the data node does). So while another attempt is ready after a
+// call (its whole request in, or its peer gone), fd() must stay readable:
+// else that set-up waits, unseen, until some other connection wakes the
+// poller, and its peer times out.
+TEST(StreamListeners, AfterOneAttemptIsTakenTheFdStaysReadableForTheNextReadyOne) {
+  for (const char* type : {"tcp", "shm"}) {
+    SCOPED_TRACE(type);
+    StreamListener s;
+    open_stream_listener(type, s);
+    if (HasFatalFailure()) return;
+    const std::string endpoint = s.listener->endpoint();
+    UniqueFd leaves = raw_connection(endpoint);
+    leaves.reset();  // ready: its peer left
+    UniqueFd asks = raw_connection(endpoint);
+    const std::vector<std::byte> request = transport::encode_request({2, 1, type, {}});
+    ASSERT_EQ(::send(asks.get(), request.data(), request.size(), MSG_NOSIGNAL), static_cast<ssize_t>(request.size()));
+    ASSERT_TRUE(readable_now(s.listener->fd()));
+    auto first = s.listener->accept(monotonic_ns());
+    ASSERT_NE(first.status().code(), StatusCode::kTimeout);
+    EXPECT_TRUE(readable_now(s.listener->fd())) << "a ready attempt waits, but the listener's fd does not say so";
+    auto second = s.listener->accept(monotonic_ns());
+    EXPECT_NE(second.status().code(), StatusCode::kTimeout);
+    EXPECT_TRUE(first.is_ok() || second.is_ok()) << "the request that came whole was not set up";
+  }
+}
+
 // Out of file descriptors, a listener cannot accept a waiting connection.
 // Left in the listen queue it would keep the listener's fd readable, and
 // the data node, which polls that fd, would wake, fail and log again at

@@ -48,13 +48,23 @@ std::optional<PendingHandshakes::Entry> PendingHandshakes::take_ready(DeadlineNs
   while (::epoll_wait(epoll_fd_, events, 16, 0) == 16) {
   }
   expire(now);
-  for (std::size_t i = 0; i < pending_.size(); ++i)
-    if (handshake_message_waiting(pending_[i].conn.get(), kHandshakeRequestMagic)) {
-      Entry ready = std::move(pending_[i]);
-      remove(i);
-      return ready;
+  std::optional<Entry> ready;
+  for (std::size_t i = 0; i < pending_.size(); ++i) {
+    if (!handshake_message_waiting(pending_[i].conn.get(), kHandshakeRequestMagic)) continue;
+    if (!ready) {
+      ready = std::move(pending_[i]);
+      remove(i--);  // the last entry moved into slot i: look at it next
+      continue;
     }
-  return std::nullopt;
+    // The caller takes one a call, and polls the set before the next: the
+    // edge of this one was taken above, so re-arm it (EPOLL_CTL_MOD queues
+    // an edge-triggered fd that is ready now), or the set would read idle
+    // while it waits and its peer would time out.
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLRDHUP | EPOLLET;
+    (void)::epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, pending_[i].conn.get(), &ev);
+  }
+  return ready;
 }
 
 void PendingHandshakes::expire(DeadlineNs now) {

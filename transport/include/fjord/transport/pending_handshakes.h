@@ -50,7 +50,9 @@ class PendingHandshakes {
   // A connection whose whole handshake request is waiting, or whose peer
   // failed or left, taken out of the set; nullopt if none. Closes (and logs)
   // those past their deadline first. Also takes what the epoll set says is
-  // ready, so that the set is not left readable with nothing to do.
+  // ready, so that the set is not left readable with nothing to do; and
+  // re-arms the other connections that are ready, so that it is left
+  // readable while one is (the caller takes one a call).
   std::optional<Entry> take_ready(DeadlineNs now);
   // The earliest deadline of a waiting connection (UINT64_MAX if none).
   DeadlineNs next_deadline() const;
