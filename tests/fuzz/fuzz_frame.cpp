@@ -1,7 +1,8 @@
 // libFuzzer target: the frame unpacker and stream scanner on arbitrary bytes.
 // Properties: never reads past the input (ASan), and scan/unpack/cursor agree:
 // every frame scan_frames() accepts unpacks, decodes to the same view, and
-// re-packs to the same bytes.
+// re-packs to the same bytes; with checksums required, the same frames up
+// to the first that has none.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -50,5 +51,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     ++frames;
   }
   if (frames != scan.frames || offset != scan.whole_bytes) std::abort();
+
+  // A link that requires checksums accepts a prefix of the same frames: up
+  // to the first without one, which is then the error (or the same stop).
+  const ScanResult strict = scan_frames(bytes, true);
+  if (strict.whole_bytes > scan.whole_bytes || strict.frames > scan.frames) std::abort();
+  if (strict.frames < scan.frames) {
+    if (strict.error != FrameError::kMissingChecksum) std::abort();
+    if ((static_cast<uint8_t>(input[strict.whole_bytes + 1]) & kFlagChecksum) != 0) std::abort();
+  } else if (strict.whole_bytes != scan.whole_bytes || strict.error != scan.error) {
+    std::abort();
+  }
   return 0;
 }
