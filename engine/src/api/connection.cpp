@@ -608,6 +608,12 @@ Result<std::vector<std::byte>> Connection::schema_call(uint16_t number, std::spa
 
 Result<const TableDef*> Connection::create_table(const TableDef& table) {
   if (Status s = engine::validate_table(table); !s) return s;
+  // DICT refuses such a name (as a bare kBadRequest): "base$index" is how
+  // it names a unique index's hidden table.
+  if (table.name.find('$') != std::string::npos)
+    return Status(
+        StatusCode::kInvalidArgument,
+        "table '" + table.name + "': a table name cannot contain '$' (it names the hidden tables of unique indexes)");
   auto reply = schema_call(gsn::kCreateTableReq, encode_table(table), gsn::kCreateTableConf);
   if (!reply) return reply.status();
   auto def = decode_table(*reply);

@@ -18,7 +18,6 @@ namespace {
 
 constexpr uint32_t kMagic = 0x4254'4A46;  // "FJTB"
 constexpr uint16_t kVersion = 1;
-constexpr std::size_t kMaxNameBytes = 128;
 
 Status malformed(const std::string& what) { return Status(StatusCode::kProtocolError, "table definition: " + what); }
 
@@ -86,7 +85,7 @@ Result<TableDef> decode_table(std::span<const std::byte> bytes) {
     c.nullable = nullable == 1;
   }
   if (!read_positions(r, t.primary_key, kMaxKeyColumns)) return malformed("primary key");
-  if (!r.u16(count) || count > 64) return malformed("index count");
+  if (!r.u16(count) || count > kMaxIndexes) return malformed("index count");
   t.indexes.resize(count);
   for (IndexDef& i : t.indexes) {
     uint8_t kind = 0, pad = 0;

@@ -60,8 +60,16 @@ Status invalid(const TableDef& table, const std::string& what) {
   return Status(StatusCode::kInvalidArgument, "table " + quoted(table.name) + ": " + what);
 }
 
+// `whose` is "its", "column 3's", ...: the name is not quoted, it may be huge.
+Status check_name_length(const TableDef& table, const std::string& whose, const std::string& name) {
+  if (name.size() <= kMaxNameBytes) return Status::ok();
+  return invalid(
+      table, whose + " name has " + std::to_string(name.size()) + " bytes, at most " + std::to_string(kMaxNameBytes));
+}
+
 Status check_column(const TableDef& table, std::size_t position, const ColumnDef& column) {
   if (column.name.empty()) return invalid(table, "column " + std::to_string(position) + " has an empty name");
+  if (Status s = check_name_length(table, "column " + std::to_string(position) + "'s", column.name); !s) return s;
   const std::string name = "column " + quoted(column.name);
   if (!known_type(column.type)) {
     return invalid(table, name + " has unknown type " + std::to_string(static_cast<int>(column.type)));
@@ -130,10 +138,15 @@ Status check_key_columns(const TableDef& table, const std::string& what, const s
 }
 
 Status check_indexes(const TableDef& table) {
+  if (table.indexes.size() > kMaxIndexes) {
+    return invalid(table,
+                   "has " + std::to_string(table.indexes.size()) + " indexes, at most " + std::to_string(kMaxIndexes));
+  }
   std::unordered_set<std::string> names;
   for (std::size_t i = 0; i < table.indexes.size(); ++i) {
     const IndexDef& index = table.indexes[i];
     if (index.name.empty()) return invalid(table, "index " + std::to_string(i) + " has an empty name");
+    if (Status s = check_name_length(table, "index " + std::to_string(i) + "'s", index.name); !s) return s;
     const std::string what = "index " + quoted(index.name);
     if (!names.insert(index.name).second) return invalid(table, what + " is defined twice");
     if (index.kind != IndexKind::kUnique && index.kind != IndexKind::kOrdered) {
@@ -148,6 +161,7 @@ Status check_indexes(const TableDef& table) {
 
 Status validate_table(const TableDef& table) {
   if (table.name.empty()) return Status(StatusCode::kInvalidArgument, "table name is empty");
+  if (Status s = check_name_length(table, "its", table.name); !s) return s;
   if (Status s = check_columns(table); !s) return s;
   if (Status s = check_key_columns(table, "primary key", table.primary_key, false); !s) return s;
   if (Status s = check_indexes(table); !s) return s;

@@ -135,6 +135,42 @@ TEST_F(DataApiTest, SchemaIsCreatedDescribedAndDropped) {
   EXPECT_FALSE(conn_->create_table(bad));
 }
 
+// Limits the data node's table codec enforces (names of at most 128 bytes,
+// at most 64 indexes, no '$' in a table name) were not checked by the API,
+// so such a definition came back as a bare "4000: Malformed or
+// inconsistent request" that named nothing.
+TEST_F(DataApiTest, ADefinitionBeyondTheNodesLimitsIsRefusedNamingWhatIsWrong) {
+  const auto refusal = [&](const engine::TableDef& t) {
+    auto created = conn_->create_table(t);
+    EXPECT_FALSE(created) << t.name;
+    return created ? std::string() : created.status().message();
+  };
+  const std::string long_name(129, 'n');
+  EXPECT_EQ(refusal(accounts_def(long_name)), "table '" + long_name + "': its name has 129 bytes, at most 128");
+  engine::TableDef t = accounts_def("long_column");
+  t.columns[kName].name = long_name;
+  EXPECT_EQ(refusal(t), "table 'long_column': column 2's name has 129 bytes, at most 128");
+  t = accounts_def("long_index");
+  t.indexes[1].name = long_name;
+  EXPECT_EQ(refusal(t), "table 'long_index': index 1's name has 129 bytes, at most 128");
+  t = accounts_def("many_indexes");
+  t.indexes.clear();
+  for (int i = 0; i < 65; ++i) t.indexes.push_back({"i" + std::to_string(i), IndexKind::kOrdered, {kBalance}, 0});
+  EXPECT_EQ(refusal(t), "table 'many_indexes': has 65 indexes, at most 64");
+  EXPECT_EQ(refusal(accounts_def("a$b")),
+            "table 'a$b': a table name cannot contain '$' (it names the hidden tables of unique indexes)");
+  // At the limits the definition is accepted, and the node keeps working.
+  t = accounts_def(std::string(128, 't'));
+  t.columns[kName].name = std::string(128, 'c');
+  t.indexes.clear();
+  for (int i = 0; i < 64; ++i) t.indexes.push_back({std::to_string(i), IndexKind::kOrdered, {kBalance}, 0});
+  auto at_limits = conn_->create_table(t);
+  ASSERT_TRUE(at_limits) << at_limits.status().to_string();
+  EXPECT_TRUE(run([&](api::Transaction& tx) { tx.insert(**at_limits, account(1, 1, "ann")); }));
+  EXPECT_TRUE(run([&](api::Transaction& tx) { tx.insert(*table_, account(1, 1)); }));
+  EXPECT_EQ(balance_of(1), 1);
+}
+
 TEST_F(DataApiTest, EveryOperationTypeAndItsErrors) {
   ASSERT_TRUE(run([&](api::Transaction& tx) { tx.insert(*table_, account(1, 100, "ann")); }));
   EXPECT_EQ(balance_of(1), 100);

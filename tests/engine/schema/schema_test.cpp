@@ -126,6 +126,27 @@ TEST(SchemaTest, IndexErrors) {
   EXPECT_EQ(error_of(t), "table 't1': index 'by_name' names column position 4 but the table has 4 columns");
 }
 
+TEST(SchemaTest, NamesAndTheIndexCountHaveLimitsThatTheMessageNames) {
+  TableDef t = valid_table();
+  t.name = std::string(kMaxNameBytes + 1, 't');
+  EXPECT_EQ(error_of(t), "table '" + t.name + "': its name has 129 bytes, at most 128");
+  t = valid_table();
+  t.columns[1].name = std::string(kMaxNameBytes + 1, 'c');
+  EXPECT_EQ(error_of(t), "table 't1': column 1's name has 129 bytes, at most 128");
+  t = valid_table();
+  t.indexes[0].name = std::string(kMaxNameBytes + 1, 'i');
+  EXPECT_EQ(error_of(t), "table 't1': index 0's name has 129 bytes, at most 128");
+  t = valid_table();
+  t.indexes.clear();
+  for (uint32_t i = 0; i <= kMaxIndexes; ++i)
+    t.indexes.push_back({"i" + std::to_string(i), IndexKind::kOrdered, {1}, 0});
+  EXPECT_EQ(error_of(t), "table 't1': has 65 indexes, at most 64");
+  t.indexes.pop_back();
+  t.name = std::string(kMaxNameBytes, 't');
+  t.columns[1].name = std::string(kMaxNameBytes, 'c');
+  EXPECT_TRUE(validate_table(t).is_ok());
+}
+
 TEST(SchemaTest, PartitionAndRowSizeLimits) {
   TableDef t = valid_table();
   t.partitions = kMaxPartitions + 1;

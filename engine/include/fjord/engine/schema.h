@@ -46,6 +46,10 @@ inline constexpr uint32_t kMaxColumns = 128;
 inline constexpr uint32_t kMaxKeyColumns = 16;
 inline constexpr uint32_t kMaxKeyBytes = 1024;  // encoded key (primary, unique or ordered)
 inline constexpr uint32_t kMaxPartitions = 1024;
+// Table, column and index names travel as length-prefixed strings of at most
+// this many bytes; a table has at most kMaxIndexes indexes.
+inline constexpr uint32_t kMaxNameBytes = 128;
+inline constexpr uint32_t kMaxIndexes = 64;
 
 struct ColumnDef {
   std::string name;
@@ -77,7 +81,7 @@ struct TableDef {
   int column_index(std::string_view column_name) const;  // -1 if absent
 };
 
-// Checks names, types, lengths, key columns (not nullable, at most
+// Checks names (non-empty, at most kMaxNameBytes), types, lengths, key columns (not nullable, at most
 // kMaxKeyColumns, encoded width within kMaxKeyBytes) and index definitions.
 // The message names the table, column or index at fault.
 Status validate_table(const TableDef& table);
