@@ -6,24 +6,6 @@ namespace fjord::engine {
 
 using namespace protocol;
 
-TableDef hidden_unique_table(const TableDef& base, const IndexDef& index) {
-  TableDef t;
-  t.name = base.name + "$" + index.name;
-  t.partitions = base.partitions;
-  for (uint16_t p : index.columns) {
-    ColumnDef c = base.columns[p];
-    c.nullable = false;  // rows with a NULL in the unique key are not indexed
-    t.columns.push_back(c);
-    t.primary_key.push_back(static_cast<uint16_t>(t.columns.size() - 1));
-  }
-  for (uint16_t p : base.primary_key) {
-    ColumnDef c = base.columns[p];
-    c.name = "$pk$" + c.name;  // cannot clash with a unique key column's name
-    t.columns.push_back(c);
-  }
-  return t;
-}
-
 DictBlock::DictBlock(uint16_t tc_instances, uint16_t ldm_instances, uint32_t default_partitions)
     : Block(block_numbers::kDict, 0, "DICT"),
       tc_instances_(tc_instances),

@@ -50,6 +50,24 @@ int TableDef::column_index(std::string_view column_name) const {
   return -1;
 }
 
+TableDef hidden_unique_table(const TableDef& base, const IndexDef& index) {
+  TableDef t;
+  t.name = base.name + "$" + index.name;
+  t.partitions = base.partitions;
+  for (uint16_t p : index.columns) {
+    ColumnDef c = base.columns[p];
+    c.nullable = false;  // rows with a NULL in the unique key are not indexed
+    t.columns.push_back(c);
+    t.primary_key.push_back(static_cast<uint16_t>(t.columns.size() - 1));
+  }
+  for (uint16_t p : base.primary_key) {
+    ColumnDef c = base.columns[p];
+    c.name = "$pk$" + c.name;  // cannot clash with a unique key column's name, unless one starts "$pk$"
+    t.columns.push_back(c);
+  }
+  return t;
+}
+
 namespace {
 
 bool known_type(ColumnType type) { return type >= ColumnType::kInt32 && type <= ColumnType::kVarChar; }
@@ -173,6 +191,16 @@ Status validate_table(const TableDef& table) {
   if (record_bytes > kMaxRecordBytes) {
     return invalid(
         table, "a row takes " + std::to_string(record_bytes) + " bytes, at most " + std::to_string(kMaxRecordBytes));
+  }
+  // DICT installs the hidden table in every TC and LDM, which cannot refuse
+  // it: its name, its "$pk$" column names and their uniqueness must hold
+  // here. (The columns and keys are checked above; a hidden table has no
+  // indexes, so this goes one level deep.)
+  for (const IndexDef& index : table.indexes) {
+    if (index.kind != IndexKind::kUnique) continue;
+    if (Status s = validate_table(hidden_unique_table(table, index)); !s)
+      return invalid(table,
+                     "unique index " + quoted(index.name) + " needs a hidden table that is not valid: " + s.message());
   }
   return Status::ok();
 }

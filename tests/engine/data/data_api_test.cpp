@@ -171,6 +171,41 @@ TEST_F(DataApiTest, ADefinitionBeyondTheNodesLimitsIsRefusedNamingWhatIsWrong) {
   EXPECT_EQ(balance_of(1), 1);
 }
 
+// A unique index lives in a hidden table named "table$index" whose columns
+// are the index's and then the primary key's, renamed "$pk$column". A
+// definition valid in itself could make that hidden table invalid (a name
+// too long, two columns of one name): DICT installed it anyway and every TC
+// and LDM asserted on it, taking the whole data node down.
+TEST_F(DataApiTest, AUniqueIndexWhoseHiddenTableWouldBeInvalidIsRefusedAndTheNodeKeepsWorking) {
+  const auto refusal = [&](const engine::TableDef& t) {
+    auto created = conn_->create_table(t);
+    EXPECT_FALSE(created) << t.name;
+    return created ? std::string() : created.status().message();
+  };
+  engine::TableDef t = accounts_def(std::string(100, 't'));
+  t.indexes[0].name = std::string(100, 'u');  // hidden table name: 201 bytes
+  std::string why = refusal(t);
+  EXPECT_NE(why.find("unique index '" + t.indexes[0].name + "'"), std::string::npos) << why;
+  EXPECT_NE(why.find("name has 201 bytes, at most 128"), std::string::npos) << why;
+  t = accounts_def("long_key_name");
+  t.columns[kId].name = std::string(126, 'k');  // hidden column "$pk$kkk...": 130 bytes
+  why = refusal(t);
+  EXPECT_NE(why.find("unique index 'by_email'"), std::string::npos) << why;
+  EXPECT_NE(why.find("name has 130 bytes, at most 128"), std::string::npos) << why;
+  t = accounts_def("clashing_names");
+  t.columns[kEmail].name = "$pk$id";  // the unique column and the renamed key column
+  why = refusal(t);
+  EXPECT_NE(why.find("unique index 'by_email'"), std::string::npos) << why;
+  EXPECT_NE(why.find("column '$pk$id' is defined twice"), std::string::npos) << why;
+  // The node is up and its tables work.
+  EXPECT_TRUE(run([&](api::Transaction& tx) { tx.insert(*table_, account(1, 1)); }));
+  EXPECT_EQ(balance_of(1), 1);
+  auto other = cluster_->connect(51);
+  ASSERT_TRUE(other) << other.status().to_string();
+  EXPECT_TRUE((*other)->get_table("accounts"));
+  EXPECT_FALSE((*other)->get_table("clashing_names"));
+}
+
 TEST_F(DataApiTest, EveryOperationTypeAndItsErrors) {
   ASSERT_TRUE(run([&](api::Transaction& tx) { tx.insert(*table_, account(1, 100, "ann")); }));
   EXPECT_EQ(balance_of(1), 100);

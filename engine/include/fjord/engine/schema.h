@@ -81,8 +81,14 @@ struct TableDef {
   int column_index(std::string_view column_name) const;  // -1 if absent
 };
 
+// The hidden table behind unique index `index` of `base` (ids not
+// assigned): "base$index", the index's columns (NOT NULL) as its primary key,
+// then the primary key's columns renamed "$pk$column".
+TableDef hidden_unique_table(const TableDef& base, const IndexDef& index);
+
 // Checks names (non-empty, at most kMaxNameBytes), types, lengths, key columns (not nullable, at most
 // kMaxKeyColumns, encoded width within kMaxKeyBytes) and index definitions.
+// Each unique index's hidden table must be valid too.
 // The message names the table, column or index at fault.
 Status validate_table(const TableDef& table);
 

@@ -21,9 +21,6 @@
 
 namespace fjord::engine {
 
-// The hidden table behind unique index `index` of `base` (ids not assigned).
-TableDef hidden_unique_table(const TableDef& base, const IndexDef& index);
-
 class DictBlock final : public Block {
  public:
   DictBlock(uint16_t tc_instances, uint16_t ldm_instances, uint32_t default_partitions);
