@@ -533,10 +533,10 @@ Transaction& Connection::start_transaction(const TableDef* hint_table, const Row
 
 Result<Scan*> Connection::scan(const ScanSpec& spec) {
   if (!spec.table) return Status(StatusCode::kInvalidArgument, "ScanSpec.table is required");
+  // Only a closed scan is free: one read to its end is still the caller's,
+  // whose close() (and next()) must not reach the scan that reuses it.
   uint32_t slot = 0;
-  while (slot < scans_.size() && !scans_[slot]->closed_ &&
-         !(scans_[slot]->finished_ && scans_[slot]->cursor_ >= scans_[slot]->rows_.size()))
-    ++slot;
+  while (slot < scans_.size() && !scans_[slot]->closed_) ++slot;
   if (slot == scans_.size()) scans_.push_back(std::unique_ptr<Scan>(new Scan(*this)));
   Scan& scan = *scans_[slot];
   scan.handle_ = kScanHandleBit | slot;
@@ -586,9 +586,14 @@ Result<Scan*> Connection::scan(const ScanSpec& spec) {
   req.bounds = bounds;
   req.filter = filter;
   req.columns = std::as_bytes(std::span(spec.columns));
-  if (Status s = send_frame(encode(req), kTc, scan.tc_instance_); !s) return s;
-  if (Status s = flush(); !s) return s;
-  if (!scan.fetch_round()) return scan.status_;
+  // A scan that fails here is never handed out, so nobody will close it.
+  const auto fail = [&](const Status& why) {
+    scan.closed_ = true;
+    return why;
+  };
+  if (Status s = send_frame(encode(req), kTc, scan.tc_instance_); !s) return fail(s);
+  if (Status s = flush(); !s) return fail(s);
+  if (!scan.fetch_round()) return fail(scan.status_);
   return &scan;
 }
 

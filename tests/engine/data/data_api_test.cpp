@@ -630,6 +630,42 @@ TEST_F(DataApiTest, ScansFullOrderedBoundedAndFiltered) {
   EXPECT_FALSE(refused.is_ok() && (*refused)->status().is_ok());
 }
 
+// A scan read to its end was taken for free before it was closed: the next
+// scan() handed out the same Scan object, so the first scan's close() (as
+// every caller does after its loop) closed the second one, which then
+// returned no rows and reported no error.
+TEST_F(DataApiTest, AScanReadToItsEndStaysTheCallersUntilClosed) {
+  ASSERT_TRUE(run([&](api::Transaction& tx) {
+    for (uint64_t id = 0; id < 20; ++id) tx.insert(*table_, account(id, 1));
+  }));
+  api::ScanSpec spec;
+  spec.table = table_;
+  auto first = conn_->scan(spec);
+  ASSERT_TRUE(first) << first.status().to_string();
+  api::RowView row;
+  uint64_t first_rows = 0;
+  while ((*first)->next(row)) ++first_rows;
+  EXPECT_EQ(first_rows, 20u);
+  auto second = conn_->scan(spec);
+  ASSERT_TRUE(second) << second.status().to_string();
+  EXPECT_NE(*first, *second) << "an open scan was handed out again";
+  (*first)->close();
+  uint64_t second_rows = 0;
+  while ((*second)->next(row)) ++second_rows;
+  EXPECT_TRUE((*second)->status()) << (*second)->status().to_string();
+  EXPECT_EQ(second_rows, 20u);
+  (*second)->close();
+  // Closed scans are reused: many scans in turn keep a few objects.
+  std::set<api::Scan*> objects;
+  for (int i = 0; i < 50; ++i) {
+    auto scan = conn_->scan(spec);
+    ASSERT_TRUE(scan) << scan.status().to_string();
+    objects.insert(*scan);
+    (*scan)->close();
+  }
+  EXPECT_LE(objects.size(), 2u);
+}
+
 // A scan opens one LDM scan record per partition: the LDMs must have
 // MaxNoOfConcurrentScans x PartitionsPerTable of them for the TC's limit to
 // be the one a program meets (before, they had MaxNoOfConcurrentScans, so

@@ -259,7 +259,9 @@ class Scan {
   bool next(RowView& row);
   const Status& status() const { return status_; }
   uint64_t rows_returned() const { return rows_returned_; }
-  // Stops early and releases the scan.
+  // Stops early if needed and releases the scan; the Scan may then be
+  // handed out again by Connection::scan(). Close every scan, also one read
+  // to its end.
   void close();
 
  private:
