@@ -359,6 +359,8 @@ void Connection::dispatch(const engine::Signal& s) {
       if (!m) return protocol_fault(s, m.status());
       Transaction* tx = transaction_of(m->api_conn);
       if (!tx || tx->tx_ != m->tx) return;
+      if (m->op_index < tx->ops_used_)
+        forget_if_stale(tx->ops_[m->op_index]->table_id_, tx->ops_[m->op_index]->table_version_, m->error);
       tx->error_ = m->error;
       tx->status_ = Status(
           StatusCode::kRejected,
@@ -412,6 +414,7 @@ void Connection::dispatch(const engine::Signal& s) {
       } else {
         auto m = decode_scan_ref(s);
         if (!m) return protocol_fault(s, m.status());
+        forget_if_stale(scan.table_id_, scan.table_version_, m->error);
         scan.status_ = Status(StatusCode::kRejected, error_text(m->error));
         scan.finished_ = true;
       }
@@ -543,6 +546,8 @@ Result<Scan*> Connection::scan(const ScanSpec& spec) {
   scan.scan_id_ = next_scan_++;
   scan.tc_instance_ = tc_for(nullptr, nullptr);
   scan.data_node_ = data_node_;
+  scan.table_id_ = spec.table->table_id;
+  scan.table_version_ = spec.table->version;
   scan.finished_ = scan.closed_ = scan.round_done_ = scan.conf_ = false;
   scan.rows_.clear();
   scan.cursor_ = 0;
@@ -595,6 +600,16 @@ Result<Scan*> Connection::scan(const ScanSpec& spec) {
   if (Status s = flush(); !s) return fail(s);
   if (!scan.fetch_round()) return fail(scan.status_);
   return &scan;
+}
+
+void Connection::forget_if_stale(uint32_t table_id, uint32_t version, ErrorCode error) {
+  if (error != ErrorCode::kNoSuchTable && error != ErrorCode::kSchemaVersion) return;
+  for (auto it = tables_.begin(); it != tables_.end(); ++it)
+    if ((*it)->table_id == table_id && (*it)->version == version) {
+      stale_tables_.push_back(std::move(*it));
+      tables_.erase(it);
+      return;
+    }
 }
 
 Result<std::vector<std::byte>> Connection::schema_call(uint16_t number, std::span<const std::byte> payload,

@@ -265,6 +265,60 @@ TEST_F(DataApiTest, StaleTableVersionIsRefused) {
   tx.close();
 }
 
+// get_table() caches. When another connection dropped the table and
+// created it again differently, the cached definition's operations were
+// refused (723 or 241) but get_table() kept returning that same stale
+// definition, so the connection could never use the table again.
+TEST_F(DataApiTest, AStaleCachedDefinitionIsRefusedAndGetTableThenFetchesTheNewOne) {
+  auto other_conn = cluster_->connect(51);
+  ASSERT_TRUE(other_conn) << other_conn.status().to_string();
+  api::Connection& other = **other_conn;
+  const auto is_stale_table_error = [](const Status& s) {
+    return s.message().rfind("241:", 0) == 0 || s.message().rfind("723:", 0) == 0;
+  };
+  for (const bool by_scan : {false, true}) {
+    SCOPED_TRACE(by_scan ? "found stale by a scan" : "found stale by a read");
+    auto cached = other.get_table("accounts");
+    ASSERT_TRUE(cached) << cached.status().to_string();
+    const engine::TableDef* old = *cached;
+    const std::size_t old_columns = old->columns.size();
+    ASSERT_TRUE(conn_->drop_table("accounts"));
+    engine::TableDef changed = accounts_def();
+    while (changed.columns.size() <= old_columns)  // one column more than the cached definition
+      changed.columns.push_back({"extra" + std::to_string(changed.columns.size()), ColumnType::kUint32, 0, true});
+    auto created = conn_->create_table(changed);
+    ASSERT_TRUE(created) << created.status().to_string();
+    table_ = *created;
+
+    if (by_scan) {
+      api::ScanSpec spec;
+      spec.table = old;
+      auto scan = other.scan(spec);
+      const Status s = scan ? (*scan)->status() : scan.status();
+      EXPECT_TRUE(is_stale_table_error(s)) << s.to_string();
+      if (scan) (*scan)->close();
+    } else {
+      api::Transaction& tx = other.start_transaction();
+      tx.read(*old, key_of(1));
+      const Status s = tx.execute(ExecType::kCommit);
+      EXPECT_TRUE(is_stale_table_error(s)) << s.to_string();
+      tx.close();
+    }
+    EXPECT_EQ(old->columns.size(), old_columns) << "the old definition stays readable";
+
+    auto fresh = other.get_table("accounts");
+    ASSERT_TRUE(fresh) << fresh.status().to_string();
+    EXPECT_EQ((*fresh)->table_id, table_->table_id);
+    EXPECT_EQ((*fresh)->version, table_->version);
+    EXPECT_EQ((*fresh)->columns.size(), old_columns + 1);
+    api::Transaction& tx = other.start_transaction();
+    tx.insert(**fresh, account(1, 42));
+    EXPECT_TRUE(tx.execute(ExecType::kCommit)) << tx.status().to_string();
+    tx.close();
+    EXPECT_EQ(balance_of(1), 42);
+  }
+}
+
 TEST_F(DataApiTest, BatchesNoCommitCommitAndRollback) {
   // 20 inserts in one round trip, not committed yet.
   api::Transaction& tx = conn_->start_transaction();

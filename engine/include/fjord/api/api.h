@@ -274,6 +274,8 @@ class Scan {
   uint32_t scan_id_ = 0;
   uint16_t tc_instance_ = 0;
   NodeId data_node_ = kNoNode;
+  uint32_t table_id_ = 0;  // of the definition it was opened with
+  uint32_t table_version_ = 0;
   bool finished_ = false;
   bool closed_ = false;
   bool round_done_ = false;
@@ -298,7 +300,10 @@ class Connection {
   NodeId data_node() const { return data_node_; }
 
   // Schema. get_table caches; the returned pointer stays valid until the
-  // table is dropped through this connection.
+  // table is dropped through this connection. A cached definition that an
+  // operation or scan finds stale (723 or 241: the table was dropped, maybe
+  // created again, by another connection) is fetched again by the next
+  // get_table; the stale one stays readable.
   Result<const TableDef*> create_table(const TableDef& table);
   Status drop_table(const std::string& name);
   Result<const TableDef*> get_table(const std::string& name);
@@ -373,6 +378,10 @@ class Connection {
   void fail_everything(const Status& why, StatusCode code = StatusCode::kLinkDown);
   void protocol_fault(const engine::Signal& s, const Status& why);
   static Status bad_op_index(uint32_t op_index, uint32_t ops);
+  // After `error` from an operation or scan on that definition: a cached
+  // definition the node no longer has leaves the cache (kept in
+  // stale_tables_, so pointers to it stay valid).
+  void forget_if_stale(uint32_t table_id, uint32_t version, ErrorCode error);
   Result<std::vector<std::byte>> schema_call(uint16_t number, std::span<const std::byte> payload, uint16_t expected);
   uint16_t tc_for(const TableDef* table, const Row* key);
   // The TC next to the partition of `key`, a primary key of `table`; nullopt
@@ -410,6 +419,7 @@ class Connection {
   ErrorCode schema_error_ = ErrorCode::kNone;
   std::vector<std::byte> schema_payload_;
   std::vector<std::unique_ptr<TableDef>> tables_;
+  std::vector<std::unique_ptr<TableDef>> stale_tables_;
   struct HintCodec {
     uint32_t table_id;
     uint32_t version;
