@@ -536,6 +536,10 @@ Transaction& Connection::start_transaction(const TableDef* hint_table, const Row
 
 Result<Scan*> Connection::scan(const ScanSpec& spec) {
   if (!spec.table) return Status(StatusCode::kInvalidArgument, "ScanSpec.table is required");
+  // TC refuses any other batch size, but only as a bare kBadRequest.
+  if (spec.batch_rows == 0 || spec.batch_rows > kMaxScanBatchRows)
+    return Status(StatusCode::kInvalidArgument, "ScanSpec.batch_rows is " + std::to_string(spec.batch_rows) +
+                                                    "; accepted 1.." + std::to_string(kMaxScanBatchRows));
   // Only a closed scan is free: one read to its end is still the caller's,
   // whose close() (and next()) must not reach the scan that reuses it.
   uint32_t slot = 0;

@@ -720,6 +720,32 @@ TEST_F(DataApiTest, AScanReadToItsEndStaysTheCallersUntilClosed) {
   EXPECT_LE(objects.size(), 2u);
 }
 
+// batch_rows outside what the node accepts (1..4096) came back as a bare
+// "4000: Malformed or inconsistent request".
+TEST_F(DataApiTest, AScanBatchSizeOutOfRangeIsRefusedNamingTheRange) {
+  ASSERT_TRUE(run([&](api::Transaction& tx) { tx.insert(*table_, account(1, 1)); }));
+  api::ScanSpec spec;
+  spec.table = table_;
+  for (const uint32_t rows : {0u, engine::protocol::kMaxScanBatchRows + 1, 0xFFFF'FFFFu}) {
+    spec.batch_rows = rows;
+    auto scan = conn_->scan(spec);
+    ASSERT_FALSE(scan) << rows;
+    EXPECT_EQ(scan.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(scan.status().message(), "ScanSpec.batch_rows is " + std::to_string(rows) + "; accepted 1.." +
+                                           std::to_string(engine::protocol::kMaxScanBatchRows));
+  }
+  for (const uint32_t rows : {1u, engine::protocol::kMaxScanBatchRows}) {
+    spec.batch_rows = rows;
+    auto scan = conn_->scan(spec);
+    ASSERT_TRUE(scan) << scan.status().to_string();
+    api::RowView row;
+    EXPECT_TRUE((*scan)->next(row));
+    EXPECT_FALSE((*scan)->next(row));
+    EXPECT_TRUE((*scan)->status()) << (*scan)->status().to_string();
+    (*scan)->close();
+  }
+}
+
 // A scan opens one LDM scan record per partition: the LDMs must have
 // MaxNoOfConcurrentScans x PartitionsPerTable of them for the TC's limit to
 // be the one a program meets (before, they had MaxNoOfConcurrentScans, so

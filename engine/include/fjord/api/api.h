@@ -249,7 +249,7 @@ struct ScanSpec {
   };
   std::vector<Predicate> filter;  // ANDed, evaluated in the data node
   std::vector<uint16_t> columns;  // empty: all
-  uint32_t batch_rows = 64;       // per partition per round
+  uint32_t batch_rows = 64;       // per partition per round: 1..protocol::kMaxScanBatchRows
 };
 
 class Scan {
