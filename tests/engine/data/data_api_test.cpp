@@ -206,6 +206,23 @@ TEST_F(DataApiTest, AUniqueIndexWhoseHiddenTableWouldBeInvalidIsRefusedAndTheNod
   EXPECT_FALSE((*other)->get_table("clashing_names"));
 }
 
+// A unique index's hidden table ("table$index") is DICT's own: drop_table
+// did not know it, but get_table described it, and a program could then
+// write to it directly, so an insert of a value no row has was refused as a
+// duplicate (893).
+TEST_F(DataApiTest, AUniqueIndexsHiddenTableIsNoTableOfTheApi) {
+  auto hidden = conn_->get_table("accounts$by_email");
+  EXPECT_FALSE(hidden);
+  EXPECT_EQ(hidden.status().message(), "723: No such table existed");
+  EXPECT_EQ(conn_->drop_table("accounts$by_email").message(), "723: No such table existed");
+  if (hidden) {
+    const Row entry = Row().set(0, std::string("user2@example.com")).set(1, uint64_t{77});
+    (void)run([&](api::Transaction& tx) { tx.insert(**hidden, entry); });
+  }
+  EXPECT_TRUE(run([&](api::Transaction& tx) { tx.insert(*table_, account(2, 1)); }));
+  EXPECT_EQ(balance_of(2), 1);
+}
+
 TEST_F(DataApiTest, EveryOperationTypeAndItsErrors) {
   ASSERT_TRUE(run([&](api::Transaction& tx) { tx.insert(*table_, account(1, 100, "ann")); }));
   EXPECT_EQ(balance_of(1), 100);
