@@ -966,6 +966,74 @@ TEST_F(DataApiTest, TheConcurrentScanLimitIsTheTcsAndALocalLimitIsNamedWhenHit) 
   EXPECT_EQ(balance_of(7), 1) << "key operations go on";
 }
 
+// Coverage: with room for two scans at a time, scans closed after their
+// first row, scans interleaved with each other and with transactions on one
+// connection, and scans left open by a connection that goes away all give
+// their records back: scans keep opening.
+TEST_F(DataApiTest, ScansClosedEarlyInterleavedOrAbandonedLeaveNoScanRecordBehind) {
+  ClusterOptions options;
+  options.extra_ndbd = "MaxNoOfConcurrentScans=2\n";
+  start(options);
+  ASSERT_TRUE(run([&](api::Transaction& tx) {
+    for (uint64_t id = 0; id < 100; ++id) tx.insert(*table_, account(id, static_cast<int64_t>(id)));
+  }));
+  api::ScanSpec full;
+  full.table = table_;
+  full.batch_rows = 2;
+  api::ScanSpec ordered = full;
+  ordered.index = &index("by_balance");
+  api::RowView row;
+  for (int i = 0; i < 20; ++i) {
+    auto scan = conn_->scan(i % 2 ? ordered : full);
+    ASSERT_TRUE(scan) << "scan " << i << ": " << scan.status().to_string();
+    ASSERT_TRUE((*scan)->next(row)) << "scan " << i << ": " << (*scan)->status().to_string();
+    (*scan)->close();
+  }
+  for (int i = 0; i < 3; ++i) {
+    auto a = conn_->scan(full);
+    auto b = conn_->scan(ordered);
+    ASSERT_TRUE(a && b);
+    std::set<uint64_t> seen_a, seen_b;
+    bool more_a = true, more_b = true;
+    for (uint64_t step = 0; more_a || more_b; ++step) {
+      if (more_a && (more_a = (*a)->next(row))) seen_a.insert(row.value(kId).as_uint64());
+      if (more_b && (more_b = (*b)->next(row))) seen_b.insert(row.value(kId).as_uint64());
+      if (step % 16 == 0) {
+        const uint64_t id = step % 100;
+        ASSERT_TRUE(run([&](api::Transaction& tx) { tx.update(*table_, key_of(id), Row().set(kName, "x")); }));
+        EXPECT_EQ(balance_of(id), static_cast<int64_t>(id));
+      }
+    }
+    EXPECT_TRUE((*a)->status() && (*b)->status());
+    EXPECT_EQ(seen_a.size(), 100u);
+    EXPECT_EQ(seen_b.size(), 100u);
+    (*a)->close();
+    (*b)->close();
+  }
+  for (int i = 0; i < 4; ++i) {
+    {
+      auto leaving = cluster_->connect(51);
+      ASSERT_TRUE(leaving) << leaving.status().to_string();
+      auto t = (*leaving)->get_table("accounts");
+      ASSERT_TRUE(t);
+      api::ScanSpec spec = full;
+      spec.table = *t;
+      auto a = (*leaving)->scan(spec);
+      auto b = (*leaving)->scan(spec);
+      ASSERT_TRUE(a && b && (*a)->next(row) && (*b)->next(row));
+    }  // the connection closes with both scans open
+    // The node notices the disconnect on its own time: wait for a scan to open.
+    const uint64_t until = monotonic_ns() + 10'000'000'000ULL;
+    Status opened;
+    do {
+      auto scan = conn_->scan(full);
+      opened = scan ? (*scan)->status() : scan.status();
+      if (scan) (*scan)->close();
+    } while (!opened && monotonic_ns() < until);
+    ASSERT_TRUE(opened) << "after disconnect " << i << ": " << opened.to_string();
+  }
+}
+
 TEST_F(DataApiTest, ScansWhileRowsAreInsertedAndDeleted) {
   for (uint64_t base = 0; base < 1000; base += 100)
     ASSERT_TRUE(run([&](api::Transaction& tx) {
