@@ -642,7 +642,20 @@ Result<const TableDef*> Connection::create_table(const TableDef& table) {
   if (!reply) return reply.status();
   auto def = decode_table(*reply);
   if (!def) return def.status();
-  tables_.push_back(std::make_unique<TableDef>(std::move(def).value()));
+  return cache_table(std::move(def).value());
+}
+
+const TableDef* Connection::cache_table(TableDef def) {
+  // An older definition of that name (the table was dropped by another
+  // connection) must not answer get_table any more; pointers to it stay
+  // valid.
+  for (auto it = tables_.begin(); it != tables_.end(); ++it)
+    if ((*it)->name == def.name) {
+      stale_tables_.push_back(std::move(*it));
+      tables_.erase(it);
+      break;
+    }
+  tables_.push_back(std::make_unique<TableDef>(std::move(def)));
   return tables_.back().get();
 }
 
@@ -664,8 +677,7 @@ Result<const TableDef*> Connection::get_table(const std::string& name) {
   if (!reply) return reply.status();
   auto def = decode_table(*reply);
   if (!def) return def.status();
-  tables_.push_back(std::make_unique<TableDef>(std::move(def).value()));
-  return tables_.back().get();
+  return cache_table(std::move(def).value());
 }
 
 }  // namespace fjord::api

@@ -472,6 +472,30 @@ TEST_F(DataApiTest, AStaleCachedDefinitionIsRefusedAndGetTableThenFetchesTheNewO
   }
 }
 
+// create_table() added its definition to the cache beside any older one of
+// the same name (cached before another connection dropped the table), and
+// get_table() went on answering with the older one.
+TEST_F(DataApiTest, GetTableAnswersWithTheDefinitionThisConnectionCreatedLast) {
+  auto other = cluster_->connect(51);
+  ASSERT_TRUE(other) << other.status().to_string();
+  ASSERT_TRUE((*other)->drop_table("accounts"));
+  engine::TableDef changed = accounts_def();
+  changed.columns.push_back({"extra", ColumnType::kUint32, 0, true});
+  auto created = conn_->create_table(changed);
+  ASSERT_TRUE(created) << created.status().to_string();
+  auto cached = conn_->get_table("accounts");
+  ASSERT_TRUE(cached) << cached.status().to_string();
+  EXPECT_EQ(*cached, *created);
+  EXPECT_EQ((*cached)->columns.size(), 6u);
+  EXPECT_EQ(table_->columns.size(), 5u) << "the older definition stays readable";
+  api::Transaction& tx = conn_->start_transaction();
+  tx.insert(**cached, account(1, 1));
+  EXPECT_TRUE(tx.execute(ExecType::kCommit)) << tx.status().to_string();
+  tx.close();
+  table_ = *created;
+  EXPECT_EQ(balance_of(1), 1);
+}
+
 TEST_F(DataApiTest, BatchesNoCommitCommitAndRollback) {
   // 20 inserts in one round trip, not committed yet.
   api::Transaction& tx = conn_->start_transaction();

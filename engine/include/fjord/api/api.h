@@ -382,6 +382,8 @@ class Connection {
   // definition the node no longer has leaves the cache (kept in
   // stale_tables_, so pointers to it stay valid).
   void forget_if_stale(uint32_t table_id, uint32_t version, ErrorCode error);
+  // Caches a definition from DICT in place of any of the same name.
+  const TableDef* cache_table(TableDef def);
   Result<std::vector<std::byte>> schema_call(uint16_t number, std::span<const std::byte> payload, uint16_t expected);
   uint16_t tc_for(const TableDef* table, const Row* key);
   // The TC next to the partition of `key`, a primary key of `table`; nullopt
