@@ -1,4 +1,5 @@
 // API: the connection to the data node, the receive loop and schema calls.
+#include <algorithm>
 #include <cstring>
 #include <thread>
 
@@ -18,6 +19,64 @@ using engine::block_numbers::kTc;
 namespace {
 constexpr uint32_t kScanHandleBit = 0x8000'0000u;
 uint64_t ms(uint32_t v) { return uint64_t{v} * 1'000'000; }
+
+// What the data node would refuse in a scan's columns, filter and bounds
+// (LDM checks them again: they are a peer's bytes there), worded for the
+// program; the node's answer would be a bare kBadRequest.
+Status bad_spec(const std::string& what) { return Status(StatusCode::kInvalidArgument, what); }
+
+Status check_column(const TableDef& t, const char* field, uint32_t column) {
+  if (column < t.columns.size()) return Status::ok();
+  return bad_spec(std::string("ScanSpec.") + field + ": table '" + t.name + "' has no column " +
+                  std::to_string(column) + " (it has " + std::to_string(t.columns.size()) + ")");
+}
+
+Status check_width(const TableDef& t, const char* field, uint16_t column, const ValueRef& v) {
+  const uint32_t width = engine::integer_width(t.columns[column].type);
+  if (v.is_null || width == 0 || v.bytes.size() == width) return Status::ok();
+  return bad_spec(std::string("ScanSpec.") + field + ": column '" + t.columns[column].name + "' (" +
+                  engine::column_type_name(t.columns[column].type) + ") takes " + std::to_string(width) +
+                  "-byte values, not " + std::to_string(v.bytes.size()));
+}
+
+// A bound's values name the first n columns of the index, n = how many.
+Status check_bound(const TableDef& t, const IndexDef& index, const char* field, const Row& bound) {
+  const std::size_t n = bound.count();
+  ValueCursor values(bound.entries());
+  ValueEntry e;
+  while (values.next(e)) {
+    if (Status s = check_column(t, field, e.column); !s) return s;
+    const auto first = index.columns.begin();
+    if (n > index.columns.size() || std::find(first, first + static_cast<std::ptrdiff_t>(n), e.column) == first + n)
+      return bad_spec(std::string("ScanSpec.") + field + ": column '" + t.columns[e.column].name +
+                      "' is not among the first " + std::to_string(n) + " columns of index '" + index.name + "'");
+    if (Status s = check_width(t, field, e.column, e.is_null ? ValueRef::null() : ValueRef::of_bytes(e.bytes)); !s)
+      return s;
+  }
+  return Status::ok();
+}
+
+Status check_scan_spec(const api::ScanSpec& spec) {
+  const TableDef& t = *spec.table;
+  if (spec.batch_rows == 0 || spec.batch_rows > kMaxScanBatchRows)
+    return bad_spec("ScanSpec.batch_rows is " + std::to_string(spec.batch_rows) + "; accepted 1.." +
+                    std::to_string(kMaxScanBatchRows));
+  for (uint16_t column : spec.columns)
+    if (Status s = check_column(t, "columns", column); !s) return s;
+  for (const api::ScanSpec::Predicate& p : spec.filter) {
+    if (Status s = check_column(t, "filter", p.column); !s) return s;
+    if (p.op == FilterOp::kIsNull || p.op == FilterOp::kIsNotNull) continue;
+    if (Status s = check_width(t, "filter", p.column, api::RowView(p.value.entries()).value(p.column)); !s) return s;
+  }
+  if (!spec.has_lower && !spec.has_upper) return Status::ok();
+  // Without an index the bounds would be left out and every row returned.
+  if (!spec.index) return bad_spec("ScanSpec has bounds but no ordered index");
+  if (spec.has_lower)
+    if (Status s = check_bound(t, *spec.index, "lower", spec.lower); !s) return s;
+  if (spec.has_upper)
+    if (Status s = check_bound(t, *spec.index, "upper", spec.upper); !s) return s;
+  return Status::ok();
+}
 }  // namespace
 
 Connection::Connection(ConnectOptions options) : options_(std::move(options)) {}
@@ -536,10 +595,7 @@ Transaction& Connection::start_transaction(const TableDef* hint_table, const Row
 
 Result<Scan*> Connection::scan(const ScanSpec& spec) {
   if (!spec.table) return Status(StatusCode::kInvalidArgument, "ScanSpec.table is required");
-  // TC refuses any other batch size, but only as a bare kBadRequest.
-  if (spec.batch_rows == 0 || spec.batch_rows > kMaxScanBatchRows)
-    return Status(StatusCode::kInvalidArgument, "ScanSpec.batch_rows is " + std::to_string(spec.batch_rows) +
-                                                    "; accepted 1.." + std::to_string(kMaxScanBatchRows));
+  if (Status s = check_scan_spec(spec); !s) return s;
   // Only a closed scan is free: one read to its end is still the caller's,
   // whose close() (and next()) must not reach the scan that reuses it.
   uint32_t slot = 0;

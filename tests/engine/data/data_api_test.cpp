@@ -923,6 +923,65 @@ TEST_F(DataApiTest, AScanBatchSizeOutOfRangeIsRefusedNamingTheRange) {
   }
 }
 
+// A ScanSpec the node cannot run came back as a bare "4000: Malformed or
+// inconsistent request", and bounds given without an index were dropped
+// without a word: the scan returned every row.
+TEST_F(DataApiTest, AScanSpecTheNodeCannotRunIsRefusedNamingWhatIsWrong) {
+  ASSERT_TRUE(run([&](api::Transaction& tx) {
+    for (uint64_t id = 0; id < 10; ++id) tx.insert(*table_, account(id, static_cast<int64_t>(id)));
+  }));
+  const auto refusal = [&](api::ScanSpec spec) {
+    spec.table = table_;
+    auto scan = conn_->scan(spec);
+    if (scan) {
+      (*scan)->close();
+      ADD_FAILURE() << "scan accepted";
+      return std::string();
+    }
+    EXPECT_EQ(scan.status().code(), StatusCode::kInvalidArgument);
+    return scan.status().message();
+  };
+  api::ScanSpec spec;
+  spec.columns = {kId, 9};
+  EXPECT_EQ(refusal(spec), "ScanSpec.columns: table 'accounts' has no column 9 (it has 5)");
+  spec = {};
+  spec.filter.push_back({9, engine::protocol::FilterOp::kEq, Row().set(9, uint32_t{1})});
+  EXPECT_EQ(refusal(spec), "ScanSpec.filter: table 'accounts' has no column 9 (it has 5)");
+  spec = {};
+  spec.filter.push_back({kBalance, engine::protocol::FilterOp::kGe, Row().set(kBalance, uint32_t{1})});
+  EXPECT_EQ(refusal(spec), "ScanSpec.filter: column 'balance' (INT64) takes 8-byte values, not 4");
+  spec = {};
+  spec.has_lower = true;
+  spec.lower.set(kId, uint64_t{5});
+  EXPECT_EQ(refusal(spec), "ScanSpec has bounds but no ordered index");
+  spec = {};
+  spec.index = &index("by_balance");
+  spec.has_upper = true;
+  spec.upper.set(kId, uint64_t{5});
+  EXPECT_EQ(refusal(spec), "ScanSpec.upper: column 'id' is not among the first 1 columns of index 'by_balance'");
+  spec = {};
+  spec.index = &index("by_balance");
+  spec.has_lower = true;
+  spec.lower.set(kBalance, uint32_t{5});
+  EXPECT_EQ(refusal(spec), "ScanSpec.lower: column 'balance' (INT64) takes 8-byte values, not 4");
+  // A good spec still runs.
+  spec = {};
+  spec.table = table_;
+  spec.index = &index("by_balance");
+  spec.has_lower = true;
+  spec.lower.set(kBalance, int64_t{5});
+  spec.filter.push_back({kBalance, engine::protocol::FilterOp::kLt, Row().set(kBalance, int64_t{8})});
+  spec.columns = {kId};
+  auto scan = conn_->scan(spec);
+  ASSERT_TRUE(scan) << scan.status().to_string();
+  std::set<uint64_t> ids;
+  api::RowView row;
+  while ((*scan)->next(row)) ids.insert(row.value(kId).as_uint64());
+  EXPECT_TRUE((*scan)->status()) << (*scan)->status().to_string();
+  (*scan)->close();
+  EXPECT_EQ(ids, (std::set<uint64_t>{5, 6, 7}));
+}
+
 // A scan opens one LDM scan record per partition: the LDMs must have
 // MaxNoOfConcurrentScans x PartitionsPerTable of them for the TC's limit to
 // be the one a program meets (before, they had MaxNoOfConcurrentScans, so
