@@ -688,6 +688,7 @@ Result<std::vector<std::byte>> Connection::schema_call(uint16_t number, std::spa
 
 Result<const TableDef*> Connection::create_table(const TableDef& table) {
   if (Status s = engine::validate_table(table); !s) return s;
+  if (Status s = check_table_fits_signals(table); !s) return s;
   // DICT refuses such a name (as a bare kBadRequest): "base$index" is how
   // it names a unique index's hidden table.
   if (table.name.find('$') != std::string::npos)

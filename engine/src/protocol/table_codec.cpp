@@ -98,7 +98,32 @@ Result<TableDef> decode_table(std::span<const std::byte> bytes) {
   }
   if (!r.at_end()) return malformed("trailing bytes");
   if (Status s = validate_table(t); !s) return s;
+  if (Status s = check_table_fits_signals(t); !s) return s;
   return t;
+}
+
+std::size_t unique_report_bytes(const TableDef& table) {
+  std::vector<bool> reported(table.columns.size(), false);
+  bool has_unique = false;
+  for (const IndexDef& index : table.indexes)
+    if (index.kind == IndexKind::kUnique) {
+      has_unique = true;
+      for (uint16_t p : index.columns) reported[p] = true;
+    }
+  if (!has_unique) return 0;
+  for (uint16_t p : table.primary_key) reported[p] = true;
+  std::size_t n = 0;
+  for (std::size_t c = 0; c < table.columns.size(); ++c)
+    if (reported[c]) n += value_entry_bytes(max_value_bytes(table.columns[c]));
+  return n;
+}
+
+Status check_table_fits_signals(const TableDef& table) {
+  const std::size_t n = unique_report_bytes(table);
+  if (n <= kMaxUniqueReportBytes) return Status::ok();
+  return Status(StatusCode::kInvalidArgument,
+                "table '" + table.name + "': its unique index columns and primary key take " + std::to_string(n) +
+                    " bytes in a signal, at most " + std::to_string(kMaxUniqueReportBytes));
 }
 
 }  // namespace fjord::engine::protocol

@@ -359,6 +359,43 @@ TEST_F(DataApiTest, EveryColumnTypeIsDescribedAsCreatedAndBoundedByAnOrderedScan
   }
 }
 
+// A write reports a row's unique-index columns (and primary key) to TC
+// twice, before and after, in one signal. A table whose unique columns
+// could not fit was created all the same, and every write to it was then
+// refused with a bare "4000: Malformed or inconsistent request".
+TEST_F(DataApiTest, ATableWhoseUniqueColumnsCannotBeReportedInOneSignalIsRefusedAtCreate) {
+  engine::TableDef t;
+  t.name = "wide_uniques";
+  t.columns = {{"id", ColumnType::kUint32, 0, false}};
+  t.primary_key = {0};
+  for (uint16_t i = 1; i <= 32; ++i) {
+    t.columns.push_back({"u" + std::to_string(i), ColumnType::kVarBinary, 500, false});
+    t.indexes.push_back({"by_u" + std::to_string(i), IndexKind::kUnique, {i}, 0});
+  }
+  auto created = conn_->create_table(t);
+  EXPECT_FALSE(created);
+  EXPECT_EQ(created.status().message(),
+            "table 'wide_uniques': its unique index columns and primary key take 16268 bytes in a signal, at most "
+            "16256");
+  if (created) {
+    Row row;
+    row.set(0, uint32_t{1});
+    for (uint16_t i = 1; i <= 32; ++i) row.set(i, std::string(10, static_cast<char>(i)));
+    const Status inserted = run([&](api::Transaction& tx) { tx.insert(**created, row); });
+    EXPECT_TRUE(inserted) << "created, yet: " << inserted.to_string();
+  }
+  // One unique column fewer fits, and takes writes.
+  t.name = "narrower_uniques";
+  t.columns.pop_back();
+  t.indexes.pop_back();
+  auto narrower = conn_->create_table(t);
+  ASSERT_TRUE(narrower) << narrower.status().to_string();
+  Row row;
+  row.set(0, uint32_t{1});
+  for (uint16_t i = 1; i <= 31; ++i) row.set(i, std::string(500, static_cast<char>(i)));
+  EXPECT_TRUE(run([&](api::Transaction& tx) { tx.insert(**narrower, row); }));
+}
+
 TEST_F(DataApiTest, EveryOperationTypeAndItsErrors) {
   ASSERT_TRUE(run([&](api::Transaction& tx) { tx.insert(*table_, account(1, 100, "ann")); }));
   EXPECT_EQ(balance_of(1), 100);

@@ -749,7 +749,17 @@ inline bool encode_key_section(const KeyCodec& codec, std::span<const std::byte>
 }
 
 // Schema (TableDef) as bytes, for kCreateTableReq/Conf, kGetTableConf and kSchemaInstall.
+// decode_table() runs validate_table() and check_table_fits_signals().
 std::vector<std::byte> encode_table(const TableDef& table);
 Result<TableDef> decode_table(std::span<const std::byte> bytes);
+
+// The value entries of a row's columns in any unique index and its primary
+// key, each at its longest: what a write's LqhKeyConf carries twice (before
+// and after) so that TC can keep the hidden tables in step.
+std::size_t unique_report_bytes(const TableDef& table);
+inline constexpr std::size_t kMaxUniqueReportBytes = (frame::kMaxFrameBytes - 256) / 2;
+// What validate_table() cannot know: that the signals about the table's
+// rows fit a frame (unique_report_bytes() within kMaxUniqueReportBytes).
+Status check_table_fits_signals(const TableDef& table);
 
 }  // namespace fjord::engine::protocol

@@ -174,9 +174,8 @@ LdmTable::LdmTable(TableDef d, RowLayout l)
     fixed_entries.push_back(e);
   }
   // LqhKeyConf carries the unique columns twice (before and after).
-  std::size_t unique_bytes = 0;
-  for (uint16_t c : unique_columns) unique_bytes += value_entry_bytes(max_value_bytes(def.columns[c]));
-  writable = 2 * unique_bytes + 256 <= frame::kMaxFrameBytes;
+  // decode_table() refuses a table where they do not fit; kept as a guard.
+  writable = protocol::unique_report_bytes(def) <= protocol::kMaxUniqueReportBytes;
 }
 
 Partition::Partition(LdmBlock::Impl& impl, const LdmTable& t, storage::PagePool& pool, uint32_t partition)
