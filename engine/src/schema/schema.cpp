@@ -78,7 +78,7 @@ Status invalid(const TableDef& table, const std::string& what) {
   return Status(StatusCode::kInvalidArgument, "table " + quoted(table.name) + ": " + what);
 }
 
-// `whose` is "its", "column 3's", ...: the name is not quoted, it may be huge.
+// `whose` is "column 3's", "index 0's": the name is not quoted, it may be huge.
 Status check_name_length(const TableDef& table, const std::string& whose, const std::string& name) {
   if (name.size() <= kMaxNameBytes) return Status::ok();
   return invalid(
@@ -179,7 +179,9 @@ Status check_indexes(const TableDef& table) {
 
 Status validate_table(const TableDef& table) {
   if (table.name.empty()) return Status(StatusCode::kInvalidArgument, "table name is empty");
-  if (Status s = check_name_length(table, "its", table.name); !s) return s;
+  if (table.name.size() > kMaxNameBytes)  // not quoted: it may be huge
+    return Status(StatusCode::kInvalidArgument, "table name has " + std::to_string(table.name.size()) +
+                                                    " bytes, at most " + std::to_string(kMaxNameBytes));
   if (Status s = check_columns(table); !s) return s;
   if (Status s = check_key_columns(table, "primary key", table.primary_key, false); !s) return s;
   if (Status s = check_indexes(table); !s) return s;

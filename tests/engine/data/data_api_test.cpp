@@ -146,7 +146,7 @@ TEST_F(DataApiTest, ADefinitionBeyondTheNodesLimitsIsRefusedNamingWhatIsWrong) {
     return created ? std::string() : created.status().message();
   };
   const std::string long_name(129, 'n');
-  EXPECT_EQ(refusal(accounts_def(long_name)), "table '" + long_name + "': its name has 129 bytes, at most 128");
+  EXPECT_EQ(refusal(accounts_def(long_name)), "table name has 129 bytes, at most 128");
   engine::TableDef t = accounts_def("long_column");
   t.columns[kName].name = long_name;
   EXPECT_EQ(refusal(t), "table 'long_column': column 2's name has 129 bytes, at most 128");
