@@ -329,7 +329,7 @@ void Connection::complete(Transaction& tx) {
   if (tx.state_ == Transaction::State::kExecuting) --in_flight_;
   // The node forgets a transaction it committed or rolled back (or that
   // failed): it is finished, as the one rollback of an unstarted one is.
-  tx.state_ = (failed || tx.commit_ || tx.rollback_) ? Transaction::State::kFinished : Transaction::State::kOpen;
+  tx.state_ = (failed || tx.exec_ != ExecType::kNoCommit) ? Transaction::State::kFinished : Transaction::State::kOpen;
   tx.batch_first_ = tx.ops_used_;
   for (std::size_t i = 0; i < tx.ops_used_; ++i) {
     Operation& op = *tx.ops_[i];
@@ -662,14 +662,19 @@ Result<Scan*> Connection::scan(const ScanSpec& spec) {
   return &scan;
 }
 
-void Connection::forget_if_stale(uint32_t table_id, uint32_t version, ErrorCode error) {
-  if (error != ErrorCode::kNoSuchTable && error != ErrorCode::kSchemaVersion) return;
+void Connection::retire_table(const TableDef* stale) {
   for (auto it = tables_.begin(); it != tables_.end(); ++it)
-    if ((*it)->table_id == table_id && (*it)->version == version) {
+    if (it->get() == stale) {
       stale_tables_.push_back(std::move(*it));
       tables_.erase(it);
       return;
     }
+}
+
+void Connection::forget_if_stale(uint32_t table_id, uint32_t version, ErrorCode error) {
+  if (error != ErrorCode::kNoSuchTable && error != ErrorCode::kSchemaVersion) return;
+  for (const auto& t : tables_)
+    if (t->table_id == table_id && t->version == version) return retire_table(t.get());
 }
 
 Result<std::vector<std::byte>> Connection::schema_call(uint16_t number, std::span<const std::byte> payload,
@@ -706,10 +711,9 @@ const TableDef* Connection::cache_table(TableDef def) {
   // An older definition of that name (the table was dropped by another
   // connection) must not answer get_table any more; pointers to it stay
   // valid.
-  for (auto it = tables_.begin(); it != tables_.end(); ++it)
-    if ((*it)->name == def.name) {
-      stale_tables_.push_back(std::move(*it));
-      tables_.erase(it);
+  for (const auto& t : tables_)
+    if (t->name == def.name) {
+      retire_table(t.get());
       break;
     }
   tables_.push_back(std::make_unique<TableDef>(std::move(def)));

@@ -261,8 +261,7 @@ Status Transaction::execute_async(ExecType type, Callback done) {
   if (state_ != State::kOpen) return Status(StatusCode::kInvalidArgument, "the transaction is already executing");
   const std::size_t batch = ops_used_ - batch_first_;
   const uint16_t tc = tc_;
-  commit_ = type == ExecType::kCommit;
-  rollback_ = type == ExecType::kRollback;
+  exec_ = type;
   conf_received_ = false;
   data_expected_ = data_received_ = 0;
   results_used_ = 0;

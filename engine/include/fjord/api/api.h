@@ -197,7 +197,7 @@ class Transaction {
     using namespace engine::protocol;
     const bool last = i + 1 == ops_used_;
     return (ops_[i]->via_unique_ ? kFlagViaUnique : 0) | (!started_ && i == batch_first_ ? kFlagStartTx : 0) |
-           (last ? kFlagExecute | (commit_ ? kFlagCommit : 0) : 0);
+           (last ? kFlagExecute | (exec_ == ExecType::kCommit ? kFlagCommit : 0) : 0);
   }
   // Sets the flags and batch count in the batch's first and last records.
   void mark_batch(std::size_t batch);
@@ -227,8 +227,7 @@ class Transaction {
   bool conf_received_ = false;
   uint32_t data_expected_ = 0;
   uint32_t data_received_ = 0;
-  bool commit_ = false;
-  bool rollback_ = false;  // the batch in flight is a rollback: it ends the transaction too
+  ExecType exec_ = ExecType::kNoCommit;  // of the batch in flight: a commit or rollback ends the transaction
   ErrorCode error_ = ErrorCode::kNone;
   Status status_;
   Callback callback_;
@@ -382,6 +381,9 @@ class Connection {
   // definition the node no longer has leaves the cache (kept in
   // stale_tables_, so pointers to it stay valid).
   void forget_if_stale(uint32_t table_id, uint32_t version, ErrorCode error);
+  // Moves a cached definition to stale_tables_ (get_table no longer
+  // answers with it; pointers to it stay valid).
+  void retire_table(const TableDef* stale);
   // Caches a definition from DICT in place of any of the same name.
   const TableDef* cache_table(TableDef def);
   Result<std::vector<std::byte>> schema_call(uint16_t number, std::span<const std::byte> payload, uint16_t expected);
