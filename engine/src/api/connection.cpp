@@ -18,6 +18,9 @@ using engine::block_numbers::kTc;
 
 namespace {
 constexpr uint32_t kScanHandleBit = 0x8000'0000u;
+// A transaction's handle is its slot in the low 16 bits, a generation in the
+// next 15 (a refused one's: Connection::kRefusedHandleBit).
+constexpr uint32_t kMaxTransactionSlots = 1u << 16;
 uint64_t ms(uint32_t v) { return uint64_t{v} * 1'000'000; }
 
 // What the data node would refuse in a scan's columns, filter and bounds
@@ -87,6 +90,11 @@ Connection::~Connection() {
 
 Result<std::unique_ptr<Connection>> Connection::connect(const ConnectOptions& options) {
   if (!options.registry) return Status(StatusCode::kInvalidArgument, "ConnectOptions.registry is required");
+  // A transaction's handle on the wire holds its slot in 16 bits.
+  if (options.max_transactions == 0 || options.max_transactions > kMaxTransactionSlots)
+    return Status(StatusCode::kInvalidArgument, "ConnectOptions.max_transactions is " +
+                                                    std::to_string(options.max_transactions) + ", expected 1.." +
+                                                    std::to_string(kMaxTransactionSlots));
   std::unique_ptr<Connection> c(new Connection(options));
   if (Status s = c->establish(); !s) return s;
   return c;
@@ -392,23 +400,28 @@ void Connection::dispatch(const engine::Signal& s) {
       auto m = decode_key_data_train(s);
       if (!m) [[unlikely]]
         return protocol_fault(s, m.status());
-      Transaction* tx = transaction_of(m->api_conn);
-      if (!tx || tx->tx_ != m->tx) return;
+      // Taken out of the Result once: each m-> checks it again, and GCC
+      // does not always inline those checks (the loop below ran one call
+      // per record when this file grew).
+      const KeyDataTrain& train = *m;
+      Transaction* tx = transaction_of(train.api_conn);
+      if (!tx || tx->tx_ != train.tx) return;
       // The records are kept as they came, in one copy (record headers
       // too), and each read's values are found in place: not a copy per read.
       const std::size_t base = tx->results_used_;
-      detail::append_bytes(tx->results_, tx->results_used_, m->records);
-      KeyDataTrainCursor cursor(m->records);
+      detail::append_bytes(tx->results_, tx->results_used_, train.records);
+      KeyDataTrainCursor cursor(train.records);
       uint32_t op_index = 0;
       std::span<const std::byte> values;
       while (cursor.next(op_index, values)) {
         if (op_index >= tx->ops_used_) [[unlikely]]
           return protocol_fault(s, bad_op_index(op_index, tx->ops_used_));
-        tx->values_taken(op_index, base + static_cast<std::size_t>(values.data() - m->records.data()), values.size());
+        tx->values_taken(op_index, base + static_cast<std::size_t>(values.data() - train.records.data()),
+                         values.size());
       }
-      if (m->ends_batch) {
+      if (train.ends_batch) {
         tx->conf_received_ = true;
-        tx->data_expected_ = m->data_messages;
+        tx->data_expected_ = train.data_messages;
       }
       if (tx->conf_received_ && tx->data_received_ >= tx->data_expected_) complete(*tx);
       return;
@@ -577,8 +590,8 @@ uint16_t Connection::tc_for(const TableDef* table, const Row* key) {
 
 Transaction& Connection::start_transaction(const TableDef* hint_table, const Row* hint) {
   if (free_transactions_.empty()) {
-    FJORD_ASSERT_MSG(transactions_.size() < options_.max_transactions,
-                     "too many open transactions on one connection (ConnectOptions.max_transactions)");
+    if (transactions_.size() >= options_.max_transactions) [[unlikely]]
+      return refused_transaction();
     free_transactions_.push_back(static_cast<uint32_t>(transactions_.size()));
     transactions_.push_back(std::unique_ptr<Transaction>(new Transaction(*this)));
     generations_.push_back(0);
@@ -592,6 +605,32 @@ Transaction& Connection::start_transaction(const TableDef* hint_table, const Row
   tx.tc_ = tc_for(hint_table, hint);
   return tx;
 }
+
+// Beyond the limit the program gets a transaction that has finished with
+// the reason, rather than an end to the program: it takes operations,
+// execute() and execute_async() return the reason without sending anything,
+// and close() gives it back as any other. A program that leaks transactions
+// then learns it from the first one refused. Refused transactions come
+// from a pool of their own, as many as the program holds open at once; no
+// handle of theirs ever reaches the node.
+Transaction& Connection::refused_transaction() {
+  if (free_refused_.empty()) {
+    free_refused_.push_back(static_cast<uint32_t>(refused_.size()));
+    refused_.push_back(std::unique_ptr<Transaction>(new Transaction(*this)));
+  }
+  const uint32_t slot = free_refused_.back();
+  free_refused_.pop_back();
+  Transaction& tx = *refused_[slot];
+  tx.reset(kRefusedHandleBit | slot, TxId{});
+  tx.state_ = Transaction::State::kFinished;
+  tx.status_ = Status(StatusCode::kResourceExhausted,
+                      std::to_string(options_.max_transactions) +
+                          " transactions are open on this connection, its ConnectOptions.max_transactions: close "
+                          "one before starting another");
+  return tx;
+}
+
+void Connection::release_refused(Transaction& tx) { free_refused_.push_back(tx.handle_ & ~kRefusedHandleBit); }
 
 Result<Scan*> Connection::scan(const ScanSpec& spec) {
   if (!spec.table) return Status(StatusCode::kInvalidArgument, "ScanSpec.table is required");

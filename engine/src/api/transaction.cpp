@@ -320,6 +320,8 @@ void Transaction::close() {
     if (state_ == State::kExecuting) --conn_.in_flight_;  // given up: a late answer finds the handle recycled
   }
   state_ = State::kIdle;
+  if (handle_ & Connection::kRefusedHandleBit) [[unlikely]]
+    return conn_.release_refused(*this);
   conn_.free_transactions_.push_back(handle_ & 0xFFFF);
   ++conn_.generations_[handle_ & 0xFFFF];
 }

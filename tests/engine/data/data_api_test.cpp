@@ -1301,6 +1301,69 @@ TEST_F(DataApiTest, AClosedTransactionThatTimedOutIsRolledBackNotCommittedLater)
   EXPECT_EQ(balance_of(1, LockMode::kExclusive), 5) << "the transaction given up committed afterwards";
 }
 
+// A program that holds ConnectOptions.max_transactions open and starts one
+// more gets a transaction that says why it cannot run, not an end to the
+// program; nothing of it reaches the node, and closing any transaction
+// makes room again.
+TEST_F(DataApiTest, ATransactionBeyondMaxTransactionsIsRefusedWithItsReasonAndTheProgramGoesOn) {
+  ASSERT_TRUE(run([&](api::Transaction& tx) { tx.insert(*table_, account(1, 10)); }));
+  api::ConnectOptions two;
+  two.config_text = cluster_->config_text();
+  two.node_id = 51;
+  two.registry = &tools::builtin_registry();
+  two.max_transactions = 2;
+  auto c = api::Connection::connect(two);
+  ASSERT_TRUE(c) << c.status().to_string();
+  api::Connection& conn = **c;
+  auto t = conn.get_table("accounts");
+  ASSERT_TRUE(t);
+  api::Transaction& a = conn.start_transaction();
+  api::Transaction& b = conn.start_transaction();
+  a.update(**t, key_of(1), Row().set(kBalance, int64_t{11}));
+  ASSERT_TRUE(a.execute(ExecType::kNoCommit));  // holds its row lock: must survive what follows
+
+  api::Transaction& refused = conn.start_transaction();
+  EXPECT_NE(&refused, &a);
+  EXPECT_NE(&refused, &b);
+  EXPECT_TRUE(refused.finished());
+  EXPECT_EQ(refused.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(refused.status().message().find("max_transactions"), std::string::npos) << refused.status().to_string();
+  EXPECT_NE(refused.status().message().find('2'), std::string::npos) << refused.status().to_string();
+  refused.insert(**t, account(2, 20));  // taken, never sent
+  const Status sent = refused.execute(ExecType::kCommit);
+  EXPECT_EQ(sent.code(), StatusCode::kResourceExhausted) << sent.to_string();
+  bool called = false;
+  EXPECT_FALSE(refused.execute_async(ExecType::kCommit, [&](api::Transaction&, const Status&) { called = true; }));
+  EXPECT_EQ(conn.in_flight(), 0);
+  // Two refused at once are two transactions, each closed on its own.
+  api::Transaction& refused_too = conn.start_transaction();
+  EXPECT_NE(&refused_too, &refused);
+  EXPECT_EQ(refused_too.status().code(), StatusCode::kResourceExhausted);
+  refused.close();
+  refused_too.close();
+  EXPECT_EQ(conn.poll(0, 0), 0);
+  EXPECT_FALSE(called);
+
+  // The accepted transactions are untouched; closing one makes room.
+  ASSERT_TRUE(a.execute(ExecType::kCommit));
+  a.close();
+  api::Transaction& c3 = conn.start_transaction();
+  EXPECT_FALSE(c3.finished()) << c3.status().to_string();
+  api::Operation& read = c3.read(**t, key_of(1));
+  ASSERT_TRUE(c3.execute(ExecType::kCommit)) << c3.status().to_string();
+  EXPECT_EQ(read.value(kBalance).as_int64(), 11);
+  c3.close();
+  b.close();
+  EXPECT_EQ(balance_of(2), std::nullopt) << "a refused transaction's insert reached the node";
+
+  two.max_transactions = 0;
+  auto none = api::Connection::connect(two);
+  ASSERT_FALSE(none);
+  EXPECT_EQ(none.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(none.status().message().find("max_transactions is 0, expected 1..65536"), std::string::npos)
+      << none.status().to_string();
+}
+
 TEST_F(DataApiTest, InactiveTransactionsAreAbortedAndReleaseTheirLocks) {
   ClusterOptions options;
   options.inactive_timeout_ms = 300;

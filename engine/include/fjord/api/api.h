@@ -67,6 +67,9 @@ struct ConnectOptions {
   uint32_t request_timeout_ms = 30000;  // a blocking call gives up (kTimeout) after this
   PollMode poll_mode = PollMode::kBusy;
   uint32_t spin_us = 50;  // kSleep: spin this long first
+  // Transactions open at once on this connection (1..65536). One started
+  // beyond it is refused: it has finished, its status() says why, and
+  // execute() returns that (see Connection::start_transaction).
   uint32_t max_transactions = 1024;
 };
 
@@ -308,7 +311,11 @@ class Connection {
   Result<const TableDef*> get_table(const std::string& name);
 
   // A transaction (closed with Transaction::close). `hint` (a primary key of
-  // `hint_table`) picks the TC next to that key's partition.
+  // `hint_table`) picks the TC next to that key's partition. With
+  // ConnectOptions.max_transactions open already, the transaction returned
+  // is refused: finished from the start with status() kResourceExhausted,
+  // so execute() and execute_async() fail with it and send nothing; close
+  // it as any other.
   Transaction& start_transaction(const TableDef* hint_table = nullptr, const Row* hint = nullptr);
 
   Result<Scan*> scan(const ScanSpec& spec);
@@ -372,6 +379,13 @@ class Connection {
   // sleeps until frames arrive.
   bool wait_for_more(uint64_t& deadline, uint32_t timeout_ms, uint32_t polls);
   Transaction* transaction_of(uint32_t handle);
+  // start_transaction() beyond ConnectOptions.max_transactions.
+  Transaction& refused_transaction();
+  // Gives a closed refused transaction back to its pool.
+  void release_refused(Transaction& tx);
+  // In a refused transaction's handle (never sent), with its slot in the
+  // refused pool below it.
+  static constexpr uint32_t kRefusedHandleBit = 0x8000'0000u;
   void complete(Transaction& tx);
   // Fails every transaction and scan in flight with `code` and why's reason.
   void fail_everything(const Status& why, StatusCode code = StatusCode::kLinkDown);
@@ -411,6 +425,9 @@ class Connection {
   std::vector<std::unique_ptr<Transaction>> transactions_;
   std::vector<uint16_t> generations_;
   std::vector<uint32_t> free_transactions_;
+  // Transactions refused beyond max_transactions (refused_transaction()).
+  std::vector<std::unique_ptr<Transaction>> refused_;
+  std::vector<uint32_t> free_refused_;
   std::vector<std::unique_ptr<Scan>> scans_;
   std::vector<std::byte> scan_bounds_;  // scan(): the request's bounds and filter, reused
   std::vector<std::byte> scan_filter_;
