@@ -421,9 +421,9 @@ class RdmaFactory final : public transport::TransporterFactory {
     if (Status s = post_bootstrap_receive(r); !s) return setup_failed(prefix, s);
     if (Status s = post_data_receives(r, 0, r.params.queue_depth); !s) return setup_failed(prefix, s);
 
-    transport::HandshakeRequest request{self, server, std::string(kName), ring_info_bytes(r)};
+    transport::HandshakeRequest request{self, server, std::string(kName), ring_info_bytes(r), link.checksum};
     const std::vector<std::byte> request_bytes = transport::encode_request(request);
-    static_assert(transport::kHandshakePrefixBytes + 2 + 2 + 1 + kName.size() + 2 + wire::kRingInfoBytes <=
+    static_assert(transport::kHandshakePrefixBytes + 2 + 2 + 1 + kName.size() + 1 + 2 + wire::kRingInfoBytes <=
                       wire::kConnectPrivateDataBytes,
                   "the handshake request must fit the rdma_cm connect private data");
     rdma_conn_param param{};

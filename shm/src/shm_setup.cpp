@@ -307,7 +307,7 @@ class ShmFactory final : public transport::TransporterFactory {
     const std::string name = socket_name(link);
     auto conn = connect_abstract(name, server, deadline);
     if (!conn) return conn.status();
-    transport::HandshakeRequest request{self, server, std::string(kName), {}};
+    transport::HandshakeRequest request{self, server, std::string(kName), {}, link.checksum};
     auto reply = transport::client_handshake(conn->get(), request, deadline);
     if (!reply) return reply.status();
     // The server checked our uid before accepting (and told us why if not);

@@ -254,6 +254,31 @@ TEST_P(ContractTest, UnknownNodeIsRejectedWithAReason) {
   EXPECT_NE(server_status.message().find("not configured"), std::string::npos) << server_status.message();
 }
 
+// Ends that disagree on Checksum would fail on the first frame (one side
+// requires a checksum the other never sends); the set-up is refused instead,
+// naming the setting, on both sides, and the server goes on serving.
+TEST_P(ContractTest, ACheckSumMismatchIsRejectedAtSetUpWithAReason) {
+  const Medium& m = GetParam();
+  auto server_table = load_links(m.section(1, 2, "Checksum=1\n"));
+  ASSERT_TRUE(server_table) << server_table.status().to_string();
+  transport::LinkConfig plain = *server_table->find(1, 2);
+  plain.checksum = false;
+  Status server_status;
+  auto refused = connect_pair(*server_table, 1, plain, 2, &server_status);
+  ASSERT_FALSE(refused.is_ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kRejected) << refused.status().to_string();
+  EXPECT_NE(refused.status().message().find("Checksum mismatch"), std::string::npos) << refused.status().message();
+  EXPECT_EQ(server_status.code(), StatusCode::kRejected) << server_status.to_string();
+  EXPECT_NE(server_status.message().find("node 2 has Checksum=0 for this link"), std::string::npos)
+      << server_status.message();
+  // The same link with matching settings connects and carries frames.
+  auto agreed = connect_pair(*server_table, 1, *server_table->find(1, 2), 2);
+  ASSERT_TRUE(agreed) << agreed.status().to_string();
+  ASSERT_TRUE(send_sequenced(*agreed->client, 0, 100));
+  uint64_t next = 0;
+  EXPECT_EQ(receive_sequenced(*agreed->server, &next, 1, 5 * kSecond), "");
+}
+
 TEST_P(ContractTest, WrongTransporterTypeIsRejectedWithAReason) {
   const Medium& m = GetParam();
   // Node 1 serves node 3 over this medium but has node 2 configured as a

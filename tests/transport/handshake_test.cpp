@@ -25,7 +25,13 @@ TEST(HandshakeTest, RequestAndReplyRoundTrip) {
   EXPECT_EQ(back->to_node, 1);
   EXPECT_EQ(back->type, "tcp");
   EXPECT_EQ(back->extra, q.extra);
+  EXPECT_FALSE(back->checksum);
   EXPECT_EQ(*handshake_message_bytes(bytes, kHandshakeRequestMagic), bytes.size());
+  q.checksum = true;
+  auto with_checksum = decode_request(encode_request(q));
+  ASSERT_TRUE(with_checksum) << with_checksum.status().to_string();
+  EXPECT_TRUE(with_checksum->checksum);
+  EXPECT_EQ(with_checksum->extra, q.extra);
 
   HandshakeReply p{false, StatusCode::kRejected, "no such link", {}};
   auto pb = decode_reply(encode_reply(p));
@@ -51,6 +57,12 @@ TEST(HandshakeTest, MalformedMessagesAreRefused) {
   auto trailing = bytes;
   trailing.push_back(std::byte{0});
   EXPECT_FALSE(decode_request(trailing));  // total_bytes disagrees
+  // The flags byte follows the type name ("tcp"): a bit not defined is refused.
+  auto bad_flags = bytes;
+  const std::size_t flags_at = kHandshakePrefixBytes + 2 + 2 + 1 + 3;
+  ASSERT_EQ(bad_flags[flags_at], std::byte{0});
+  bad_flags[flags_at] = std::byte{0x82};
+  EXPECT_EQ(decode_request(bad_flags).status().message(), "malformed handshake: unknown request flags 130");
 }
 
 TEST(HandshakeTest, CheckRequestExplainsEveryRefusal) {
@@ -67,6 +79,27 @@ TEST(HandshakeTest, CheckRequestExplainsEveryRefusal) {
             "listener, but dummy link 1-3 (cluster.ini:4) is configured as dummy");
   EXPECT_EQ(check_request({1, 2, "tcp", {}}, 2, "tcp", links).status().message(),
             "node 1 connected to node 2 but tcp link 1-2 (cluster.ini:1) names node 1 as the server");
+}
+
+// Ends that disagree on Checksum cannot read each other's frames: the set-up
+// is refused naming the setting and both values, whichever end has it on.
+TEST(HandshakeTest, ACheckSumMismatchIsRefusedAtSetUpNamingBothValues) {
+  const LinkTable plain = table("[tcp]\nNodeId1=1\nNodeId2=2\n");
+  const LinkTable summed = table("[tcp]\nNodeId1=1\nNodeId2=2\nChecksum=1\n");
+  EXPECT_TRUE(check_request({2, 1, "tcp", {}, false}, 1, "tcp", plain));
+  EXPECT_TRUE(check_request({2, 1, "tcp", {}, true}, 1, "tcp", summed));
+  const auto on_client = check_request({2, 1, "tcp", {}, true}, 1, "tcp", plain);
+  ASSERT_FALSE(on_client);
+  EXPECT_EQ(on_client.status().code(), StatusCode::kRejected);
+  EXPECT_EQ(on_client.status().message(),
+            "Incompatible configuration: Checksum mismatch: node 2 has Checksum=1 for this link, but tcp link 1-2 "
+            "(cluster.ini:1) has Checksum=0 here (both ends must agree on whether frames carry checksums)");
+  const auto on_server = check_request({2, 1, "tcp", {}, false}, 1, "tcp", summed);
+  ASSERT_FALSE(on_server);
+  EXPECT_NE(on_server.status().message().find("node 2 has Checksum=0 for this link, but tcp link 1-2 (cluster.ini:1) "
+                                              "has Checksum=1 here"),
+            std::string::npos)
+      << on_server.status().message();
 }
 
 }  // namespace

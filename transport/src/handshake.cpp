@@ -67,6 +67,7 @@ std::vector<std::byte> encode_request(const HandshakeRequest& request) {
   w.u16(request.to_node);
   w.u8(static_cast<uint8_t>(request.type.size()));
   w.raw(request.type.data(), request.type.size());
+  w.u8(request.checksum ? kHandshakeChecksumFlag : 0);
   w.u16(static_cast<uint16_t>(request.extra.size()));
   w.raw(request.extra.data(), request.extra.size());
   return finish(w);
@@ -101,6 +102,10 @@ Result<HandshakeRequest> decode_request(std::span<const std::byte> bytes) {
   if (!r.raw(q.type.data(), type_len)) return malformed("truncated type name");
   for (char c : q.type)
     if (c < 'a' || c > 'z') return malformed("transporter type name is not lower-case letters");
+  uint8_t flags = 0;
+  if (!r.u8(flags)) return malformed("truncated request");
+  if ((flags & ~kHandshakeChecksumFlag) != 0) return malformed("unknown request flags " + std::to_string(flags));
+  q.checksum = (flags & kHandshakeChecksumFlag) != 0;
   if (!read_extra(r, q.extra)) return malformed("bad extra bytes");
   if (!r.at_end()) return malformed("trailing bytes");
   if (q.from_node == kNoNode || q.from_node > kMaxNodeId || q.to_node == kNoNode || q.to_node > kMaxNodeId)
@@ -165,6 +170,11 @@ Result<const LinkConfig*> check_request(const HandshakeRequest& request, NodeId 
   if (link->server_node != self)
     return reject(from + " connected to node " + std::to_string(self) + " but " + link->describe() + " names node " +
                   std::to_string(link->server_node) + " as the server");
+  if (request.checksum != link->checksum)
+    return reject("Incompatible configuration: Checksum mismatch: " + from +
+                  " has Checksum=" + (request.checksum ? "1" : "0") + " for this link, but " + link->describe() +
+                  " has Checksum=" + (link->checksum ? "1" : "0") +
+                  " here (both ends must agree on whether frames carry checksums)");
   return link;
 }
 

@@ -283,7 +283,7 @@ class SimFactory final : public transport::TransporterFactory {
       return Status(StatusCode::kInvalidArgument,
                     "node " + std::to_string(self) + " is the server of " + link.describe());
     auto attempt = std::make_shared<Attempt>();
-    attempt->request = {self, server, std::string(kName), {}};
+    attempt->request = {self, server, std::string(kName), {}, link.checksum};
     attempt->endpoint = endpoint_key(link);
     attempt->client_send_bytes = link.send_buffer_bytes;
     std::shared_ptr<Inbox> inbox = EndpointTable::instance().find(attempt->endpoint);

@@ -208,7 +208,7 @@ class TcpFactory final : public transport::TransporterFactory {
         continue;
       }
       if (Status s = set_socket_options(fd->get(), link); !s) return s;
-      transport::HandshakeRequest request{self, server, std::string(kName), {}};
+      transport::HandshakeRequest request{self, server, std::string(kName), {}, link.checksum};
       auto reply = transport::client_handshake(fd->get(), request, deadline);
       if (!reply) return reply.status();
       FJORD_LOG_INFO("node %u: connected %s to node %u at %s", self, link.describe().c_str(), server,

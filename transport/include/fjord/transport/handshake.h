@@ -5,12 +5,16 @@
 // link table (check_request) and answers with a HandshakeReply, carrying the
 // reason when it refuses: NDB's "Incompatible configuration: Transporter type
 // mismatch" becomes, for instance, "node 3 asked for a shm link but link 1-3
-// is configured as tcp (cluster.ini:14)". Both messages may carry a few bytes
+// is configured as tcp (cluster.ini:14)". The settings both ends must share
+// to read each other's frames (Checksum) are compared here too, so that a
+// mismatch is a refusal naming the setting rather than a protocol error on
+// the first frame. Both messages may carry a few bytes
 // for the transporter itself (RDMA queue-pair numbers, ring addresses).
 //
 // Wire form (little-endian), request:
 //   u32 magic 'FJHQ'  u16 version  u16 total_bytes
 //   u16 from_node  u16 to_node  u8 type_len  type[type_len]
+//   u8 flags (bit 0: the link's Checksum; others 0)
 //   u16 extra_len  extra[extra_len]
 // reply:
 //   u32 magic 'FJHP'  u16 version  u16 total_bytes
@@ -36,7 +40,7 @@ namespace fjord::transport {
 
 inline constexpr uint32_t kHandshakeRequestMagic = 0x5148'4A46;  // "FJHQ"
 inline constexpr uint32_t kHandshakeReplyMagic = 0x5048'4A46;    // "FJHP"
-inline constexpr uint16_t kHandshakeVersion = 1;
+inline constexpr uint16_t kHandshakeVersion = 2;                 // 2: the request's flags byte
 inline constexpr std::size_t kMaxTypeNameBytes = 32;
 inline constexpr std::size_t kMaxReasonBytes = 512;
 inline constexpr std::size_t kMaxHandshakeExtraBytes = 1024;
@@ -48,7 +52,9 @@ struct HandshakeRequest {
   NodeId to_node = kNoNode;
   std::string type;
   std::vector<std::byte> extra;
+  bool checksum = false;  // the sender's Checksum for this link
 };
+inline constexpr uint8_t kHandshakeChecksumFlag = 1;
 
 struct HandshakeReply {
   bool accepted = false;
