@@ -124,6 +124,7 @@ LdmStats LdmBlock::stats() const {
   out.aborts = get(k.aborts);
   out.scans = get(k.scans);
   out.scan_rows = get(k.scan_rows);
+  out.scan_rounds = get(k.scan_rounds);
   out.lookahead_hits = get(k.lookahead_hits);
   out.index_searches = get(k.index_searches);
   out.out_of_memory = get(k.out_of_memory);

@@ -304,6 +304,7 @@ void LdmBlock::Impl::scan_round(uint32_t ref, BlockContext& c) {
     return;
   }
   bump(counters.scan_rows, scan.round_rows);
+  bump(counters.scan_rounds);
   send_out(c, scan.tc, ScanFragConf{scan.tc_scan, scan.partition, scan.round_rows, scan.round_messages, done});
   scan.in_round = false;
   scan.round_rows = scan.round_messages = 0;

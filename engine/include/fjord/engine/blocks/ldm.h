@@ -86,6 +86,9 @@ struct LdmCounters {
   std::atomic<uint64_t> aborts{0};      // LqhAbortReq handled
   std::atomic<uint64_t> scans{0};       // ScanFragReq accepted
   std::atomic<uint64_t> scan_rows{0};   // rows sent by scans
+  // Scan rounds answered (a ScanFragConf after rows, not a close's): with
+  // scan_rows, how well batches are filled.
+  std::atomic<uint64_t> scan_rounds{0};
   std::atomic<uint64_t> out_of_memory{0};
   // Key lookups that found their row among the rows a look-ahead listed
   // (EncodedKey::candidates), and those that searched the hash index.
@@ -101,7 +104,8 @@ struct LdmCounters {
 // A snapshot of the counters plus DataMemory, for the node's statistics.
 struct LdmStats {
   uint64_t committed_rows = 0, key_operations = 0, reads = 0, inserts = 0, updates = 0, deletes = 0;
-  uint64_t refused = 0, lock_waits = 0, commits = 0, aborts = 0, scans = 0, scan_rows = 0, out_of_memory = 0;
+  uint64_t refused = 0, lock_waits = 0, commits = 0, aborts = 0, scans = 0, scan_rows = 0, scan_rounds = 0;
+  uint64_t out_of_memory = 0;
   uint64_t lookahead_hits = 0, index_searches = 0;
   uint64_t parked_now = 0, operation_records_in_use = 0, lock_records_in_use = 0, scans_open = 0;
   uint64_t data_memory_used_bytes = 0;  // the node's DataMemory in use (all LDM instances)
