@@ -142,7 +142,14 @@ std::size_t OrderedIndex::scan_batch(OrderedScanCursor& cursor, std::span<RowId>
     last = e;
     ++pos;
   }
-  if (n < out.size()) {
+  // A full batch looks one entry on (past empty leaves): when it took the
+  // last one within the bounds, the scan is done now rather than after a
+  // further, empty, batch.
+  while (n == out.size() && leaf != kNoBlock && pos == header(leaf).count) {
+    leaf = header(leaf).next;
+    pos = 0;
+  }
+  if (n < out.size() || leaf == kNoBlock || (cursor.upper_.present && compare(upper, entry(leaf, pos)) < 0)) {
     cursor.state_ = State::kDone;
     return n;
   }

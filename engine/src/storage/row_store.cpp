@@ -38,6 +38,17 @@ std::size_t RowStore::scan_batch(RowScanCursor& cursor, std::span<RowId> out) co
     out[n++] = row;
     cursor.next = row + 1;  // kNoRow is never a row, so this cannot wrap
   }
+  // A full batch that took the last row says so now: otherwise the caller
+  // learns it only from the next, empty, batch (a scan round trip of its
+  // own). The row found is where the next batch starts, so nothing is
+  // searched twice; a row inserted before it later was not there throughout.
+  if (n == out.size() && !cursor.at_end) {
+    const RowId after = arena_.next_allocated(cursor.next);
+    if (after == kNoRow)
+      cursor.at_end = true;
+    else
+      cursor.next = after;
+  }
   return n;
 }
 

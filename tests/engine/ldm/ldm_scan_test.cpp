@@ -504,6 +504,45 @@ TEST(LdmScanTest, BatchesOfManySizesReturnEveryRowOnce) {
   EXPECT_EQ(db.h.ldm(0).stats().scans_open, 0u);
 }
 
+// A round that fills exactly at the partition's last row (or an ordered
+// scan's last entry within its bounds) reports the partition finished, so
+// the scan takes no further, empty, round; the LDM counts the rounds
+// (scan_rounds). Before, such a scan learned that it was done only from one
+// more round trip. 130 rows: a round of them takes three batches from the
+// cursor (kScanFetchRows).
+TEST(LdmScanTest, ARoundThatEndsAtThePartitionsLastRowFinishesIt) {
+  Db db({}, items_table(1));
+  fill(db, 0, 130);
+  const auto check = [&](const std::string& what, const ScanSpec& spec, uint32_t rows, uint32_t rounds) {
+    SCOPED_TRACE(what);
+    const uint64_t before = db.h.ldm(0).stats().scan_rounds;
+    const ScanResult r = scan_partition(db.h, db.table, 0, spec);
+    EXPECT_EQ(r.error, ErrorCode::kNone);
+    EXPECT_EQ(r.rows.size(), rows);
+    EXPECT_EQ(r.rounds, rounds);
+    EXPECT_EQ(db.h.ldm(0).stats().scan_rounds - before, rounds);
+  };
+  ScanSpec full;
+  full.batch_rows = 130;
+  check("full, a batch of all the rows", full, 130, 1);
+  full.batch_rows = 65;
+  check("full, two full batches", full, 130, 2);
+  full.batch_rows = 129;
+  check("full, one row left for a second round", full, 130, 2);
+  full.batch_rows = 131;
+  check("full, room to spare", full, 130, 1);
+  check("ordered, a batch of all the rows", ordered_on(kByName, 130), 130, 1);
+  check("ordered, two full batches", ordered_on(kByName, 65), 130, 2);
+  // qty = id % 7 - 3: qty <= 0 for ids 0..3 mod 7. Entries past the upper
+  // bound do not count as more.
+  uint32_t at_most_zero = 0;
+  for (uint64_t id = 0; id < 130; ++id) at_most_zero += item_for(id).qty <= 0;
+  ScanSpec bounded = ordered_on(kByQty, at_most_zero);
+  bounded.bounds = bounds_section(Bounds{false, false, true, true, 0, 1, {}, {}}, Values(), Values().i32(kQty, 0));
+  check("ordered, a batch of all the rows within the bounds", bounded, at_most_zero, 1);
+  EXPECT_EQ(db.h.ldm(0).stats().scans_open, 0u);
+}
+
 TEST(LdmScanTest, ManyPartitionsOverTwoLdmInstancesOnTwoThreads) {
   HarnessOptions options;
   options.ldm_threads = 2;

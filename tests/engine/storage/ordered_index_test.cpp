@@ -373,6 +373,34 @@ TEST(OrderedIndexTest, DuplicatesAndMissingEntriesAreStatuses) {
   EXPECT_EQ(scan_everything(index, eq, 1), (std::vector<RowId>{1, 2}));
 }
 
+// A full batch that takes the last entry within the bounds ends the scan
+// (done()), across leaves and with entries past the upper bound, so that the
+// caller needs no further, empty, batch to learn it.
+TEST(OrderedIndexTest, AFullBatchThatTakesTheLastEntryEndsTheScan) {
+  auto pool = make_pool(16 << 20);
+  OrderedIndex index(*pool, 8, nullptr);
+  constexpr uint64_t kEntries = 3000;  // several leaves
+  for (uint64_t k = 0; k < kEntries; ++k) ASSERT_TRUE(index.insert(u64_key(k), static_cast<RowId>(k + 1)).is_ok());
+  std::vector<RowId> out(kEntries);
+  OrderedScanCursor whole;
+  EXPECT_EQ(index.scan_batch(whole, out), kEntries);
+  EXPECT_TRUE(whole.done());
+  OrderedScanCursor bounded;
+  bounded.set_upper(u64_key(1999), true);
+  out.resize(1000);
+  EXPECT_EQ(index.scan_batch(bounded, out), 1000u);
+  EXPECT_FALSE(bounded.done());
+  EXPECT_EQ(index.scan_batch(bounded, out), 1000u);
+  EXPECT_EQ(out.back(), 2000u);  // key 1999
+  EXPECT_TRUE(bounded.done());
+  OrderedScanCursor short_of_it;
+  out.resize(kEntries - 1);
+  EXPECT_EQ(index.scan_batch(short_of_it, out), kEntries - 1);
+  EXPECT_FALSE(short_of_it.done());
+  EXPECT_EQ(index.scan_batch(short_of_it, out), 1u);
+  EXPECT_TRUE(short_of_it.done());
+}
+
 TEST(OrderedIndexTest, ExhaustionLeavesTheTreeIntact) {
   auto pool = make_pool(6 * PagePool::kPageBytes);
   OrderedIndex index(*pool, 8, nullptr);

@@ -124,6 +124,34 @@ TEST(RowStoreTest, ScanResumedAfterChangesReturnsStableRowsExactlyOnce) {
   }
 }
 
+// A full batch that takes the last row ends the scan (done()), so that the
+// caller needs no further, empty, batch to learn it; rows erased at the end
+// are no rows. One short of the last, the scan goes on.
+TEST(RowStoreTest, AFullBatchThatTakesTheLastRowEndsTheScan) {
+  auto pool = make_pool(16 << 20);
+  RowStore store(*pool, kRecordBytes);
+  std::vector<RowId> rows;
+  for (int i = 0; i < 300; ++i) rows.push_back(store.insert(record_for(i)).value());
+  for (int i = 250; i < 300; ++i) store.erase(rows[i]);
+  std::vector<RowId> out(250);
+  RowScanCursor whole;
+  EXPECT_EQ(store.scan_batch(whole, out), 250u);
+  EXPECT_TRUE(whole.done());
+  RowScanCursor halves;
+  out.resize(125);
+  EXPECT_EQ(store.scan_batch(halves, out), 125u);
+  EXPECT_FALSE(halves.done());
+  EXPECT_EQ(store.scan_batch(halves, out), 125u);
+  EXPECT_EQ(out.back(), rows[249]);
+  EXPECT_TRUE(halves.done());
+  RowScanCursor short_of_it;
+  out.resize(249);
+  EXPECT_EQ(store.scan_batch(short_of_it, out), 249u);
+  EXPECT_FALSE(short_of_it.done());
+  EXPECT_EQ(store.scan_batch(short_of_it, out), 1u);
+  EXPECT_TRUE(short_of_it.done());
+}
+
 TEST(RowStoreTest, ExhaustionIsAClearErrorAndExistingRowsSurvive) {
   auto pool = make_pool(8 * PagePool::kPageBytes);
   RowStore store(*pool, kRecordBytes);

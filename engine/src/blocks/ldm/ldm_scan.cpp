@@ -277,7 +277,10 @@ void LdmBlock::Impl::scan_round(uint32_t ref, BlockContext& c) {
     const std::span<RowId> ids(scan_ids.data(), want);
     const std::size_t got =
         scan.ordered < 0 ? p.rows.scan_batch(scan.full, ids) : p.ordered[scan.ordered]->scan_batch(scan.range, ids);
-    done = got < want;
+    // Not got < want: a batch that takes the partition's last row says so
+    // too, so a round that fills exactly there reports the partition
+    // finished instead of costing one more, empty, round.
+    done = scan.ordered < 0 ? scan.full.done() : scan.range.done();
     examined += static_cast<uint32_t>(got);
     for (std::size_t k = 0; k < got; ++k) {
       const RowId anchor = scan.ordered < 0 ? ids[k] : untagged(ids[k]);  // full scans meet versions too

@@ -99,8 +99,9 @@ class OrderedIndex {
   Status erase(std::span<const std::byte> key, RowId row);
 
   // Up to out.size() RowIds in (key, RowId) order within the cursor's bounds,
-  // continuing after the last batch. Fewer than out.size() means the scan is
-  // done (cursor.done()).
+  // continuing after the last batch. cursor.done() is then true when no
+  // entry within the bounds follows the last one returned: always when fewer
+  // than out.size() came back, and also when a full batch took the last one.
   std::size_t scan_batch(OrderedScanCursor& cursor, std::span<RowId> out) const;
 
   uint64_t entry_count() const { return entries_; }

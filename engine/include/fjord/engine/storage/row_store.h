@@ -49,8 +49,9 @@ class RowStore {
   std::span<std::byte> get_mutable(RowId row) { return {arena_.address(row), record_bytes_}; }
 
   // Up to out.size() RowIds in ascending order from the cursor; advances it.
-  // Returns how many were written; fewer than out.size() means the scan is
-  // done (cursor.done() is then true).
+  // Returns how many were written. cursor.done() is then true when no row
+  // follows the last one returned: always when fewer than out.size() came
+  // back, and also when a full batch took the last row.
   std::size_t scan_batch(RowScanCursor& cursor, std::span<RowId> out) const;
 
   uint64_t row_count() const { return arena_.blocks_in_use(); }
