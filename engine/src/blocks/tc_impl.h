@@ -87,6 +87,9 @@ struct Scan {
   uint32_t rows = 0;      // rows sent in this round
   uint32_t messages = 0;
   bool closing = false;
+  // The API closed the scan while a round ran (it gave the round up): the
+  // round's answers close the rest and end the scan (scan_round_done).
+  bool close_requested = false;
   bool failed = false;
   protocol::ErrorCode error = protocol::ErrorCode::kNone;
   std::array<ScanPartition, kMaxPartitions> parts{};

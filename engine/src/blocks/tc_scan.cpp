@@ -97,7 +97,18 @@ void TcBlock::Impl::scan_next(const Signal& s, BlockContext& c) {
     return;
   }
   Scan& scan = scans[ref];
-  if (scan.awaiting > 0) return;  // a round is in progress: the API broke protocol
+  if (scan.awaiting > 0) {
+    // A round is in progress. A close means the API gave the round up (its
+    // request timeout passed): remember it, so that the round's answers
+    // close the rest and free the records (NDB's SCAN_NEXTREQ close flag).
+    // Ignoring it would keep them until the API disconnects. Another next
+    // breaks the protocol.
+    if (s.number() == gsn::kScanCloseReq)
+      scan.close_requested = true;
+    else
+      FJORD_LOG_WARN("TC: scan %u of node %u continued while its round runs; ignored", m->scan_id, s.sender_node);
+    return;
+  }
   if (s.number() == gsn::kScanCloseReq) scan.closing = true;
   const uint16_t number = scan.closing ? gsn::kScanFragCloseReq : gsn::kScanFragNextReq;
   scan.rows = scan.messages = 0;
@@ -152,8 +163,11 @@ void TcBlock::Impl::scan_frag_ref(const Signal& s, BlockContext& c) {
 
 void TcBlock::Impl::scan_round_done(uint32_t ref, BlockContext& c) {
   Scan& scan = scans[ref];
-  if (scan.active > 0 && (scan.failed || scan.api_node == kNoNode)) {
-    // Close what is still open, then report the failure.
+  if (scan.active > 0 && (scan.failed || scan.api_node == kNoNode || scan.close_requested)) {
+    // Close what is still open, then report the failure, or to a close that
+    // came during the round, the end of the scan. rows and messages go on
+    // counting the given-up round's, so that the API knows what is still
+    // on its way for the scan.
     scan.closing = true;
     for (uint32_t p = 0; p < scan.partitions; ++p) {
       if (scan.parts[p].finished) continue;

@@ -8,10 +8,13 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
+#include <chrono>
 #include <map>
 #include <set>
 #include <thread>
 
+#include "fjord/base/clock.h"
 #include "fjord/engine/blocks/dict.h"
 #include "fjord/engine/blocks/tc.h"
 #include "ldm_test_tables.h"
@@ -29,9 +32,10 @@ enum class Layout { kSeparate, kTcWithLdm0 };
 class Cluster {
  public:
   // `max_operations`: TC's and each LDM's MaxNoOfConcurrentOperations;
-  // `inactive_timeout_ms`: TC's TransactionInactiveTimeout (0 = none).
+  // `inactive_timeout_ms`: TC's TransactionInactiveTimeout (0 = none);
+  // `max_scans`: TC's MaxNoOfConcurrentScans.
   explicit Cluster(Layout layout = Layout::kSeparate, uint32_t tc_timer_ms = 20, uint32_t max_operations = 32768,
-                   uint32_t inactive_timeout_ms = 0) {
+                   uint32_t inactive_timeout_ms = 0, uint32_t max_scans = 256) {
     auto pool = storage::PagePool::create({32 << 20});
     EXPECT_TRUE(pool);
     pool_ = std::move(pool).value();
@@ -48,6 +52,7 @@ class Cluster {
     tc.timer_period_ms = tc_timer_ms;
     tc.max_operations = max_operations;
     tc.inactive_timeout_ms = inactive_timeout_ms;
+    tc.max_scans = max_scans;
     auto tc_block = std::make_unique<TcBlock>(tc);
     tc_ = tc_block.get();
     EXPECT_TRUE(
@@ -69,9 +74,16 @@ class Cluster {
                                                                      relay(s, c);
                                                                    }),
                                ThreadType::kMain, 0));
+    // Holds LDM 0's thread while stalled_ (stall_ldm0): a slow node.
+    EXPECT_TRUE(rt_->add_block(
+        std::make_unique<test::LambdaBlock>(kStaller, 0, "STALLER", [this](const Signal&, BlockContext&) { hold(); }),
+        ThreadType::kLdm, 0));
     EXPECT_TRUE(rt_->start());
   }
-  ~Cluster() { rt_->stop(); }
+  ~Cluster() {
+    stalled_ = false;
+    rt_->stop();
+  }
 
   void send(BlockNumber block, const SignalOut& out) {
     std::vector<uint32_t> words = {block, 0, out.number};
@@ -79,6 +91,13 @@ class Cluster {
     ASSERT_TRUE(rt_->inject({kSelf, {block_numbers::kApi, 0}}, kRelay, words, out.section_list()).is_ok());
   }
   Inbox& inbox() { return inbox_; }
+  // LDM 0 runs nothing from when this returns until resume_ldm0() (or 10 s).
+  void stall_ldm0() {
+    stalled_ = true;
+    ASSERT_TRUE(rt_->inject({kSelf, {kStaller, 0}}, kStall, {}).is_ok());
+    while (!holding_) std::this_thread::sleep_for(kStallPoll);
+  }
+  void resume_ldm0() { stalled_ = false; }
   const LdmBlock& ldm(uint16_t instance) const { return *ldm_[instance]; }
   // Read once the cluster is quiet (the test has its answers).
   const TcBlock& tc() const { return *tc_; }
@@ -119,8 +138,23 @@ class Cluster {
            static_cast<uint16_t>(s.word(2)), words, {sections, s.section_count()});
   }
 
+  // The staller's signal: holds its thread until resume_ldm0().
+  void hold() {
+    holding_ = true;
+    const uint64_t until = monotonic_ns() + kStallNsMax;
+    while (stalled_ && monotonic_ns() < until) std::this_thread::sleep_for(kStallPoll);
+    holding_ = false;
+  }
+
+  static constexpr BlockNumber kStaller = block_numbers::kFirstTest;
+  static constexpr uint16_t kStall = runtime_signals::kFirstUser;
+  static constexpr uint64_t kStallNsMax = 10'000'000'000;
+  static constexpr std::chrono::milliseconds kStallPoll{1};
+
   std::unique_ptr<storage::PagePool> pool_;
   std::unique_ptr<Runtime> rt_;
+  std::atomic<bool> stalled_{false};  // set and cleared by the test, read by the staller
+  std::atomic<bool> holding_{false};  // the staller holds LDM 0's thread
   Inbox inbox_;
   LdmBlock* ldm_[2] = {};
   TcBlock* tc_ = nullptr;
@@ -306,6 +340,18 @@ class Api {
 
   std::vector<RowValues> scan(const TableDef& t, uint32_t index_id, const std::vector<std::byte>& bounds,
                               uint32_t batch_rows) {
+    const ScanReq r = start_scan(t, index_id, bounds, batch_rows);
+    std::vector<RowValues> rows;
+    for (;;) {
+      ScanRound round = take_round(r);
+      EXPECT_EQ(round.error, ErrorCode::kNone);
+      rows.insert(rows.end(), round.rows.begin(), round.rows.end());
+      if (round.error != ErrorCode::kNone || round.conf.finished) return rows;
+      scan_message(gsn::kScanNextReq, r);
+    }
+  }
+  // Sends a ScanReq (its answers are take_round's).
+  ScanReq start_scan(const TableDef& t, uint32_t index_id, const std::vector<std::byte>& bounds, uint32_t batch_rows) {
     ScanReq r;
     r.api_conn = ++next_conn_;
     r.scan_id = r.api_conn;
@@ -316,31 +362,49 @@ class Api {
     r.batch_rows = batch_rows;
     r.bounds = bounds;
     c_.send(block_numbers::kTc, encode(r));
+    return r;
+  }
+  // ScanNextReq or ScanCloseReq for r's scan.
+  void scan_message(uint16_t number, const ScanReq& r) {
+    c_.send(block_numbers::kTc, encode(number, ScanNext{r.api_conn, r.scan_id}));
+  }
+  // The answer to a round of r's scan (ScanConf or ScanRef) and, after a
+  // ScanConf, the rows of the ScanRows it counts.
+  struct ScanRound {
+    ErrorCode error = ErrorCode::kNone;  // from a ScanRef
+    ScanConf conf;
     std::vector<RowValues> rows;
-    for (;;) {
-      const Captured c = c_.inbox().take([&](const Captured& x) {
-        return (x.number() == gsn::kScanConf && decode_scan_conf(x.signal())->scan_id == r.scan_id) ||
-               (x.number() == gsn::kScanRef && decode_scan_ref(x.signal())->scan_id == r.scan_id);
-      });
-      EXPECT_EQ(c.number(), gsn::kScanConf);
-      if (c.number() != gsn::kScanConf) return rows;
-      const ScanConf conf = decode_scan_conf(c.signal()).value();
-      for (uint32_t i = 0; i < conf.messages; ++i) {
-        const Captured m = c_.inbox().take([&](const Captured& x) {
-          return x.number() == gsn::kScanRows && decode_scan_rows(x.signal())->scan_id == r.scan_id;
-        });
-        const ScanRows sr = decode_scan_rows(m.signal()).value();
-        std::span<const std::byte> rest = sr.data;
-        for (uint32_t k = 0; k < sr.rows; ++k) {
-          uint32_t len;
-          std::memcpy(&len, rest.data(), 4);
-          rows.push_back(decode_values(rest.subspan(4, len)));
-          rest = rest.subspan(4 + len);
-        }
-      }
-      if (conf.finished) return rows;
-      c_.send(block_numbers::kTc, encode(gsn::kScanNextReq, ScanNext{r.api_conn, r.scan_id}));
+  };
+  ScanRound take_round(const ScanReq& r) {
+    ScanRound round;
+    const Captured c = c_.inbox().take([&](const Captured& x) {
+      return (x.number() == gsn::kScanConf && decode_scan_conf(x.signal())->scan_id == r.scan_id) ||
+             (x.number() == gsn::kScanRef && decode_scan_ref(x.signal())->scan_id == r.scan_id);
+    });
+    if (c.frame.empty()) {  // none came (take failed the test)
+      round.error = ErrorCode::kScanError;
+      return round;
     }
+    if (c.number() == gsn::kScanRef) {
+      round.error = decode_scan_ref(c.signal())->error;
+      return round;
+    }
+    round.conf = decode_scan_conf(c.signal()).value();
+    for (uint32_t i = 0; i < round.conf.messages; ++i) {
+      const Captured m = c_.inbox().take([&](const Captured& x) {
+        return x.number() == gsn::kScanRows && decode_scan_rows(x.signal())->scan_id == r.scan_id;
+      });
+      const ScanRows sr = decode_scan_rows(m.signal()).value();
+      std::span<const std::byte> rest = sr.data;
+      for (uint32_t k = 0; k < sr.rows; ++k) {
+        uint32_t len;
+        std::memcpy(&len, rest.data(), 4);
+        round.rows.push_back(decode_values(rest.subspan(4, len)));
+        rest = rest.subspan(4 + len);
+      }
+    }
+    EXPECT_EQ(round.rows.size(), round.conf.rows);
+    return round;
   }
 
  private:
@@ -444,6 +508,56 @@ TEST(LdmWithTcTest, KeyOperationsUniqueIndexesAndScansThroughTc) {
     ++twos;
   }
   EXPECT_EQ(twos, 7u);  // ids 2, 12, ..., 37 (7 was deleted)
+}
+
+// A close that comes while a round runs (the API gave the round up at its
+// request timeout: the node was slow) is remembered: once the round's
+// answers are in, TC closes the partitions still open and ends the scan,
+// counting the round's rows and messages so that the API knows what is still
+// on its way, and every record (TC's, the LDMs') is free again. Before, TC
+// ignored such a close and the records stayed until the API disconnected:
+// after MaxNoOfConcurrentScans of them no scan opened.
+TEST(LdmWithTcTest, AScanClosedWhileItsRoundRunsEndsWhenTheRoundIsInAndFreesItsRecords) {
+  constexpr uint32_t kMaxScans = 2;
+  Cluster cluster(Layout::kSeparate, 1000, 32768, 0, kMaxScans);  // a quiet TC timer: see signals_on
+  Api api(cluster);
+  const TableDef t = cluster.create(plain_items());
+  for (uint64_t id = 0; id < 80; ++id)
+    ASSERT_TRUE(api.run(t, OpType::kInsert, item_key(id), item_values(id, Item{1, long_name(id), std::nullopt})).ok);
+  for (uint32_t i = 0; i < 2 * kMaxScans + 1; ++i) {
+    SCOPED_TRACE("scan " + std::to_string(i));
+    const ScanReq r = api.start_scan(t, 0, {}, 1);
+    const Api::ScanRound first = api.take_round(r);
+    ASSERT_EQ(first.error, ErrorCode::kNone) << error_text(first.error);
+    ASSERT_FALSE(first.conf.finished);
+    // The next round waits at LDM 0 (the even partitions) while the close
+    // reaches TC; LDM 1 answers its part meanwhile.
+    cluster.stall_ldm0();
+    api.scan_message(gsn::kScanNextReq, r);
+    api.scan_message(gsn::kScanCloseReq, r);
+    (void)cluster.signals_on("tc 0");  // quiet: TC has had both and LDM 1's answers
+    cluster.resume_ldm0();
+    const Api::ScanRound closed = api.take_round(r);
+    ASSERT_EQ(closed.error, ErrorCode::kNone) << error_text(closed.error);
+    EXPECT_TRUE(closed.conf.finished) << "the close was not remembered: TC answered the round";
+    EXPECT_EQ(closed.conf.rows, 8u) << "one row from each partition in the round given up";
+  }
+  // The records came back: kMaxScans scans open at once, and read to the end.
+  std::vector<ScanReq> open;
+  for (uint32_t i = 0; i < kMaxScans; ++i) open.push_back(api.start_scan(t, 0, {}, 40));
+  for (const ScanReq& r : open) {
+    std::set<uint64_t> ids;
+    for (Api::ScanRound round;; api.scan_message(gsn::kScanNextReq, r)) {
+      round = api.take_round(r);
+      ASSERT_EQ(round.error, ErrorCode::kNone) << error_text(round.error);
+      for (const RowValues& row : round.rows) ids.insert(int_of<uint64_t>(row.at(kId)));
+      if (round.conf.finished) break;
+    }
+    EXPECT_EQ(ids.size(), 80u);
+  }
+  (void)cluster.signals_on("ldm 0");
+  EXPECT_EQ(cluster.ldm(0).stats().scans_open + cluster.ldm(1).stats().scans_open, 0u);
+  EXPECT_EQ(cluster.inbox().size(), 0u) << "a signal nobody expected";
 }
 
 TEST(LdmWithTcTest, TcsTimeoutBreaksADeadlockAndTheOtherTransactionGoesOn) {
