@@ -469,7 +469,11 @@ void Connection::dispatch(const engine::Signal& s) {
       if (s.word_count() < 2)
         return protocol_fault(s, Status(StatusCode::kProtocolError, std::to_string(s.word_count()) + " words"));
       const uint32_t slot = s.word(0) & 0xFFFF;
-      if (!(s.word(0) & kScanHandleBit) || slot >= scans_.size() || scans_[slot]->scan_id_ != s.word(1)) return;
+      // A late answer for a scan closed (given up) is dropped, as is one for
+      // an earlier scan in the slot (another scan_id).
+      if (!(s.word(0) & kScanHandleBit) || slot >= scans_.size() || scans_[slot]->scan_id_ != s.word(1) ||
+          scans_[slot]->closed_)
+        return;
       Scan& scan = *scans_[slot];
       if (s.number() == gsn::kScanRows) {
         auto m = decode_scan_rows(s);
@@ -697,7 +701,12 @@ Result<Scan*> Connection::scan(const ScanSpec& spec) {
   };
   if (Status s = send_frame(encode(req), kTc, scan.tc_instance_); !s) return fail(s);
   if (Status s = flush(); !s) return fail(s);
-  if (!scan.fetch_round()) return fail(scan.status_);
+  if (!scan.fetch_round()) {
+    // Refused (ScanRef), or given up at the timeout: then TC may have
+    // started it, and close() frees what it holds at the node.
+    scan.close();
+    return scan.status_;
+  }
   return &scan;
 }
 

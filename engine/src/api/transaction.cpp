@@ -358,15 +358,21 @@ bool Scan::next(RowView& row) {
   }
 }
 
+// Closed also after a failure: a round given up at the request timeout may
+// still run at the node, and until the scan is closed it holds its records
+// there (TC's, and each partition's at its LDM). TC closes it as soon as
+// that round's answers are in. Only the answer that ends the scan is waited
+// for (finished_, from ScanConf or ScanRef): then no record is left. Rows
+// still on their way find the scan closed, or its slot under another
+// scan_id, and are dropped (dispatch).
 void Scan::close() {
-  if (!finished_ && status_.is_ok() && !closed_) {
-    rows_.clear();
-    cursor_ = 0;
-    messages_received_ = 0;
+  if (!finished_ && !closed_) {
     const SignalOut out = encode(gsn::kScanCloseReq, ScanNext{handle_, scan_id_});
     if (conn_.send_frame(out, engine::block_numbers::kTc, tc_instance_).is_ok() && conn_.flush().is_ok())
-      (void)fetch_round();
+      (void)conn_.wait_until([&] { return finished_; }, conn_.options().request_timeout_ms);
   }
+  rows_.clear();
+  cursor_ = 0;
   closed_ = true;
 }
 

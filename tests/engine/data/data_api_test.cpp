@@ -60,6 +60,61 @@ Row account(uint64_t id, int64_t balance, const std::string& name = "") {
   return r;
 }
 
+// An API node's tcp link whose receiving the test holds (while `held`): to
+// the API, a data node that answers late or not at all. The fault is at the
+// network seam, in a double of the production interface that delegates
+// everything else to the real tcp transporter.
+class HeldLink final : public transport::Transporter {
+ public:
+  HeldLink(std::unique_ptr<transport::Transporter> link, const std::atomic<bool>& held)
+      : Transporter(link->config(), link->local_node()), link_(std::move(link)), held_(held) {}
+  std::span<std::byte> reserve(std::size_t min_bytes) override { return link_->reserve(min_bytes); }
+  void commit(std::size_t bytes, uint32_t frames) override { link_->commit(bytes, frames); }
+  transport::FlushStatus flush() override {
+    const transport::FlushStatus s = link_->flush();
+    if (s == transport::FlushStatus::kDown) declare_down(link_->down_reason());
+    return s;
+  }
+  std::size_t send_buffer_used() const override { return link_->send_buffer_used(); }
+  std::size_t send_buffer_capacity() const override { return link_->send_buffer_capacity(); }
+  transport::ReceiveBatch receive() override {
+    if (!link_->is_up()) declare_down(link_->down_reason());
+    return held_ ? transport::ReceiveBatch{} : link_->receive();
+  }
+  void release(std::size_t bytes) override { link_->release(bytes); }
+  int wait_fd() const override { return link_->wait_fd(); }
+  bool arm_wakeup() override { return link_->arm_wakeup(); }
+  void disarm_wakeup() override { link_->disarm_wakeup(); }
+
+ private:
+  void on_down() override { link_->close(down_reason().message()); }
+  std::unique_ptr<transport::Transporter> link_;
+  const std::atomic<bool>& held_;
+};
+
+// The tcp factory, its links made HeldLinks (for a registry of the API's own).
+class HeldTcpFactory final : public transport::TransporterFactory {
+ public:
+  explicit HeldTcpFactory(const std::atomic<bool>& held) : tcp_(*tools::builtin_registry().find("tcp")), held_(held) {}
+  std::string_view name() const override { return tcp_.name(); }
+  std::string_view description() const override { return "tcp, receiving held by the test"; }
+  std::span<const config::ParamSpec> parameters() const override { return tcp_.parameters(); }
+  Status validate(const transport::LinkConfig& link) const override { return tcp_.validate(link); }
+  Result<std::unique_ptr<transport::Listener>> listen(NodeId self, const transport::LinkTable& links) override {
+    return tcp_.listen(self, links);
+  }
+  Result<std::unique_ptr<transport::Transporter>> connect(NodeId self, const transport::LinkConfig& link,
+                                                          DeadlineNs deadline) override {
+    auto connected = tcp_.connect(self, link, deadline);
+    if (!connected) return connected.status();
+    return std::unique_ptr<transport::Transporter>(std::make_unique<HeldLink>(std::move(connected).value(), held_));
+  }
+
+ private:
+  transport::TransporterFactory& tcp_;
+  const std::atomic<bool>& held_;
+};
+
 class DataApiTest : public ::testing::Test {
  protected:
   void SetUp() override { start({}); }
@@ -1152,6 +1207,80 @@ TEST_F(DataApiTest, ScansClosedEarlyInterleavedOrAbandonedLeaveNoScanRecordBehin
     } while (!opened && monotonic_ns() < until);
     ASSERT_TRUE(opened) << "after disconnect " << i << ": " << opened.to_string();
   }
+}
+
+// Scans whose round the data node answered too late for the request timeout
+// (held at the API's link, as from a stalled node), at open or after, and
+// then closed: close() closes them at the node all the same, so their
+// records there (TC's, each partition's at its LDM) come back without a
+// disconnect, and the answers that come late, before or after close()
+// returned, are dropped. Before, close() sent nothing after a failure: after
+// MaxNoOfConcurrentScans such scans none opened until the connection closed.
+TEST_F(DataApiTest, ScansThatTimedOutAndWereClosedGiveTheirRecordsBack) {
+  ClusterOptions options;
+  options.extra_ndbd = "MaxNoOfConcurrentScans=2\n";
+  start(options);
+  ASSERT_TRUE(run([&](api::Transaction& tx) {
+    for (uint64_t id = 0; id < 100; ++id) tx.insert(*table_, account(id, static_cast<int64_t>(id)));
+  }));
+  std::atomic<bool> held{false};
+  transport::TransporterRegistry registry;
+  ASSERT_TRUE(registry.add(std::make_unique<HeldTcpFactory>(held)));
+  api::ConnectOptions impatient;
+  impatient.config_text = cluster_->config_text();
+  impatient.node_id = 51;
+  impatient.registry = &registry;
+  impatient.request_timeout_ms = 200;
+  auto connected = api::Connection::connect(impatient);
+  ASSERT_TRUE(connected) << connected.status().to_string();
+  api::Connection& other = **connected;
+  auto table = other.get_table("accounts");
+  ASSERT_TRUE(table) << table.status().to_string();
+  api::ScanSpec spec;
+  spec.table = *table;
+  spec.batch_rows = 2;
+  api::RowView row;
+  for (int i = 0; i < 6; ++i) {
+    SCOPED_TRACE("scan " + std::to_string(i));
+    if (i % 3 == 0) {
+      // The first round is late: scan() gives up, and closes the scan itself.
+      held = true;
+      auto scan = other.scan(spec);
+      ASSERT_FALSE(scan);
+      EXPECT_EQ(scan.status().code(), StatusCode::kTimeout) << scan.status().to_string();
+      held = false;
+      continue;
+    }
+    auto scan = other.scan(spec);
+    ASSERT_TRUE(scan) << scan.status().to_string();
+    ASSERT_TRUE((*scan)->next(row)) << (*scan)->status().to_string();
+    held = true;  // a later round is late
+    while ((*scan)->next(row)) {
+    }
+    EXPECT_EQ((*scan)->status().code(), StatusCode::kTimeout) << (*scan)->status().to_string();
+    // Even: closed while still held (close() too gives up; everything for
+    // the scan comes after it). Odd: released first, so that the late round
+    // comes while close() waits for its own answer.
+    if (i % 2 == 1) held = false;
+    (*scan)->close();
+    held = false;
+  }
+  // The records came back: the limit's worth of scans open at once on this
+  // connection, and read to the end, the late answers dropped on the way.
+  api::Scan* open[2] = {};
+  for (api::Scan*& scan : open) {
+    auto opened = other.scan(spec);
+    ASSERT_TRUE(opened) << opened.status().to_string();
+    scan = *opened;
+  }
+  for (api::Scan* scan : open) {
+    std::set<uint64_t> seen;
+    while (scan->next(row)) EXPECT_TRUE(seen.insert(row.value(kId).as_uint64()).second);
+    EXPECT_TRUE(scan->status()) << scan->status().to_string();
+    EXPECT_EQ(seen.size(), 100u);
+    scan->close();
+  }
+  EXPECT_EQ(balance_of(7), 7) << "the other connection goes on too";
 }
 
 TEST_F(DataApiTest, ScansWhileRowsAreInsertedAndDeleted) {

@@ -263,7 +263,11 @@ class Scan {
   uint64_t rows_returned() const { return rows_returned_; }
   // Stops early if needed and releases the scan; the Scan may then be
   // handed out again by Connection::scan(). Close every scan, also one read
-  // to its end.
+  // to its end and one that failed: after a timeout its round may still run
+  // at the data node, and closing it frees what it holds there (TC's scan
+  // record, each partition's at its LDM). Waits up to the request timeout
+  // for the node to confirm; answers for the scan that come later are
+  // dropped.
   void close();
 
  private:
