@@ -228,6 +228,7 @@ void TcBlock::Impl::schema_install(const Signal& s, BlockContext& c) {
   FJORD_ASSERT_MSG(m.is_ok(), "DICT sent a malformed schema install");
   if (m->table_id >= tables.size()) tables.resize(m->table_id + 1);
   if (m->drop) {
+    abort_writers_of(m->table_id, c);
     tables[m->table_id].reset();
   } else {
     auto def = decode_table(m->table);
@@ -238,6 +239,34 @@ void TcBlock::Impl::schema_install(const Signal& s, BlockContext& c) {
     tables[m->table_id] = std::move(t);
   }
   send_out(c, s.sender_address(), SchemaInstallConf{m->install_id});
+}
+
+// A dropped table's rows and locks go at once in every LDM, uncommitted
+// changes included, so a transaction that wrote to it could commit only
+// its other changes while these went nowhere: it is aborted here (283),
+// its other changes rolled back and its locks released, and its next
+// execute() says why. Here and not at commit: a drop is rare and may walk
+// every transaction's operations, while a check at commit would cost every
+// commit a walk of its own (TC keeps no per-table state on the hot path).
+// DICT drops a table's hidden unique-index tables by installs of their
+// own, so the maintenance writes of its unique indexes are found too.
+// Reads keep their transaction: what they returned was committed when they
+// ran. A transaction already committing is left to finish: its commit went
+// to the LDMs before TC saw the drop, so it comes before the drop, which
+// then removes what it wrote to the table, as it would after any commit.
+void TcBlock::Impl::abort_writers_of(uint32_t table_id, BlockContext& c) {
+  for (uint32_t i = 0; i < txs.capacity(); ++i) {
+    const uint32_t ref = txs.ref_at(i);
+    if (ref == kNoRecord || txs[ref].state != TxState::kActive) continue;
+    for (uint32_t op = txs[ref].first_op; op != kNoRecord; op = ops[op].next) {
+      if (ops[op].table != table_id || ops[op].type == OpType::kRead) continue;
+      ++counters.drop_aborts;
+      FJORD_LOG_INFO("TC(%u): transaction %llx wrote to table %u, which is being dropped: aborting it", o.instance,
+                     static_cast<unsigned long long>(txs[ref].id.value), table_id);
+      start_abort(ref, ErrorCode::kTableDropped, UINT32_MAX, c);
+      break;
+    }
+  }
 }
 
 // ---- operations -------------------------------------------------------------------------

@@ -208,6 +208,7 @@ struct TcBlock::Impl {
   bool find_direct_ldms(BlockContext& c);
   void prefetch(const Signal& s, int stage) const;
   void schema_install(const Signal& s, BlockContext& c);
+  void abort_writers_of(uint32_t table_id, BlockContext& c);
   void tc_key_req(const Signal& s, BlockContext& c);
   bool one_shot_read(NodeId sender, const protocol::TcKeyReq& req, uint64_t note, const EncodedKey* known,
                      BlockContext& c);

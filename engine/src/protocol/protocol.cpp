@@ -116,6 +116,7 @@ std::string_view error_message(ErrorCode code) noexcept {
     case ErrorCode::kNoSuchTable: return "No such table existed";
     case ErrorCode::kSchemaVersion: return "Invalid schema object version";
     case ErrorCode::kTableExists: return "Schema object with given name already exists";
+    case ErrorCode::kTableDropped: return "Table was dropped while the transaction was writing to it";
     case ErrorCode::kNoSuchIndex: return "Index not found";
     case ErrorCode::kBadRequest: return "Malformed or inconsistent request";
     case ErrorCode::kNodeFailure: return "Node failure caused abort of transaction";

@@ -329,6 +329,53 @@ TEST_F(DataApiTest, DroppingATableReturnsAllItsPagesEvenWithAScanAndWritesInFlig
   }
 }
 
+// A transaction's uncommitted writes to a table that another connection
+// then dropped went nowhere, yet its commit reported success. The commit
+// now fails with 283, and the transaction ends aborted: its writes to a
+// table that stays are undone and their locks freed. A transaction that
+// only read the dropped table (with a lock) commits: its reads were true.
+TEST_F(DataApiTest, ACommitAfterATableItWroteToWasDroppedFailsAndUndoesTheRest) {
+  auto kept = conn_->create_table(accounts_def("kept"));
+  ASSERT_TRUE(kept) << kept.status().to_string();
+  ASSERT_TRUE(run([&](api::Transaction& tx) {
+    tx.insert(*table_, account(1, 10));
+    tx.insert(**kept, account(1, 10));
+  }));
+  auto other = cluster_->connect(51);
+  ASSERT_TRUE(other) << other.status().to_string();
+  api::Transaction& writer = conn_->start_transaction();
+  writer.insert(*table_, account(2, 20));
+  writer.update(**kept, key_of(1), Row().set(kBalance, int64_t{11}));
+  writer.insert(**kept, account(2, 20));
+  ASSERT_TRUE(writer.execute(ExecType::kNoCommit));
+  api::Transaction& reader = conn_->start_transaction();
+  api::Operation& read = reader.read(*table_, key_of(1), {}, LockMode::kShared);
+  ASSERT_TRUE(reader.execute(ExecType::kNoCommit));
+  EXPECT_EQ(read.value(kBalance).as_int64(), 10);
+
+  ASSERT_TRUE((*other)->drop_table("accounts"));
+  EXPECT_EQ(writer.execute(ExecType::kCommit).message(),
+            "283: Table was dropped while the transaction was writing to it");
+  EXPECT_EQ(writer.error(), ErrorCode::kTableDropped);
+  writer.close();
+  const Status reader_committed = reader.execute(ExecType::kCommit);
+  EXPECT_TRUE(reader_committed) << reader_committed.to_string();
+  reader.close();
+
+  // The kept table as before, and nothing of it locked (a lock left behind
+  // would fail this update with 266 after the deadlock timeout).
+  table_ = *kept;
+  EXPECT_EQ(balance_of(1), 10);
+  EXPECT_EQ(balance_of(2), std::nullopt);
+  const Status updated = run([&](api::Transaction& tx) {
+    tx.update(**kept, key_of(1), Row().set(kBalance, int64_t{12}));
+    tx.insert(**kept, account(2, 22));
+  });
+  EXPECT_TRUE(updated) << updated.to_string();
+  EXPECT_EQ(balance_of(1), 12);
+  EXPECT_EQ(balance_of(2), 22);
+}
+
 // Coverage: get_table describes exactly what was created, and ordered scans
 // with bounds find the right rows for every column type (signed integers
 // across zero, unsigned ones across 2^31 and 2^63, fixed and variable

@@ -104,6 +104,7 @@ enum class ErrorCode : uint32_t {
   kNoSuchTable = 723,           // "No such table existed"
   kSchemaVersion = 241,         // "Invalid schema object version"
   kTableExists = 721,           // "Schema object with given name already exists"
+  kTableDropped = 283,          // "Table is being dropped": a running transaction wrote to it
   kNoSuchIndex = 4243,          // "Index not found"
   kBadRequest = 4000,           // malformed or inconsistent request
   kNodeFailure = 4025,          // "Node failure caused abort of transaction"

@@ -49,6 +49,7 @@ struct TcCounters {
   uint64_t operations = 0;
   uint64_t deadlock_aborts = 0;
   uint64_t inactive_aborts = 0;
+  uint64_t drop_aborts = 0;  // transactions aborted because a table they wrote to was dropped
   uint64_t scans = 0;
   uint64_t refused_requests = 0;
 };
