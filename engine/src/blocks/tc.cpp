@@ -1106,9 +1106,21 @@ void TcBlock::Impl::lqh_key_ref(const Signal& s, BlockContext& c) {
   ErrorCode error = ref->error;
   if (op.kind == OpKind::kUniqueMaintenance && error == ErrorCode::kDuplicateKey)
     error = ErrorCode::kDuplicateUniqueKey;
-  if (op.kind == OpKind::kUniqueMaintenance && error == ErrorCode::kNoSuchRow) {
-    // The hidden row was already gone (a NULL-keyed row): nothing to delete.
-    return op_done(tx_ref, c);
+  if (op.kind == OpKind::kUniqueMaintenance && error == ErrorCode::kNoSuchRow) [[unlikely]] {
+    // A hidden row is deleted only for a unique value the base row had in
+    // the transaction's view (a NULL has no hidden row and is not deleted),
+    // and the base row's exclusive lock keeps any other transaction from
+    // changing it meanwhile: the hidden row must be there. Missing, the
+    // index and its table disagree, and going on would leave the base row
+    // changed without its index; the transaction is aborted instead, as
+    // an internal error the operator must hear of.
+    const TcTable* hidden = table(op.table);
+    FJORD_LOG_ERROR(
+        "TC(%u): unique index table '%s' (id %u) has no row for a value its table's row had, deleting it for "
+        "operation %u of transaction %llx: the index disagrees with its table; aborting the transaction",
+        o.instance, hidden != nullptr ? hidden->def.name.c_str() : "?", op.table, op.op_index,
+        static_cast<unsigned long long>(txs[tx_ref].id.value));
+    error = ErrorCode::kIndexInconsistent;
   }
   --txs[tx_ref].outstanding;
   start_abort(tx_ref, error, op.op_index, c);

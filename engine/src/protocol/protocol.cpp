@@ -124,6 +124,8 @@ std::string_view error_message(ErrorCode code) noexcept {
     case ErrorCode::kScanError: return "Scan failed";
     case ErrorCode::kTooManyScans:
       return "Too many active scans (MaxNoOfConcurrentScans per TC, MaxNoOfLocalScans per data node)";
+    case ErrorCode::kIndexInconsistent:
+      return "Inconsistency detected at index usage (a unique index disagrees with its table)";
   }
   return {};
 }

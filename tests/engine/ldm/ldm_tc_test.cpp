@@ -5,16 +5,21 @@
 // LDM's unique_before/after, counts KeyData, coordinates scans, and breaks
 // a deadlock with its timeout.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <set>
 #include <thread>
 
 #include "fjord/base/clock.h"
+#include "fjord/base/log.h"
 #include "fjord/engine/blocks/dict.h"
 #include "fjord/engine/blocks/tc.h"
 #include "ldm_test_tables.h"
@@ -1697,6 +1702,54 @@ TEST(LdmWithTcTest, ATransactionThatWroteToADroppedTableIsAbortedAndTheRestUndon
   }
   ASSERT_TRUE(api.run(kept, OpType::kUpdate, item_key(1), Values().u32(kCode, 12)).ok);
   expect_hidden_agrees(api, kept, kept_by_code);
+}
+
+// TC took a missing hidden row, when it deleted one to keep a unique index
+// in step with its table, for a NULL that has none (it never deletes one
+// for a NULL), so an index that disagreed with its table went unnoticed and
+// the write went on. It is now an internal error (4349), logged, that
+// aborts the write's transaction. The disagreement is made by deleting a
+// hidden row through TC directly (the API is never given a hidden table).
+TEST(LdmWithTcTest, AHiddenRowMissingForItsTablesRowAbortsTheWriteThatFindsItAndIsLogged) {
+  Cluster cluster;
+  Api api(cluster);
+  const TableDef t = cluster.create(plain_items());
+  const uint32_t by_code = index_id_of(t, "by_code");
+  ASSERT_TRUE(api.run(t, OpType::kInsert, item_key(1), item_values(1, Item{1, "a", 10})).ok);
+  ASSERT_TRUE(api.run(t, OpType::kInsert, item_key(2), item_values(2, Item{2, "b", 20})).ok);
+  ASSERT_TRUE(api.run(hidden_of(t, by_code), OpType::kDelete, Values().u32(0, 10)).ok);
+
+  const std::string log_path = ::testing::TempDir() + "ldm_tc_test_index_" + std::to_string(::getpid()) + ".log";
+  std::remove(log_path.c_str());
+  ASSERT_TRUE(log_set_file(log_path));
+  const TxResult removed = api.run(t, OpType::kDelete, item_key(1));
+  const TxResult updated = api.run(t, OpType::kUpdate, item_key(1), Values().u32(kCode, 30));
+  log_set_file("");
+  EXPECT_EQ(removed.error, ErrorCode::kIndexInconsistent);
+  EXPECT_EQ(removed.error_op, 0u);
+  EXPECT_EQ(updated.error, ErrorCode::kIndexInconsistent);
+  std::ifstream log_file(log_path);
+  const std::string log((std::istreambuf_iterator<char>(log_file)), std::istreambuf_iterator<char>());
+  std::remove(log_path.c_str());
+  EXPECT_NE(log.find("ERROR"), std::string::npos) << log;
+  EXPECT_NE(log.find("'items$by_code'"), std::string::npos) << log;
+  EXPECT_NE(log.find("disagrees with its table"), std::string::npos) << log;
+
+  // Neither write happened: row 1 keeps its code, and no hidden row for 30 was left.
+  const TxResult row1 = api.run(t, OpType::kRead, item_key(1));
+  ASSERT_TRUE(row1.ok) << error_text(row1.error);
+  EXPECT_EQ(item_of(row1.rows.at(0)).code, 10u);
+  EXPECT_EQ(api.run(t, OpType::kRead, Values().u32(kCode, 30), {}, true, std::nullopt, by_code).error,
+            ErrorCode::kNoSuchRow);
+  for (uint16_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(cluster.ldm(i).stats().operation_records_in_use, 0u) << "LDM " << i;
+    EXPECT_EQ(cluster.ldm(i).stats().lock_records_in_use, 0u) << "LDM " << i;
+  }
+  // With the hidden row put back, the index agrees again and the same delete runs.
+  ASSERT_TRUE(api.run(hidden_of(t, by_code), OpType::kInsert, Values().u32(0, 10), Values().u32(0, 10).u64(1, 1)).ok);
+  expect_hidden_agrees(api, t, by_code);
+  ASSERT_TRUE(api.run(t, OpType::kDelete, item_key(1)).ok);
+  expect_hidden_agrees(api, t, by_code);
 }
 
 }  // namespace

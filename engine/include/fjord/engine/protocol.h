@@ -110,7 +110,8 @@ enum class ErrorCode : uint32_t {
   kNodeFailure = 4025,          // "Node failure caused abort of transaction"
   kUnknownTransaction = 4028,   // TC has no such transaction (it was aborted)
   kScanError = 4110,
-  kTooManyScans = 488,  // "Too many active scans" (TC: MaxNoOfConcurrentScans; LDM: MaxNoOfLocalScans)
+  kTooManyScans = 488,        // "Too many active scans" (TC: MaxNoOfConcurrentScans; LDM: MaxNoOfLocalScans)
+  kIndexInconsistent = 4349,  // "Inconsistency detected at index usage" (a unique index and its table disagree)
 };
 std::string_view error_message(ErrorCode code) noexcept;
 std::string error_text(ErrorCode code);  // "626: Tuple did not exist"
