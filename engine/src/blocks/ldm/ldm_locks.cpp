@@ -232,7 +232,12 @@ void LdmBlock::Impl::resume(uint32_t first, BlockContext& c) {
     req.key = bytes.first(p.key_bytes);
     req.values = bytes.subspan(p.key_bytes, p.value_bytes);
     req.columns = bytes.subspan(std::size_t{p.key_bytes} + p.value_bytes);
-    unpark(ref);  // a refusal frees its transaction record if that leaves it empty
+    // A refusal frees its transaction record if that leaves it empty, except
+    // a refusal before the request finds the record (its table dropped:
+    // resolve_key): that record stays, empty, until TC's abort, which
+    // always comes (the refusal aborts the transaction, and TC aborts in
+    // every LDM it sent an operation to).
+    unpark(ref);
     const KeyOutcome outcome = execute_key(req, from, true, c);
     if (outcome.parked && parked_on == kNoRecord) parked_on = outcome.lock;
     ref = next;
