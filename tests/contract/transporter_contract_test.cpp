@@ -715,7 +715,9 @@ void connect_raw_tcp_peer(RawTcpPeer& out, const std::string& extra = "") {
   ASSERT_TRUE(listener) << listener.status().to_string();
   out.s.listener = std::move(listener).value();
   out.fd = raw_connection(out.s.listener->endpoint());
-  const std::vector<std::byte> request = transport::encode_request({2, 1, "tcp", {}});
+  // As a real client would, with the link's Checksum (the handshake compares it).
+  const bool checksum = out.s.table->find(1, 2)->checksum;
+  const std::vector<std::byte> request = transport::encode_request({2, 1, "tcp", {}, checksum});
   ASSERT_EQ(::send(out.fd.get(), request.data(), request.size(), MSG_NOSIGNAL), static_cast<ssize_t>(request.size()));
   auto accepted = out.s.listener->accept(monotonic_ns() + 10 * kSecond);
   ASSERT_TRUE(accepted) << accepted.status().to_string();
