@@ -473,6 +473,11 @@ void TcBlock::Impl::send_lqh(uint32_t op_ref, const LqhKeyReq& req, BlockContext
   const TcTable* t = table(req.table_id);
   if (!t) return start_abort(tx_ref, ErrorCode::kNoSuchTable, req.op_index, c);
   if (t->def.version != req.table_version) return start_abort(tx_ref, ErrorCode::kSchemaVersion, req.op_index, c);
+  // A hidden table written other than by TC's own upkeep would disagree
+  // with its base table (its row gone, or naming a row that is not there).
+  // The API never names one, so only a hand-built request gets here.
+  if (t->hidden && req.op != OpType::kRead) [[unlikely]]
+    return start_abort(tx_ref, ErrorCode::kBadRequest, req.op_index, c);
 
   ErrorCode error = ErrorCode::kNone;
   if ((req.flags & kFlagViaUnique) == 0) {

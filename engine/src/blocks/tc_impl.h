@@ -15,10 +15,16 @@ namespace fjord::engine {
 
 struct TcTable {
   explicit TcTable(TableDef d)
-      : def(std::move(d)), pk(KeyCodec::for_primary_key(def)), max_read_bytes(protocol::max_read_bytes(def)) {}
+      : def(std::move(d)),
+        pk(KeyCodec::for_primary_key(def)),
+        max_read_bytes(protocol::max_read_bytes(def)),
+        hidden(def.name.find('$') != std::string::npos) {}
   TableDef def;
   KeyCodec pk;
   std::size_t max_read_bytes;  // room a direct read's KeyDataTrain record may need, beyond its header
+  // A unique index's hidden table ("table$index"; a user table's name has
+  // no '$'): TC alone writes it, in step with its base table.
+  bool hidden;
   struct Unique {
     uint32_t index_id = 0;          // = the hidden table's id
     std::vector<uint16_t> columns;  // base table positions of the unique key

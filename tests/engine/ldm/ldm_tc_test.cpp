@@ -90,8 +90,8 @@ class Cluster {
     rt_->stop();
   }
 
-  void send(BlockNumber block, const SignalOut& out) {
-    std::vector<uint32_t> words = {block, 0, out.number};
+  void send(BlockNumber block, const SignalOut& out, uint16_t instance = 0) {
+    std::vector<uint32_t> words = {block, instance, out.number};
     words.insert(words.end(), out.words, out.words + out.word_count);
     ASSERT_TRUE(rt_->inject({kSelf, {block_numbers::kApi, 0}}, kRelay, words, out.section_list()).is_ok());
   }
@@ -1419,6 +1419,44 @@ TableDef hidden_of(const TableDef& t, uint32_t index_id) {
   return hidden;
 }
 
+// A write committed straight at the LDM that owns the key, as only TC may
+// send one: how a test makes a unique index and its table disagree (TC
+// refuses writes to a hidden table from an API). `table` is the table as
+// the LDM has it (for a hidden one, hidden_unique_table with the index's id).
+void ldm_write(Cluster& cluster, const TableDef& table, OpType op, const Values& key, const Values& values = {}) {
+  std::array<std::byte, kMaxKeyBytes> encoded{};
+  const uint32_t n = encode_key_section(KeyCodec::for_primary_key(table), key.bytes(), encoded).value();
+  const uint64_t hash = hash_key(encoded.data(), n);
+  LqhKeyReq req;
+  req.tc_op = 7;
+  req.tx = tx_id(900'000 + static_cast<uint32_t>(op));
+  req.table_id = table.table_id;
+  req.table_version = table.version;
+  req.op = op;
+  req.lock = op == OpType::kRead ? LockMode::kCommitted : LockMode::kExclusive;
+  req.result_to = ResultTo::kTc;
+  req.partition = partition_of(hash, table.partitions);
+  req.key_hash = static_cast<uint32_t>(hash);
+  req.key = key.bytes();
+  req.values = values.bytes();
+  const auto ldm = static_cast<uint16_t>(req.partition % 2);
+  const auto answer = [&](const Captured& x) {
+    return x.number() == gsn::kLqhKeyConf || x.number() == gsn::kLqhKeyRef;
+  };
+  cluster.send(block_numbers::kLdm, encode(req), ldm);
+  ASSERT_EQ(cluster.inbox().take(answer).number(), gsn::kLqhKeyConf) << "the LDM refused the write";
+  // The commit's confirmation goes to TC, which knows no such transaction
+  // and drops it; a read sent after it in the same queue says it is done.
+  cluster.send(block_numbers::kLdm, encode(gsn::kLqhCommitReq, LqhTxReq{req.tx, 0}), ldm);
+  req.tx = tx_id(900'100);
+  req.op = OpType::kRead;
+  req.lock = LockMode::kCommitted;
+  req.values = {};
+  cluster.send(block_numbers::kLdm, encode(req), ldm);
+  const Captured read = cluster.inbox().take(answer);
+  EXPECT_EQ(read.number(), op == OpType::kDelete ? gsn::kLqhKeyRef : gsn::kLqhKeyConf);
+}
+
 // The hidden table of by_code agrees with the base table: one row per
 // non-NULL code, naming the row that has it, and nothing else.
 void expect_hidden_agrees(Api& api, const TableDef& t, uint32_t by_code) {
@@ -1710,6 +1748,33 @@ TEST(LdmWithTcTest, ATransactionThatWroteToADroppedTableIsAbortedAndTheRestUndon
 // the write went on. It is now an internal error (4349), logged, that
 // aborts the write's transaction. The disagreement is made by deleting a
 // hidden row through TC directly (the API is never given a hidden table).
+// Only TC writes a unique index's hidden table, in step with its base
+// table. A request that names one by hand (the API never does) may read it
+// but not write it: each write is refused with 4000 and changes nothing.
+TEST(LdmWithTcTest, WritesToAHiddenUniqueIndexTableFromAnApiAreRefused) {
+  Cluster cluster;
+  Api api(cluster);
+  const TableDef t = cluster.create(plain_items());
+  const uint32_t by_code = index_id_of(t, "by_code");
+  ASSERT_TRUE(api.run(t, OpType::kInsert, item_key(1), item_values(1, Item{1, "a", 10})).ok);
+  const TableDef hidden = hidden_of(t, by_code);
+  const Values row = Values().u32(0, 20).u64(1, 1);
+  for (const auto& [op, key, values] : {std::tuple{OpType::kDelete, Values().u32(0, 10), Values()},
+                                        std::tuple{OpType::kUpdate, Values().u32(0, 10), Values().u64(1, 2)},
+                                        std::tuple{OpType::kWrite, Values().u32(0, 10), Values().u32(0, 10).u64(1, 2)},
+                                        std::tuple{OpType::kInsert, Values().u32(0, 20), row}}) {
+    const TxResult r = api.run(hidden, op, key, values);
+    EXPECT_FALSE(r.ok) << op_type_name(op);
+    EXPECT_EQ(r.error, ErrorCode::kBadRequest) << op_type_name(op) << ": " << error_text(r.error);
+  }
+  EXPECT_TRUE(api.run(hidden, OpType::kRead, Values().u32(0, 10)).ok) << "reading it stays allowed";
+  expect_hidden_agrees(api, t, by_code);
+  for (uint16_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(cluster.ldm(i).stats().operation_records_in_use, 0u) << "LDM " << i;
+    EXPECT_EQ(cluster.ldm(i).stats().lock_records_in_use, 0u) << "LDM " << i;
+  }
+}
+
 TEST(LdmWithTcTest, AHiddenRowMissingForItsTablesRowAbortsTheWriteThatFindsItAndIsLogged) {
   Cluster cluster;
   Api api(cluster);
@@ -1717,7 +1782,12 @@ TEST(LdmWithTcTest, AHiddenRowMissingForItsTablesRowAbortsTheWriteThatFindsItAnd
   const uint32_t by_code = index_id_of(t, "by_code");
   ASSERT_TRUE(api.run(t, OpType::kInsert, item_key(1), item_values(1, Item{1, "a", 10})).ok);
   ASSERT_TRUE(api.run(t, OpType::kInsert, item_key(2), item_values(2, Item{2, "b", 20})).ok);
-  ASSERT_TRUE(api.run(hidden_of(t, by_code), OpType::kDelete, Values().u32(0, 10)).ok);
+  const auto code_index =
+      std::find_if(t.indexes.begin(), t.indexes.end(), [&](const IndexDef& i) { return i.index_id == by_code; });
+  TableDef hidden = hidden_unique_table(t, *code_index);
+  hidden.table_id = by_code;
+  hidden.version = t.version;
+  ldm_write(cluster, hidden, OpType::kDelete, Values().u32(0, 10));
 
   const std::string log_path = ::testing::TempDir() + "ldm_tc_test_index_" + std::to_string(::getpid()) + ".log";
   std::remove(log_path.c_str());
@@ -1746,7 +1816,7 @@ TEST(LdmWithTcTest, AHiddenRowMissingForItsTablesRowAbortsTheWriteThatFindsItAnd
     EXPECT_EQ(cluster.ldm(i).stats().lock_records_in_use, 0u) << "LDM " << i;
   }
   // With the hidden row put back, the index agrees again and the same delete runs.
-  ASSERT_TRUE(api.run(hidden_of(t, by_code), OpType::kInsert, Values().u32(0, 10), Values().u32(0, 10).u64(1, 1)).ok);
+  ldm_write(cluster, hidden, OpType::kInsert, Values().u32(0, 10), Values().u32(0, 10).u64(1, 1));
   expect_hidden_agrees(api, t, by_code);
   ASSERT_TRUE(api.run(t, OpType::kDelete, item_key(1)).ok);
   expect_hidden_agrees(api, t, by_code);
