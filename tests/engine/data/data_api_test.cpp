@@ -23,6 +23,7 @@
 #include "fjord/base/clock.h"
 #include "fjord/base/fd.h"
 #include "fjord/base/unix_address.h"
+#include "fjord/transport/handshake.h"
 
 namespace fjord::test {
 namespace {
@@ -1766,6 +1767,35 @@ TEST_F(DataApiTest, ASilentPeerOnTheNodesPortHoldsUpNoConnection) {
   EXPECT_EQ(tx.execute(ExecType::kCommit).code(), StatusCode::kRejected);
   EXPECT_EQ(tx.error(), ErrorCode::kNoSuchRow);  // the new link works
   tx.close();
+}
+
+// A silent peer is closed once its set-up budget (10 s) has passed even if
+// nothing else ever connects: the listener is looked at once a second, not
+// only when its fd wakes the node (each such peer holds a descriptor).
+TEST_F(DataApiTest, ASilentPeerOnAnIdleListenerIsClosedAfterItsSetUpBudget) {
+  const std::string& config = cluster_->config_text();
+  const std::size_t at = config.find("ServerPort=");
+  ASSERT_NE(at, std::string::npos) << config;
+  UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(std::stoi(config.substr(at + 11))));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  const uint64_t t0 = monotonic_ns();
+  ASSERT_EQ(::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0) << std::strerror(errno);
+  const timeval wait{transport::kSetupBudgetNs / 1'000'000'000 + 5, 0};
+  ::setsockopt(fd.get(), SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof wait);
+  char byte;
+  const ssize_t got = ::recv(fd.get(), &byte, 1, 0);
+  EXPECT_TRUE(got == 0 || (got < 0 && errno == ECONNRESET))
+      << "the node left the silent peer's connection open (" << std::strerror(errno) << ")";
+  const uint64_t waited = monotonic_ns() - t0;
+  EXPECT_GE(waited, transport::kSetupBudgetNs) << "closed before its budget";
+  EXPECT_LT(waited, transport::kSetupBudgetNs + 3'000'000'000ULL);
+  // The node serves as before.
+  auto other = cluster_->connect(51);
+  ASSERT_TRUE(other) << other.status().to_string();
+  EXPECT_EQ(*engine::control_request(cluster_->node().control_socket(), "ping", 2000), "pong 1\n");
 }
 
 // More clients waiting for their command than the node keeps: the extra
