@@ -148,6 +148,27 @@ class DataApiTest : public ::testing::Test {
     tx.close();
     return s;
   }
+  // Options for another connection to the cluster as API node `id`.
+  api::ConnectOptions options_for(NodeId id) const {
+    api::ConnectOptions o;
+    o.config_text = cluster_->config_text();
+    o.node_id = id;
+    o.registry = &tools::builtin_registry();
+    return o;
+  }
+  // A raw TCP connection to the data node's port (no handshake sent).
+  UniqueFd connect_to_node_port() const {
+    const std::string& config = cluster_->config_text();
+    const std::size_t at = config.find("ServerPort=");
+    EXPECT_NE(at, std::string::npos) << config;
+    UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(std::stoi(config.substr(at + 11))));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0) << std::strerror(errno);
+    return fd;
+  }
   std::optional<int64_t> balance_of(uint64_t id, LockMode lock = LockMode::kCommitted) {
     api::Transaction& tx = conn_->start_transaction();
     api::Operation& op = tx.read(*table_, key_of(id), {}, lock);
@@ -1274,9 +1295,7 @@ TEST_F(DataApiTest, ScansThatTimedOutAndWereClosedGiveTheirRecordsBack) {
   std::atomic<bool> held{false};
   transport::TransporterRegistry registry;
   ASSERT_TRUE(registry.add(std::make_unique<HeldTcpFactory>(held)));
-  api::ConnectOptions impatient;
-  impatient.config_text = cluster_->config_text();
-  impatient.node_id = 51;
+  api::ConnectOptions impatient = options_for(51);
   impatient.registry = &registry;
   impatient.request_timeout_ms = 200;
   auto connected = api::Connection::connect(impatient);
@@ -1458,10 +1477,7 @@ TEST_F(DataApiTest, AClosedTransactionThatTimedOutIsRolledBackNotCommittedLater)
   api::Transaction& holder = conn_->start_transaction();
   holder.update(*table_, key_of(1), Row().set(kBalance, int64_t{5}));
   ASSERT_TRUE(holder.execute(ExecType::kNoCommit));
-  api::ConnectOptions impatient;
-  impatient.config_text = cluster_->config_text();
-  impatient.node_id = 51;
-  impatient.registry = &tools::builtin_registry();
+  api::ConnectOptions impatient = options_for(51);
   impatient.request_timeout_ms = 300;
   auto other = api::Connection::connect(impatient);
   ASSERT_TRUE(other) << other.status().to_string();
@@ -1484,10 +1500,7 @@ TEST_F(DataApiTest, AClosedTransactionThatTimedOutIsRolledBackNotCommittedLater)
 // makes room again.
 TEST_F(DataApiTest, ATransactionBeyondMaxTransactionsIsRefusedWithItsReasonAndTheProgramGoesOn) {
   ASSERT_TRUE(run([&](api::Transaction& tx) { tx.insert(*table_, account(1, 10)); }));
-  api::ConnectOptions two;
-  two.config_text = cluster_->config_text();
-  two.node_id = 51;
-  two.registry = &tools::builtin_registry();
+  api::ConnectOptions two = options_for(51);
   two.max_transactions = 2;
   auto c = api::Connection::connect(two);
   ASSERT_TRUE(c) << c.status().to_string();
@@ -1740,20 +1753,9 @@ TEST_F(DataApiTest, ASilentOrSlowControlClientHoldsUpNothing) {
 // scan, a stuck process) holds up neither API nodes connecting nor the
 // control socket.
 TEST_F(DataApiTest, ASilentPeerOnTheNodesPortHoldsUpNoConnection) {
-  const std::string& config = cluster_->config_text();
-  const std::size_t at = config.find("ServerPort=");
-  ASSERT_NE(at, std::string::npos) << config;
-  const int port = std::stoi(config.substr(at + 11));
   std::vector<UniqueFd> silent;
-  for (int i = 0; i < 3; ++i) {
-    UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(static_cast<uint16_t>(port));
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ASSERT_EQ(::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0) << std::strerror(errno);
-    silent.push_back(std::move(fd));
-  }
+  for (int i = 0; i < 3; ++i) silent.push_back(connect_to_node_port());
+  ASSERT_FALSE(HasFailure());
   std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the node has taken them
   const uint64_t t0 = monotonic_ns();
   auto other = cluster_->connect(51);
@@ -1773,16 +1775,9 @@ TEST_F(DataApiTest, ASilentPeerOnTheNodesPortHoldsUpNoConnection) {
 // nothing else ever connects: the listener is looked at once a second, not
 // only when its fd wakes the node (each such peer holds a descriptor).
 TEST_F(DataApiTest, ASilentPeerOnAnIdleListenerIsClosedAfterItsSetUpBudget) {
-  const std::string& config = cluster_->config_text();
-  const std::size_t at = config.find("ServerPort=");
-  ASSERT_NE(at, std::string::npos) << config;
-  UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(std::stoi(config.substr(at + 11))));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   const uint64_t t0 = monotonic_ns();
-  ASSERT_EQ(::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0) << std::strerror(errno);
+  const UniqueFd fd = connect_to_node_port();
+  ASSERT_FALSE(HasFailure());
   const timeval wait{transport::kSetupBudgetNs / 1'000'000'000 + 5, 0};
   ::setsockopt(fd.get(), SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof wait);
   char byte;
@@ -1951,10 +1946,7 @@ TEST_F(DataApiTest, AnApiNodeIdIsFreeAgainOnceItsConnectionClosesAndTakenUntilTh
     tx.update(**t, key_of(1), Row().set(kBalance, int64_t{round}));
     ASSERT_TRUE(tx.execute(ExecType::kNoCommit));  // goes away holding the lock
   }
-  api::ConnectOptions twice;
-  twice.config_text = cluster_->config_text();
-  twice.node_id = 50;  // conn_'s
-  twice.registry = &tools::builtin_registry();
+  api::ConnectOptions twice = options_for(50);  // conn_'s id
   twice.connect_timeout_ms = 500;
   auto second = api::Connection::connect(twice);
   ASSERT_FALSE(second);
