@@ -114,6 +114,20 @@ TcBlock::TcBlock(const TcOptions& options)
 
 TcBlock::~TcBlock() = default;
 
+TcStats TcBlock::stats() const {
+  const auto get = [](const std::atomic<uint64_t>& v) { return v.load(std::memory_order_relaxed); };
+  TcStats out;
+  out.transactions_committed = get(counters_.transactions_committed);
+  out.transactions_aborted = get(counters_.transactions_aborted);
+  out.operations = get(counters_.operations);
+  out.deadlock_aborts = get(counters_.deadlock_aborts);
+  out.inactive_aborts = get(counters_.inactive_aborts);
+  out.drop_aborts = get(counters_.drop_aborts);
+  out.scans = get(counters_.scans);
+  out.refused_requests = get(counters_.refused_requests);
+  return out;
+}
+
 void TcBlock::on_start(BlockContext& c) {
   set_prefetches(impl_->find_direct_ldms(c));
   c.send_delayed(impl_->o.timer_period_ms, ref(), kTcTimer, {});
@@ -260,7 +274,7 @@ void TcBlock::Impl::abort_writers_of(uint32_t table_id, BlockContext& c) {
     if (ref == kNoRecord || txs[ref].state != TxState::kActive) continue;
     for (uint32_t op = txs[ref].first_op; op != kNoRecord; op = ops[op].next) {
       if (ops[op].table != table_id || ops[op].type == OpType::kRead) continue;
-      ++counters.drop_aborts;
+      bump(counters.drop_aborts);
       FJORD_LOG_INFO("TC(%u): transaction %llx wrote to table %u, which is being dropped: aborting it", o.instance,
                      static_cast<unsigned long long>(txs[ref].id.value), table_id);
       start_abort(ref, ErrorCode::kTableDropped, UINT32_MAX, c);
@@ -272,7 +286,7 @@ void TcBlock::Impl::abort_writers_of(uint32_t table_id, BlockContext& c) {
 // ---- operations -------------------------------------------------------------------------
 
 void TcBlock::Impl::refuse(NodeId sender, const TcKeyReq& req, ErrorCode error, BlockContext& c) {
-  ++counters.refused_requests;
+  bump(counters.refused_requests);
   send_api(c, sender, TcKeyRef{req.api_conn, req.tx, req.op_index, error});
 }
 
@@ -381,7 +395,7 @@ void TcBlock::Impl::read_now(uint32_t tx_ref, uint32_t op_index, LqhKeyReq& lqh,
     return read_into_train(tx_ref, op_index, lqh, ldm, c, key);
   Tx& tx = txs[tx_ref];
   lqh.tx = tx.id;
-  ++counters.operations;
+  bump(counters.operations);
   const bool ends_batch = read_ends_batch(tx, lqh);
   TcKeyConf end;
   if (ends_batch) end = {tx.api_conn, tx.id, tx.batch_ops, tx.data_messages + 1, true};
@@ -400,7 +414,7 @@ void TcBlock::Impl::read_into_train(uint32_t tx_ref, uint32_t op_index, LqhKeyRe
                                     const EncodedKey* key) {
   Tx& tx = txs[tx_ref];
   lqh.tx = tx.id;
-  ++counters.operations;
+  bump(counters.operations);
   FJORD_ASSERT(lqh.api_node == reply.api_node && lqh.api_conn == reply.api_conn && lqh.tx == reply.tx);
   const bool ends_batch = read_ends_batch(tx, lqh);
   const ErrorCode error = read_into_reply(lqh, ldm, key, c);
@@ -427,7 +441,7 @@ void TcBlock::Impl::send_lqh(uint32_t op_ref, const LqhKeyReq& req, BlockContext
   tx.ldm_touched |= uint64_t{1} << op.ldm;
   if (holds_something(req.op, req.lock)) tx.ldm_held |= uint64_t{1} << op.ldm;
   ++tx.outstanding;
-  ++counters.operations;
+  bump(counters.operations);
   LqhKeyReq out = req;
   out.tc_op = op_ref;
   out.tx = tx.id;
@@ -494,7 +508,7 @@ void TcBlock::Impl::send_lqh(uint32_t op_ref, const LqhKeyReq& req, BlockContext
   }
   // Read by unique key: first the hidden table (unique key -> primary key).
   if (ahead != nullptr && ahead->done) {  // a train's stages 0 and 3 found the hidden table and ran the lookup
-    ++counters.operations;
+    bump(counters.operations);
     if (ahead->error != ErrorCode::kNone) return start_abort(tx_ref, ahead->error, req.op_index, c);
     return read_base_of_unique(tx_ref, req.op_index, req.table_id, req.lock, req.columns, *ahead->hidden,
                                ahead->hidden_row, c, known, ahead->base_note);
@@ -515,7 +529,7 @@ void TcBlock::Impl::send_lqh(uint32_t op_ref, const LqhKeyReq& req, BlockContext
   if (lqh.lock == LockMode::kCommitted && any_direct_ldm)
     if (LdmBlock* ldm = direct_ldm[ldm_of(lqh.partition)]) {
       lqh.tx = tx.id;
-      ++counters.operations;
+      bump(counters.operations);
       LdmBlock::Into into{section_b};
       const ErrorCode looked_up = ldm->read_committed_now(lqh, c, nullptr, known, &into);
       if (looked_up != ErrorCode::kNone) return start_abort(tx_ref, looked_up, req.op_index, c);
@@ -602,14 +616,14 @@ bool TcBlock::Impl::one_shot_read(NodeId sender, const TcKeyReq& req, uint64_t n
   if (ldm == nullptr || tx_by_id.find(req.tx.value, in_use) ||
       c.pressure_to(sender) == transport::SendPressure::kOverload)
     return false;
-  ++counters.operations;
+  bump(counters.operations);
   const TcKeyConf end{req.api_conn, req.tx, 1, 1, true};
   const ErrorCode error = ldm->read_committed_now(lqh, c, &end, key);
   if (error == ErrorCode::kNone) {
-    ++counters.transactions_committed;
+    bump(counters.transactions_committed);
     return true;
   }
-  ++counters.transactions_aborted;
+  bump(counters.transactions_aborted);
   send_api(c, sender, TcKeyRef{req.api_conn, req.tx, req.op_index, error});
   return true;
 }
@@ -859,8 +873,8 @@ uint32_t TcBlock::Impl::one_shot_train(NodeId sender, uint32_t n, BlockContext& 
   ErrorCode error = ErrorCode::kNone;
   const uint32_t done = ldm.read_planned(p.plan, std::span(train_run).first(n), into, error);
   if (error == ErrorCode::kNone) {
-    counters.operations += n;
-    ++counters.transactions_committed;
+    bump(counters.operations, n);
+    bump(counters.transactions_committed);
     reply.used = into.written;
     reply.count = n;
     reply.ends_batch = true;
@@ -871,7 +885,7 @@ uint32_t TcBlock::Impl::one_shot_train(NodeId sender, uint32_t n, BlockContext& 
   if (tx_ref == kNoRecord) return 0;  // key_req refuses the train's first record for that; the reads are forgotten
   // Record `done` failed: the transaction as key_req, read_into_train and
   // run_planned leave it then.
-  counters.operations += done + 1;
+  bump(counters.operations, done + 1);
   reply.used = into.written;
   reply.count = done;
   Tx& tx = txs[tx_ref];
@@ -947,14 +961,14 @@ uint32_t TcBlock::Impl::run_planned(uint32_t tx_ref, uint32_t i, uint32_t end, B
     ErrorCode error = ErrorCode::kNone;
     const uint32_t done = ldm.read_planned(plan, std::span(train_run).first(count), into, error);
     tx.batch_ops += done;
-    counters.operations += done;
+    bump(counters.operations, done);
     tx.data_messages += done;
     reply.used += into.written;
     reply.count += done;
     i += done;
     if (error != ErrorCode::kNone) {
       ++tx.batch_ops;  // the read that failed is the batch's as well
-      ++counters.operations;
+      bump(counters.operations);
       start_abort(tx_ref, error, train_reqs[i].op_index, c);
       return i + 1;
     }
@@ -1192,7 +1206,7 @@ void TcBlock::Impl::abort_ready(uint32_t tx_ref, BlockContext& c) {
   Tx& tx = txs[tx_ref];
   const bool batch_in_flight = tx.batch_ops > 0 && !tx.execute_pending && !tx.silent;
   if (batch_in_flight) return;  // the rest of the batch is still arriving
-  ++counters.transactions_aborted;
+  bump(counters.transactions_aborted);
   if (!tx.silent) {
     if (tx.reply_rollback)
       send_api(c, tx.api_node, TcTxMessage{gsn::kTcRollbackConf, tx.api_conn, tx.id});
@@ -1207,7 +1221,7 @@ void TcBlock::Impl::abort_ready(uint32_t tx_ref, BlockContext& c) {
 // Committed. `answered`: the API already has its TcKeyConf (read_now).
 void TcBlock::Impl::finish_tx(uint32_t tx_ref, BlockContext& c, bool answered) {
   Tx& tx = txs[tx_ref];
-  ++counters.transactions_committed;
+  bump(counters.transactions_committed);
   if (!answered) send_api(c, tx.api_node, TcKeyConf{tx.api_conn, tx.id, tx.batch_ops, tx.data_messages, true});
   free_tx(tx_ref);
 }
@@ -1285,7 +1299,7 @@ void TcBlock::Impl::timer(BlockContext& c) {
     if (tx.outstanding > 0 && !victim_chosen) {
       for (uint32_t op = tx.first_op; op != kNoRecord; op = ops[op].next) {
         if (ops[op].answered || now - ops[op].sent_ns < deadlock_ns) continue;
-        ++counters.deadlock_aborts;
+        bump(counters.deadlock_aborts);
         FJORD_LOG_INFO("TC(%u): transaction %llx waited %llu ms for operation %u: aborting (deadlock timeout)",
                        o.instance, static_cast<unsigned long long>(tx.id.value),
                        static_cast<unsigned long long>((now - ops[op].sent_ns) / 1'000'000), ops[op].op_index);
@@ -1299,7 +1313,7 @@ void TcBlock::Impl::timer(BlockContext& c) {
       // full): either way nothing more is coming, and the locks it holds
       // must go. A batch cut short is answered now (its TcKeyRef) rather
       // than when its last operation arrives, as abort_ready would wait.
-      ++counters.inactive_aborts;
+      bump(counters.inactive_aborts);
       if (tx.batch_ops > 0) tx.execute_pending = true;
       start_abort(ref, ErrorCode::kInactiveTimeout, UINT32_MAX, c);
     }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -100,6 +101,12 @@ struct Scan {
   protocol::ErrorCode error = protocol::ErrorCode::kNone;
   std::array<ScanPartition, kMaxPartitions> parts{};
 };
+
+// Counters have one writer (the tc thread): a relaxed load and store, as
+// plain `++` costs (TcCounters says why that is enough).
+inline void bump(std::atomic<uint64_t>& counter, uint64_t delta = 1) {
+  counter.store(counter.load(std::memory_order_relaxed) + delta, std::memory_order_relaxed);
+}
 
 struct TcBlock::Impl {
   Impl(const TcOptions& options, TcCounters& counters);

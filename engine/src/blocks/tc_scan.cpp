@@ -24,14 +24,14 @@ void TcBlock::Impl::scan_req(const Signal& s, BlockContext& c) {
   auto decoded = decode_scan_req(s);
   if (!decoded) {
     FJORD_LOG_WARN("TC: refused a scan from node %u: %s", s.sender_node, decoded.status().message().c_str());
-    ++counters.refused_requests;
+    bump(counters.refused_requests);
     if (s.word_count() >= 4)
       send_out(c, api_address(s.sender_node), ScanRef{s.word(0), s.word(3), ErrorCode::kBadRequest});
     return;
   }
   const ScanReq& req = *decoded;
   auto refuse = [&](ErrorCode error) {
-    ++counters.refused_requests;
+    bump(counters.refused_requests);
     send_out(c, api_address(s.sender_node), ScanRef{req.api_conn, req.scan_id, error});
   };
   if (req.tx.value != 0 && req.tx.api_node() != s.sender_node) return refuse(ErrorCode::kBadRequest);
@@ -55,7 +55,7 @@ void TcBlock::Impl::scan_req(const Signal& s, BlockContext& c) {
   scan.table = req.table_id;
   scan.partitions = t->def.partitions;
   scan.awaiting = scan.active = t->def.partitions;
-  ++counters.scans;
+  bump(counters.scans);
   ScanFragReq frag;
   frag.tc_scan = ref;
   frag.tx = req.tx;

@@ -690,7 +690,7 @@ TEST(LdmWithTcTest, AOneReadTransactionRunDirectlyAnswersAsAnyOther) {
     ASSERT_TRUE(
         api.run(t, OpType::kInsert, item_key(here[i]), item_values(here[i], Item{int32_t(here[i]), "n", std::nullopt}))
             .ok);
-  const TcCounters before = cluster.tc().counters();
+  const TcStats before = cluster.tc().stats();
   for (std::size_t i = 0; i < 12; ++i) {  // the last four do not exist
     const TxResult r = api.run(t, OpType::kRead, item_key(here[i]));
     if (i < 8) {
@@ -703,7 +703,7 @@ TEST(LdmWithTcTest, AOneReadTransactionRunDirectlyAnswersAsAnyOther) {
       EXPECT_EQ(r.error, ErrorCode::kNoSuchRow) << "id " << here[i];
     }
   }
-  const TcCounters after = cluster.tc().counters();
+  const TcStats after = cluster.tc().stats();
   EXPECT_EQ(after.transactions_committed - before.transactions_committed, 8u);
   EXPECT_EQ(after.transactions_aborted - before.transactions_aborted, 4u);
   EXPECT_EQ(after.operations - before.operations, 12u);
@@ -1303,7 +1303,7 @@ TEST(LdmWithTcTest, AWholeTrainOfReadsAnswersAndFailsAsRecordByRecord) {
   std::vector<Api::BatchOp> reads;
   for (const uint64_t id : local) reads.push_back(read(id));
   LdmStats ldm_before = cluster.ldm(0).stats();
-  TcCounters tc_before = cluster.tc().counters();
+  TcStats tc_before = cluster.tc().stats();
   TxResult r = api.run_batch(t, reads, /*train=*/true);
   ASSERT_TRUE(r.ok) << error_text(r.error);
   ASSERT_EQ(r.rows.size(), local.size());
@@ -1314,14 +1314,14 @@ TEST(LdmWithTcTest, AWholeTrainOfReadsAnswersAndFailsAsRecordByRecord) {
   EXPECT_EQ(r.data_trains, 1u);
   EXPECT_TRUE(r.ended_with_data);
   EXPECT_EQ(cluster.ldm(0).stats().reads - ldm_before.reads, local.size());
-  EXPECT_EQ(cluster.tc().counters().transactions_committed - tc_before.transactions_committed, 1u);
-  EXPECT_EQ(cluster.tc().counters().operations - tc_before.operations, local.size());
+  EXPECT_EQ(cluster.tc().stats().transactions_committed - tc_before.transactions_committed, 1u);
+  EXPECT_EQ(cluster.tc().stats().operations - tc_before.operations, local.size());
 
   for (const uint32_t at : {0u, 3u, 7u}) {
     SCOPED_TRACE(at);
     reads[at] = read(missing);
     ldm_before = cluster.ldm(0).stats();
-    tc_before = cluster.tc().counters();
+    tc_before = cluster.tc().stats();
     const TxId tx = api.tx_of_next();
     r = api.run_batch(t, reads, true);
     EXPECT_FALSE(r.ok);
@@ -1331,7 +1331,7 @@ TEST(LdmWithTcTest, AWholeTrainOfReadsAnswersAndFailsAsRecordByRecord) {
     EXPECT_EQ(ldm_after.reads - ldm_before.reads, at) << "the reads before the missing row";
     EXPECT_EQ(ldm_after.refused - ldm_before.refused, 1u);
     EXPECT_EQ(ldm_after.key_operations - ldm_before.key_operations, at + 1u) << "nothing after it ran";
-    const TcCounters tc_after = cluster.tc().counters();
+    const TcStats tc_after = cluster.tc().stats();
     EXPECT_EQ(tc_after.transactions_aborted - tc_before.transactions_aborted, 1u);
     EXPECT_EQ(tc_after.transactions_committed, tc_before.transactions_committed);
     EXPECT_EQ(tc_after.operations - tc_before.operations, at + 1u);
@@ -1662,7 +1662,7 @@ TEST(LdmWithTcTest, ABatchWhoseRestNeverComesIsAbortedByTheInactiveTimeout) {
   const TxResult stalled = api.wait(901);
   EXPECT_EQ(stalled.error, ErrorCode::kInactiveTimeout);
   EXPECT_EQ(item_of(api.run(t, OpType::kRead, item_key(1)).rows.at(0)).qty, 3);
-  EXPECT_EQ(cluster.tc().counters().inactive_aborts, 1u);
+  EXPECT_EQ(cluster.tc().stats().inactive_aborts, 1u);
   // The transaction is gone: the rest of its batch, arriving late now, is
   // refused as a transaction TC does not know, and its id is free again.
   TcKeyReq rest = first;
@@ -1725,7 +1725,7 @@ TEST(LdmWithTcTest, ATransactionThatWroteToADroppedTableIsAbortedAndTheRestUndon
   ASSERT_EQ(first.number(), gsn::kTcAbortRep) << "the commit was answered as if the writes had gone somewhere";
   EXPECT_EQ(decode_tc_abort_rep(first.signal())->error, ErrorCode::kTableDropped);
   EXPECT_EQ(api.wait(kWriter).error, ErrorCode::kUnknownTransaction);  // the commit, after the abort
-  EXPECT_EQ(cluster.tc().counters().drop_aborts, 1u);
+  EXPECT_EQ(cluster.tc().stats().drop_aborts, 1u);
   api.commit(reader, kReader);
 
   // Nothing of the writer stays in the table that stays, and nothing is locked.

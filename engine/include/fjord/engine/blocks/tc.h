@@ -19,9 +19,11 @@
 // Every record comes from pools sized at start-up (MaxNoOfConcurrent*); a
 // full pool refuses the request with an error, never allocates.
 //
-// Thread: its tc thread. Hot path: execute().
+// Thread: its tc thread; stats() from any thread. Hot path: execute().
 #pragma once
 
+#include <atomic>
+#include <cstdint>
 #include <memory>
 #include <vector>
 
@@ -42,16 +44,37 @@ struct TcOptions {
   uint32_t timer_period_ms = 50;     // how often timeouts are checked
 };
 
-// Counters a test or the node's stats can read (owner thread writes).
+// Counters. The tc thread is the only writer (a relaxed load and store,
+// never a read-modify-write); any thread may read them (TcBlock::stats).
+// Relaxed is enough: each counter is read on its own, as a statistic, and
+// no other memory is published through it. A single writer's relaxed load
+// and store compile to the same load, add and store as `++` on a plain
+// integer (no lock prefix, no fence), so execute() pays nothing for the
+// counters being readable from the node's connection thread.
 struct TcCounters {
+  std::atomic<uint64_t> transactions_committed{0};
+  std::atomic<uint64_t> transactions_aborted{0};
+  std::atomic<uint64_t> operations{0};
+  std::atomic<uint64_t> deadlock_aborts{0};
+  std::atomic<uint64_t> inactive_aborts{0};
+  std::atomic<uint64_t> drop_aborts{0};  // transactions aborted because a table they wrote to was dropped
+  std::atomic<uint64_t> scans{0};
+  std::atomic<uint64_t> refused_requests{0};
+};
+
+// A snapshot of the counters, for tests and the node's statistics. Each
+// field is read on its own: taken while the block runs, the fields need
+// not agree with one another (a transaction may be counted in operations
+// and not yet in transactions_committed).
+struct TcStats {
   uint64_t transactions_committed = 0;
-  uint64_t transactions_aborted = 0;
+  uint64_t transactions_aborted = 0;  // all of them, whatever the reason
   uint64_t operations = 0;
-  uint64_t deadlock_aborts = 0;
-  uint64_t inactive_aborts = 0;
-  uint64_t drop_aborts = 0;  // transactions aborted because a table they wrote to was dropped
+  uint64_t deadlock_aborts = 0;  // an operation waited longer than TransactionDeadlockDetectionTimeout (266)
+  uint64_t inactive_aborts = 0;  // idle longer than TransactionInactiveTimeout (237)
+  uint64_t drop_aborts = 0;      // a table it wrote to was dropped (283)
   uint64_t scans = 0;
-  uint64_t refused_requests = 0;
+  uint64_t refused_requests = 0;  // TcKeyRef or ScanRef before any work (bad request, pools full, overload)
 };
 
 class TcBlock final : public Block {
@@ -66,7 +89,8 @@ class TcBlock final : public Block {
   // directly (LdmBlock::read_committed_now) and prefetches their rows.
   void prefetch(const Signal& signal, int stage) const override;
 
-  const TcCounters& counters() const { return counters_; }
+  // Any thread.
+  TcStats stats() const;
 
   struct Impl;
 
