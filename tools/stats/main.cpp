@@ -1,7 +1,10 @@
 // fjord-stats: reads statistics from a running data node over its control
 // socket (per thread: loops, signals, mean signals per loop, busy/spin/sleep
 // time, job-buffer fill; per link: bytes, mean send and receive size,
-// slowdown and overload counts).
+// slowdown and overload counts; DataMemory; per LDM and TC instance and in
+// total, tables of the blocks' counters: key operations, lock waits,
+// commits and aborts, scans and rows per round, records in use;
+// transactions committed and aborted, and why).
 //
 //   fjord-stats --node 1               human-readable
 //   fjord-stats --node 1 --json        one JSON object

@@ -293,6 +293,8 @@ void DataNode::Impl::expire_control(uint64_t now_ns) {
 std::string DataNode::Impl::control_reply(const std::string& command) {
   if (command == "stats") return stats_text();
   if (command == "stats json") return stats_json() + "\n";
+  // "stats xml" is a mistake to name, not an unknown command.
+  if (command.rfind("stats ", 0) == 0) return "error: stats takes nothing or 'json', got '" + command.substr(6) + "'\n";
   if (command == "layout") return layout_text();
   if (command == "ping") return "pong " + std::to_string(self) + "\n";
   if (command == "log-stats" || command.rfind("log-stats ", 0) == 0) {
@@ -339,7 +341,7 @@ std::string DataNode::Impl::stats_text() const {
   if (pool)
     out += "node " + std::to_string(self) + " DataMemory: " + std::to_string(pool->pages_in_use()) + " of " +
            std::to_string(pool->capacity_pages()) + " pages in use\n";
-  return out;
+  return out + block_stats_text();
 }
 
 std::string DataNode::Impl::stats_json() const {
@@ -376,7 +378,7 @@ std::string DataNode::Impl::stats_json() const {
   if (pool)
     out += ",\"data_memory\":{\"pages_in_use\":" + std::to_string(pool->pages_in_use()) +
            ",\"pages\":" + std::to_string(pool->capacity_pages()) + "}";
-  out += "}";
+  out += block_stats_json() + "}";
   return out;
 }
 

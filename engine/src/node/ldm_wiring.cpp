@@ -49,7 +49,9 @@ Status DataNode::Impl::add_ldm_blocks() {
     o.ldm_instances = static_cast<uint16_t>(ldm_count);
     o.max_operations = static_cast<uint32_t>(node->params.get_uint("MaxNoOfConcurrentOperations"));
     o.max_scans = static_cast<uint32_t>(std::max<uint64_t>(1, (local_scans + ldm_count - 1) / ldm_count));
-    if (Status s = runtime->add_block(std::make_unique<LdmBlock>(*pool, o), ThreadType::kLdm, i); !s) return s;
+    auto block = std::make_unique<LdmBlock>(*pool, o);
+    ldm_blocks.push_back(block.get());
+    if (Status s = runtime->add_block(std::move(block), ThreadType::kLdm, i); !s) return s;
   }
   return Status::ok();
 }

@@ -9,6 +9,7 @@
 
 #include "fjord/base/acceptor.h"
 #include "fjord/base/fd.h"
+#include "fjord/engine/blocks/ldm.h"
 #include "fjord/engine/blocks/tc.h"
 #include "fjord/engine/data_node.h"
 #include "fjord/engine/storage/page_pool.h"
@@ -27,7 +28,8 @@ struct DataNode::Impl {
   uint32_t tc_count = 1;
   std::unique_ptr<storage::PagePool> pool;  // DataMemory, shared by the LDM instances
   std::unique_ptr<Runtime> runtime;
-  std::vector<TcBlock*> tc_blocks;  // owned by the runtime; read for statistics
+  std::vector<TcBlock*> tc_blocks;    // owned by the runtime; read for statistics
+  std::vector<LdmBlock*> ldm_blocks;  // likewise
   std::vector<std::unique_ptr<transport::Listener>> listeners;
   UniqueFd control_fd;
   Acceptor control_acceptor{"control socket"};  // with its spare descriptor
@@ -69,6 +71,8 @@ struct DataNode::Impl {
   std::string layout_text() const;
   std::string stats_text() const;
   std::string stats_json() const;
+  std::string block_stats_text() const;  // block_stats.cpp
+  std::string block_stats_json() const;  // fields appended to stats_json's object
 };
 
 }  // namespace fjord::engine

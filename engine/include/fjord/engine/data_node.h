@@ -44,7 +44,9 @@ class DataNode {
   const ClusterConfig& config() const;
   // One line per thread: type, instance, blocks, CPUs, realtime, spintime.
   std::string layout_text() const;
-  // Statistics: NDB-style lines, or one JSON object.
+  // Statistics: NDB-style lines (threads, links, DataMemory) and tables of
+  // the LDM and TC instances' counters with their totals, or one JSON
+  // object with the same ("ldm", "ldm_total", "tc", "tc_total").
   std::string stats_text() const;
   std::string stats_json() const;
   // Where fjord-stats finds this node ("@fjord-node-1" = abstract socket).
