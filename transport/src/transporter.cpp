@@ -148,18 +148,26 @@ void Transporter::note_send_buffer_level() {
   send_.level = now;
 }
 
+// The window's mean once one is full; before that (a link's first 4096
+// sends or receives) the mean so far, not 0, which read as empty sends. A
+// full window's mean is never 0: only sends and receives that moved bytes
+// are counted.
+static uint64_t mean_of(uint64_t window_mean, uint64_t bytes, uint64_t count) {
+  return window_mean != 0 || count == 0 ? window_mean : bytes / count;
+}
+
 LinkStats Transporter::stats() const {
   LinkStats s;
   s.bytes_sent = send_.bytes.load(std::memory_order_relaxed);
   s.frames_sent = send_.frames.load(std::memory_order_relaxed);
   s.sends = send_.sends.load(std::memory_order_relaxed);
-  s.mean_send_bytes = send_.mean_bytes.load(std::memory_order_relaxed);
+  s.mean_send_bytes = mean_of(send_.mean_bytes.load(std::memory_order_relaxed), s.bytes_sent, s.sends);
   s.slowdown_count = send_.slowdowns.load(std::memory_order_relaxed);
   s.overload_count = send_.overloads.load(std::memory_order_relaxed);
   s.bytes_received = receive_.bytes.load(std::memory_order_relaxed);
   s.frames_received = receive_.frames.load(std::memory_order_relaxed);
   s.receives = receive_.receives.load(std::memory_order_relaxed);
-  s.mean_receive_bytes = receive_.mean_bytes.load(std::memory_order_relaxed);
+  s.mean_receive_bytes = mean_of(receive_.mean_bytes.load(std::memory_order_relaxed), s.bytes_received, s.receives);
   s.connects = connects_.load(std::memory_order_relaxed);
   s.disconnects = state() == LinkState::kDown ? 1 : 0;
   return s;

@@ -332,7 +332,7 @@ std::string DataNode::Impl::stats_text() const {
     const transport::LinkStats& s = l.stats;
     out += "node " + std::to_string(self) + " link to node " + std::to_string(l.node) + " (" + l.type + "): sent " +
            std::to_string(s.bytes_sent) + " bytes in " + std::to_string(s.frames_sent) + " signals, mean send size " +
-           std::to_string(s.mean_send_bytes) + " bytes (last 4096 sends), received " +
+           std::to_string(s.mean_send_bytes) + " bytes (last 4096 sends, or all so far), received " +
            std::to_string(s.bytes_received) + " bytes in " + std::to_string(s.frames_received) +
            " signals, mean receive size " + std::to_string(s.mean_receive_bytes) + " bytes, slowdowns " +
            std::to_string(s.slowdown_count) + ", overloads " + std::to_string(s.overload_count) + ", send pressure " +

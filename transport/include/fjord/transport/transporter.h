@@ -87,8 +87,10 @@ struct LinkStats {
   uint64_t sends = 0;  // flushes that moved bytes to the medium
   uint64_t bytes_received = 0;
   uint64_t frames_received = 0;
-  uint64_t receives = 0;            // receive() calls that returned new bytes
-  uint64_t mean_send_bytes = 0;     // over the last full window of kStatsWindow sends (NDB: last 4096)
+  uint64_t receives = 0;  // receive() calls that returned new bytes
+  // Over the last full window of kStatsWindow sends (NDB: last 4096); until
+  // one is full, over all sends so far (committed bytes / sends).
+  uint64_t mean_send_bytes = 0;
   uint64_t mean_receive_bytes = 0;  // same, for receives
   uint64_t slowdown_count = 0;      // entries into kSlowdown or worse
   uint64_t overload_count = 0;      // entries into kOverload
