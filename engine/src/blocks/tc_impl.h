@@ -8,6 +8,7 @@
 #include <memory>
 #include <vector>
 
+#include "fjord/base/counter.h"
 #include "fjord/engine/blocks/ldm.h"
 #include "fjord/engine/blocks/tc.h"
 #include "pools.h"
@@ -101,12 +102,6 @@ struct Scan {
   protocol::ErrorCode error = protocol::ErrorCode::kNone;
   std::array<ScanPartition, kMaxPartitions> parts{};
 };
-
-// Counters have one writer (the tc thread): a relaxed load and store, as
-// plain `++` costs (TcCounters says why that is enough).
-inline void bump(std::atomic<uint64_t>& counter, uint64_t delta = 1) {
-  counter.store(counter.load(std::memory_order_relaxed) + delta, std::memory_order_relaxed);
-}
 
 struct TcBlock::Impl {
   Impl(const TcOptions& options, TcCounters& counters);

@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "fjord/base/clock.h"
+#include "fjord/base/counter.h"
 #include "fjord/base/log.h"
 #include "fjord/engine/runtime/numa.h"
 
@@ -170,9 +171,9 @@ void WorkerThread::run() {
     work |= flush_links();                                 // 4. send
     wake_destinations();
     step_started_ns_.store(0, std::memory_order_relaxed);
-    counters_.loops.store(counters_.loops.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    bump(counters_.loops);
     const uint64_t end = monotonic_ns();
-    counters_.busy_ns.store(counters_.busy_ns.load(std::memory_order_relaxed) + (end - now), std::memory_order_relaxed);
+    bump(counters_.busy_ns, end - now);
     // 5. spin, then sleep. After a loop with work, go round again only if
     // input is already waiting: a loop that finds nothing costs a clock
     // read and every step's checks, and delays noticing the next signal.
@@ -225,21 +226,17 @@ uint64_t WorkerThread::idle(uint64_t start) {
       if ((++polls & 7) == 0) cpu_relax();
       if ((polls & 63) == 0) now = monotonic_ns();
       if ((polls & 4095) == 0)  // publish now and then: a spin phase may last long
-        counters_.idle_polls.store(counters_.idle_polls.load(std::memory_order_relaxed) + 4096,
-                                   std::memory_order_relaxed);
+        bump(counters_.idle_polls, 4096);
     }
-    counters_.idle_polls.store(counters_.idle_polls.load(std::memory_order_relaxed) + (polls & 4095) + 1,
-                               std::memory_order_relaxed);
-    counters_.spin_ns.store(counters_.spin_ns.load(std::memory_order_relaxed) + (now - start),
-                            std::memory_order_relaxed);
+    bump(counters_.idle_polls, (polls & 4095) + 1);
+    bump(counters_.spin_ns, now - start);
     if (found) return now;
     start = now;
   }
   const uint64_t next_timer = timers_.next_deadline();
   sleep_until(next_timer == UINT64_MAX ? start + kMaxSleepNs : std::min(next_timer, start + kMaxSleepNs));
   const uint64_t end = monotonic_ns();
-  counters_.sleep_ns.store(counters_.sleep_ns.load(std::memory_order_relaxed) + (end - start),
-                           std::memory_order_relaxed);
+  bump(counters_.sleep_ns, end - start);
   return end;
 }
 
@@ -343,8 +340,7 @@ bool WorkerThread::poll_one_link(NodeId node) {
       std::span<std::byte> space;
       if (!congested(q.free_bytes_hint()) || !congested(q.free_bytes())) space = q.reserve(frame_len);
       if (space.empty()) {
-        counters_.congestion_stops.store(counters_.congestion_stops.load(std::memory_order_relaxed) + 1,
-                                         std::memory_order_relaxed);
+        bump(counters_.congestion_stops);
         break;
       }
       std::memcpy(space.data(), batch.bytes.data() + at, frame_len);
@@ -428,8 +424,8 @@ bool WorkerThread::execute_batch() {
   while (executed < budget && may_execute() && execute_queue(in_queues_[index_], budget, &executed)) {
   }
   if (executed > 0) {
-    counters_.signals.store(counters_.signals.load(std::memory_order_relaxed) + executed, std::memory_order_relaxed);
-    counters_.active_loops.store(counters_.active_loops.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    bump(counters_.signals, executed);
+    bump(counters_.active_loops);
   }
   return executed > 0;
 }
@@ -536,7 +532,7 @@ bool WorkerThread::place_local(uint32_t thread, NodeId sender_node, const frame:
     return true;
   }
   space = spill_.append(thread, JobBuffer::entry_bytes(frame_len));
-  counters_.spill_events.store(counters_.spill_events.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  bump(counters_.spill_events);
   write_envelope(space.data(), frame_len, sender_node);
   frame::pack_frame_sized(space.data() + sizeof(Envelope), frame_len, header, data, sections, false);
   return true;
@@ -546,7 +542,7 @@ bool WorkerThread::place_remote(NodeId node, const frame::SignalHeader& header, 
                                 std::span<const std::span<const std::byte>> sections) {
   LinkSlot& slot = shared_.links[node];
   if (node > kMaxNodeId || !slot.up.load(std::memory_order_acquire)) {
-    counters_.discarded.store(counters_.discarded.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    bump(counters_.discarded);
     return false;
   }
   const std::size_t frame_len = frame_bytes_of(data, sections);
@@ -555,7 +551,7 @@ bool WorkerThread::place_remote(NodeId node, const frame::SignalHeader& header, 
     transport::Transporter* t = slot.transporter.get();
     if (!t) {
       slot.send_lock.unlock();
-      counters_.discarded.store(counters_.discarded.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+      bump(counters_.discarded);
       return false;
     }
     const bool checksum = t->config().checksum;
@@ -576,7 +572,7 @@ bool WorkerThread::place_remote(NodeId node, const frame::SignalHeader& header, 
   std::span<std::byte> space = spill_.append(kToLinkBit | node, JobBuffer::entry_bytes(frame_len));
   write_envelope(space.data(), frame_len, shared_.options.self);
   frame::pack_frame_sized(space.data() + sizeof(Envelope), frame_len, header, data, sections, false);
-  counters_.spill_events.store(counters_.spill_events.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  bump(counters_.spill_events);
   if (!flush_marks_[node]) {
     flush_marks_[node] = 1;
     flush_list_.push_back(node);
@@ -603,7 +599,7 @@ bool WorkerThread::copy_to_destination(Destination destination, std::span<const 
   const auto node = static_cast<NodeId>(destination.index);
   LinkSlot& slot = shared_.links[node];
   if (!slot.up.load(std::memory_order_acquire)) {
-    counters_.discarded.store(counters_.discarded.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    bump(counters_.discarded);
     return true;  // the node is gone: the signal is discarded, counted
   }
   slot.send_lock.lock();

@@ -28,6 +28,7 @@
 
 #include "../pools.h"
 #include "chunk_arena.h"
+#include "fjord/base/counter.h"
 #include "fjord/engine/blocks/ldm.h"
 #include "fjord/engine/key_codec.h"
 #include "fjord/engine/protocol.h"
@@ -173,11 +174,6 @@ enum class Pending : uint8_t { kNone, kVersion, kDeleted };
 // Whether a lock request can be granted now; kWaitFirst: wait ahead of
 // requests of transactions that hold nothing on the row (an upgrade).
 enum class Grant : uint8_t { kGranted, kWait, kWaitFirst };
-
-// Counters have one writer (the LDM thread): a relaxed load and store.
-inline void bump(std::atomic<uint64_t>& counter, int64_t delta = 1) {
-  counter.store(counter.load(std::memory_order_relaxed) + static_cast<uint64_t>(delta), std::memory_order_relaxed);
-}
 
 struct TxRecord {  // a transaction with something held or waiting here
   protocol::TxId tx;

@@ -47,6 +47,7 @@
 #include <string>
 
 #include "fjord/base/cache.h"
+#include "fjord/base/counter.h"
 #include "fjord/base/status.h"
 #include "fjord/transport/frame.h"
 #include "fjord/transport/link_config.h"
@@ -209,12 +210,6 @@ class Transporter {
     std::atomic<uint64_t> mean_bytes{0};
     uint64_t window_bytes = 0, window_count = 0;  // receiver thread only
   };
-
-  // Counters have one writer each, so a relaxed load+store is an exact
-  // increment and readers on other threads see a recent value: no RMW needed.
-  static void bump(std::atomic<uint64_t>& counter, uint64_t by) {
-    counter.store(counter.load(std::memory_order_relaxed) + by, std::memory_order_relaxed);
-  }
 
   // The slowdown/overload limits scaled to this medium's send memory,
   // computed on first use (the capacity comes from the derived class).

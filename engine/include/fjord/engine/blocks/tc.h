@@ -44,13 +44,9 @@ struct TcOptions {
   uint32_t timer_period_ms = 50;     // how often timeouts are checked
 };
 
-// Counters. The tc thread is the only writer (a relaxed load and store,
-// never a read-modify-write); any thread may read them (TcBlock::stats).
-// Relaxed is enough: each counter is read on its own, as a statistic, and
-// no other memory is published through it. A single writer's relaxed load
-// and store compile to the same load, add and store as `++` on a plain
-// integer (no lock prefix, no fence), so execute() pays nothing for the
-// counters being readable from the node's connection thread.
+// Counters. The tc thread is the only writer (fjord::bump, fjord/base/
+// counter.h: it costs what `++` on a plain integer does, and says why
+// relaxed is enough); any thread may read them (TcBlock::stats).
 struct TcCounters {
   std::atomic<uint64_t> transactions_committed{0};
   std::atomic<uint64_t> transactions_aborted{0};
