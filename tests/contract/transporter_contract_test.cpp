@@ -597,44 +597,50 @@ void open_stream_listener(const char* type, StreamListener& out) {
   out.listener = std::move(listener).value();
 }
 
+// Each test of the listeners that shake hands over a stream, on both: TCP
+// and SHM's Unix socket (RDMA's request comes whole with rdma_cm's connect
+// request; sim's with its in-process attempt: neither has a stream to wait
+// on). `s` listens as node 1 for node 2.
+class StreamListeners : public ::testing::TestWithParam<const char*> {
+ protected:
+  void SetUp() override { open_stream_listener(GetParam(), s); }
+  StreamListener s;
+};
+INSTANTIATE_TEST_SUITE_P(TcpAndShm, StreamListeners, ::testing::Values("tcp", "shm"),
+                         [](const ::testing::TestParamInfo<const char*>& param_info) {
+                           return std::string(param_info.param);
+                         });
+
 // The listeners that shake hands over a stream (TCP, and SHM's Unix
 // socket): a peer that connects and says nothing, or sends half a request,
 // holds up no other node's set-up, and is closed after the set-up budget.
-// (RDMA's request comes whole with rdma_cm's connect request; sim's with
-// its in-process attempt: neither has a stream to wait on.)
-TEST(StreamListeners, ASilentPeerHoldsUpNoOtherSetUp) {
-  for (const char* type : {"tcp", "shm"}) {
-    SCOPED_TRACE(type);
-    StreamListener s;
-    open_stream_listener(type, s);
-    if (HasFatalFailure()) return;
-    transport::Listener& listener = *s.listener;
-    const std::string endpoint = listener.endpoint();
-    UniqueFd silent = raw_connection(endpoint);
-    UniqueFd half = raw_connection(endpoint);
-    const std::byte prefix[4] = {std::byte{0x46}, std::byte{0x4A}, std::byte{0x48},
-                                 std::byte{0x51}};  // "FJHQ", then nothing
-    ASSERT_EQ(::send(half.get(), prefix, sizeof prefix, MSG_NOSIGNAL), 4);
-    // The listener looks at both first (they came first), then the real one.
-    EXPECT_EQ(listener.accept(monotonic_ns() + 200'000'000ULL).status().code(), StatusCode::kTimeout);
-    const uint64_t t0 = monotonic_ns();
-    auto accepted = s.set_up(5 * kSecond);
-    ASSERT_TRUE(accepted) << accepted.status().to_string();
-    EXPECT_LT(monotonic_ns() - t0, 5 * kSecond) << "the silent peers held up the set-up";
-    EXPECT_EQ((*accepted)->remote_node(), 2u);
-    // The silent ones are closed once the set-up budget (10 s) has passed
-    // for them: an accept() slice that reaches past it says nothing came.
-    const uint64_t budget_end = t0 + transport::kSetupBudgetNs + kSecond;
-    while (monotonic_ns() < budget_end) EXPECT_EQ(listener.accept(budget_end).status().code(), StatusCode::kTimeout);
-    char byte;
-    const timeval wait{2, 0};
-    for (const UniqueFd* fd : {&silent, &half}) ::setsockopt(fd->get(), SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof wait);
-    EXPECT_EQ(::recv(silent.get(), &byte, 1, 0), 0) << "the silent peer's connection is still open";
-    // Closed with its bytes unread: a reset, not a timeout.
-    const ssize_t got = ::recv(half.get(), &byte, 1, 0);
-    EXPECT_TRUE(got == 0 || (got < 0 && errno == ECONNRESET))
-        << "the half-sent peer's connection is still open (" << strerror(errno) << ")";
-  }
+TEST_P(StreamListeners, ASilentPeerHoldsUpNoOtherSetUp) {
+  transport::Listener& listener = *s.listener;
+  const std::string endpoint = listener.endpoint();
+  UniqueFd silent = raw_connection(endpoint);
+  UniqueFd half = raw_connection(endpoint);
+  const std::byte prefix[4] = {std::byte{0x46}, std::byte{0x4A}, std::byte{0x48},
+                               std::byte{0x51}};  // "FJHQ", then nothing
+  ASSERT_EQ(::send(half.get(), prefix, sizeof prefix, MSG_NOSIGNAL), 4);
+  // The listener looks at both first (they came first), then the real one.
+  EXPECT_EQ(listener.accept(monotonic_ns() + 200'000'000ULL).status().code(), StatusCode::kTimeout);
+  const uint64_t t0 = monotonic_ns();
+  auto accepted = s.set_up(5 * kSecond);
+  ASSERT_TRUE(accepted) << accepted.status().to_string();
+  EXPECT_LT(monotonic_ns() - t0, 5 * kSecond) << "the silent peers held up the set-up";
+  EXPECT_EQ((*accepted)->remote_node(), 2u);
+  // The silent ones are closed once the set-up budget (10 s) has passed
+  // for them: an accept() slice that reaches past it says nothing came.
+  const uint64_t budget_end = t0 + transport::kSetupBudgetNs + kSecond;
+  while (monotonic_ns() < budget_end) EXPECT_EQ(listener.accept(budget_end).status().code(), StatusCode::kTimeout);
+  char byte;
+  const timeval wait{2, 0};
+  for (const UniqueFd* fd : {&silent, &half}) ::setsockopt(fd->get(), SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof wait);
+  EXPECT_EQ(::recv(silent.get(), &byte, 1, 0), 0) << "the silent peer's connection is still open";
+  // Closed with its bytes unread: a reset, not a timeout.
+  const ssize_t got = ::recv(half.get(), &byte, 1, 0);
+  EXPECT_TRUE(got == 0 || (got < 0 && errno == ECONNRESET))
+      << "the half-sent peer's connection is still open (" << strerror(errno) << ")";
 }
 
 // True if `fd` polls readable now.
@@ -658,26 +664,21 @@ void expect_closed(const UniqueFd& fd, const char* who) {
 // call (its whole request in, or its peer gone), fd() must stay readable:
 // else that set-up waits, unseen, until some other connection wakes the
 // poller, and its peer times out.
-TEST(StreamListeners, AfterOneAttemptIsTakenTheFdStaysReadableForTheNextReadyOne) {
-  for (const char* type : {"tcp", "shm"}) {
-    SCOPED_TRACE(type);
-    StreamListener s;
-    open_stream_listener(type, s);
-    if (HasFatalFailure()) return;
-    const std::string endpoint = s.listener->endpoint();
-    UniqueFd leaves = raw_connection(endpoint);
-    leaves.reset();  // ready: its peer left
-    UniqueFd asks = raw_connection(endpoint);
-    const std::vector<std::byte> request = transport::encode_request({2, 1, type, {}});
-    ASSERT_EQ(::send(asks.get(), request.data(), request.size(), MSG_NOSIGNAL), static_cast<ssize_t>(request.size()));
-    ASSERT_TRUE(readable_now(s.listener->fd()));
-    auto first = s.listener->accept(monotonic_ns());
-    ASSERT_NE(first.status().code(), StatusCode::kTimeout);
-    EXPECT_TRUE(readable_now(s.listener->fd())) << "a ready attempt waits, but the listener's fd does not say so";
-    auto second = s.listener->accept(monotonic_ns());
-    EXPECT_NE(second.status().code(), StatusCode::kTimeout);
-    EXPECT_TRUE(first.is_ok() || second.is_ok()) << "the request that came whole was not set up";
-  }
+TEST_P(StreamListeners, AfterOneAttemptIsTakenTheFdStaysReadableForTheNextReadyOne) {
+  const char* type = GetParam();
+  const std::string endpoint = s.listener->endpoint();
+  UniqueFd leaves = raw_connection(endpoint);
+  leaves.reset();  // ready: its peer left
+  UniqueFd asks = raw_connection(endpoint);
+  const std::vector<std::byte> request = transport::encode_request({2, 1, type, {}});
+  ASSERT_EQ(::send(asks.get(), request.data(), request.size(), MSG_NOSIGNAL), static_cast<ssize_t>(request.size()));
+  ASSERT_TRUE(readable_now(s.listener->fd()));
+  auto first = s.listener->accept(monotonic_ns());
+  ASSERT_NE(first.status().code(), StatusCode::kTimeout);
+  EXPECT_TRUE(readable_now(s.listener->fd())) << "a ready attempt waits, but the listener's fd does not say so";
+  auto second = s.listener->accept(monotonic_ns());
+  EXPECT_NE(second.status().code(), StatusCode::kTimeout);
+  EXPECT_TRUE(first.is_ok() || second.is_ok()) << "the request that came whole was not set up";
 }
 
 // Out of file descriptors, a listener cannot accept a waiting connection.
@@ -687,28 +688,22 @@ TEST(StreamListeners, AfterOneAttemptIsTakenTheFdStaysReadableForTheNextReadyOne
 // The listener sheds it (accepts it on a spare descriptor and closes it):
 // the peer hears at once, the fd goes quiet, and once descriptors are free
 // again set-ups go through as before.
-TEST(StreamListeners, OutOfDescriptorsAWaitingPeerIsClosedAndTheListenerGoesQuiet) {
-  for (const char* type : {"tcp", "shm"}) {
-    SCOPED_TRACE(type);
-    StreamListener s;
-    open_stream_listener(type, s);
-    if (HasFatalFailure()) return;
-    const std::string endpoint = s.listener->endpoint();
-    for (int round = 0; round < 2; ++round) {  // twice: the spare is there again after a shed
-      SCOPED_TRACE(round);
-      UniqueFd waiting = raw_connection(endpoint);
-      {
-        DescriptorsUsedUp used_up;
-        EXPECT_TRUE(readable_now(s.listener->fd()));
-        EXPECT_EQ(s.listener->accept(monotonic_ns() + 100'000'000ULL).status().code(), StatusCode::kTimeout);
-        EXPECT_FALSE(readable_now(s.listener->fd())) << "the listener's fd still wakes its poller";
-      }
-      expect_closed(waiting, "the waiting peer");
+TEST_P(StreamListeners, OutOfDescriptorsAWaitingPeerIsClosedAndTheListenerGoesQuiet) {
+  const std::string endpoint = s.listener->endpoint();
+  for (int round = 0; round < 2; ++round) {  // twice: the spare is there again after a shed
+    SCOPED_TRACE(round);
+    UniqueFd waiting = raw_connection(endpoint);
+    {
+      DescriptorsUsedUp used_up;
+      EXPECT_TRUE(readable_now(s.listener->fd()));
+      EXPECT_EQ(s.listener->accept(monotonic_ns() + 100'000'000ULL).status().code(), StatusCode::kTimeout);
+      EXPECT_FALSE(readable_now(s.listener->fd())) << "the listener's fd still wakes its poller";
     }
-    auto accepted = s.set_up(10 * kSecond);
-    ASSERT_TRUE(accepted) << accepted.status().to_string();
-    EXPECT_EQ((*accepted)->remote_node(), 2u);
+    expect_closed(waiting, "the waiting peer");
   }
+  auto accepted = s.set_up(10 * kSecond);
+  ASSERT_TRUE(accepted) << accepted.status().to_string();
+  EXPECT_EQ((*accepted)->remote_node(), 2u);
 }
 
 // A TCP link whose client end (node 2) is a raw socket: the test writes the
@@ -852,14 +847,11 @@ TEST(TcpBadPeers, GarbageATooLongFrameAndABadChecksumEachTakeTheLinkDownNamingIt
 }
 
 // A request written a byte at a time is still one request.
-TEST(StreamListeners, AHandshakeWrittenOneByteAtATimeIsAccepted) {
-  StreamListener s;
-  open_stream_listener("tcp", s);
-  if (HasFatalFailure()) return;
+TEST_P(StreamListeners, AHandshakeWrittenOneByteAtATimeIsAccepted) {
   UniqueFd fd = raw_connection(s.listener->endpoint());
   int one = 1;
-  ::setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  const std::vector<std::byte> request = transport::encode_request({2, 1, "tcp", {}});
+  if (std::string_view(GetParam()) == "tcp") ::setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  const std::vector<std::byte> request = transport::encode_request({2, 1, GetParam(), {}});
   std::atomic<std::size_t> written{0};
   std::thread writer([&] {
     for (const std::byte b : request) {
@@ -891,30 +883,24 @@ std::size_t count_mappings() {
 
 // Set-ups and tear-downs, and peers that connect and leave at once, leave
 // no descriptor and no mapping behind.
-TEST(StreamListeners, AThousandConnectAndDisconnectCyclesLeakNothing) {
-  for (const char* type : {"tcp", "shm"}) {
-    SCOPED_TRACE(type);
-    StreamListener s;
-    open_stream_listener(type, s);
-    if (HasFatalFailure()) return;
-    // One cycle first, so lazily created things (the log, thread stacks) exist.
-    {
-      auto first = s.set_up(10 * kSecond);
-      ASSERT_TRUE(first) << first.status().to_string();
-    }
-    const std::size_t fds = count_entries("/proc/self/fd");
-    const std::size_t mappings = count_mappings();
-    for (int i = 0; i < 1000; ++i) {
-      auto accepted = s.set_up(10 * kSecond);
-      ASSERT_TRUE(accepted) << "cycle " << i << ": " << accepted.status().to_string();
-      UniqueFd leaves = raw_connection(s.listener->endpoint());
-      leaves.reset();
-      // accept() reports one attempt a call: this one, which left.
-      EXPECT_EQ(s.listener->accept(monotonic_ns() + 10 * kSecond).status().code(), StatusCode::kRejected);
-    }
-    EXPECT_EQ(count_entries("/proc/self/fd"), fds);
-    EXPECT_EQ(count_mappings(), mappings);
+TEST_P(StreamListeners, AThousandConnectAndDisconnectCyclesLeakNothing) {
+  // One cycle first, so lazily created things (the log, thread stacks) exist.
+  {
+    auto first = s.set_up(10 * kSecond);
+    ASSERT_TRUE(first) << first.status().to_string();
   }
+  const std::size_t fds = count_entries("/proc/self/fd");
+  const std::size_t mappings = count_mappings();
+  for (int i = 0; i < 1000; ++i) {
+    auto accepted = s.set_up(10 * kSecond);
+    ASSERT_TRUE(accepted) << "cycle " << i << ": " << accepted.status().to_string();
+    UniqueFd leaves = raw_connection(s.listener->endpoint());
+    leaves.reset();
+    // accept() reports one attempt a call: this one, which left.
+    EXPECT_EQ(s.listener->accept(monotonic_ns() + 10 * kSecond).status().code(), StatusCode::kRejected);
+  }
+  EXPECT_EQ(count_entries("/proc/self/fd"), fds);
+  EXPECT_EQ(count_mappings(), mappings);
 }
 
 INSTANTIATE_TEST_SUITE_P(AllTransporters, ContractTest, ::testing::ValuesIn(contract_media()),
