@@ -263,6 +263,17 @@ inline RowValues decode_values(std::span<const std::byte> section) {
   EXPECT_TRUE(cursor.error().is_ok()) << cursor.error().message();
   return out;
 }
+
+// A ScanRows signal's rows (each a u32 length and its values), appended.
+inline void append_scan_rows(const ScanRows& rows, std::vector<RowValues>& out) {
+  std::span<const std::byte> rest = rows.data;
+  for (uint32_t i = 0; i < rows.rows; ++i) {
+    uint32_t len;
+    std::memcpy(&len, rest.data(), 4);
+    out.push_back(decode_values(rest.subspan(4, len)));
+    rest = rest.subspan(4 + len);
+  }
+}
 inline std::vector<std::byte> bytes_of(std::string_view s) {
   const auto b = std::as_bytes(std::span(s.data(), s.size()));
   return {b.begin(), b.end()};
@@ -542,13 +553,7 @@ inline ScanResult scan_partition(Harness& h, const TableDef& t, uint32_t partiti
       result.largest_message = std::max(result.largest_message, m.frame.size());
       const ScanRows sr = decode_scan_rows(m.signal()).value();
       EXPECT_GT(sr.rows, 0u);
-      std::span<const std::byte> rest = sr.data;
-      for (uint32_t i = 0; i < sr.rows; ++i) {
-        uint32_t len;
-        std::memcpy(&len, rest.data(), 4);
-        result.rows.push_back(decode_values(rest.subspan(4, len)));
-        rest = rest.subspan(4 + len);
-      }
+      append_scan_rows(sr, result.rows);
       rows += sr.rows;
     }
     result.messages += conf.messages;

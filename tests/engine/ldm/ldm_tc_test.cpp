@@ -399,14 +399,7 @@ class Api {
       const Captured m = c_.inbox().take([&](const Captured& x) {
         return x.number() == gsn::kScanRows && decode_scan_rows(x.signal())->scan_id == r.scan_id;
       });
-      const ScanRows sr = decode_scan_rows(m.signal()).value();
-      std::span<const std::byte> rest = sr.data;
-      for (uint32_t k = 0; k < sr.rows; ++k) {
-        uint32_t len;
-        std::memcpy(&len, rest.data(), 4);
-        round.rows.push_back(decode_values(rest.subspan(4, len)));
-        rest = rest.subspan(4 + len);
-      }
+      append_scan_rows(decode_scan_rows(m.signal()).value(), round.rows);
     }
     EXPECT_EQ(round.rows.size(), round.conf.rows);
     return round;
