@@ -2,6 +2,8 @@
 
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -23,6 +25,35 @@ bool handshake_message_waiting(int fd, uint32_t magic) {
   return !total || got >= *total;  // not a handshake: the handshake names what is wrong
 }
 
+PendingHandshakes::PendingHandshakes(int epoll_fd, std::string what)
+    : epoll_fd_(epoll_fd),
+      what_(std::move(what)),
+      timer_(::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC)) {
+  // Level-triggered: an expired timer keeps the set readable until
+  // take_ready() reads it. Without it (no timerfd here), expired
+  // connections are still closed at the next accept().
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = 0;
+  if (!timer_.valid() || ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, timer_.get(), &ev) != 0) {
+    FJORD_LOG_WARN("%s: no set-up timer (%s): silent peers are closed only when another connection comes",
+                   what_.c_str(), std::strerror(errno));
+    timer_.reset();
+  }
+}
+
+void PendingHandshakes::arm_timer() {
+  if (!timer_.valid()) return;
+  const DeadlineNs at = next_deadline();
+  itimerspec spec{};  // all zero: off
+  if (at != UINT64_MAX) {
+    spec.it_value.tv_sec = static_cast<time_t>(at / 1'000'000'000ULL);
+    spec.it_value.tv_nsec = static_cast<long>(at % 1'000'000'000ULL);
+    if (spec.it_value.tv_sec == 0 && spec.it_value.tv_nsec == 0) spec.it_value.tv_nsec = 1;
+  }
+  (void)::timerfd_settime(timer_.get(), TFD_TIMER_ABSTIME, &spec, nullptr);
+}
+
 bool PendingHandshakes::add(Entry entry, DeadlineNs now) {
   if (pending_.size() >= kMaxPending) expire(now);
   if (pending_.size() >= kMaxPending) {
@@ -39,6 +70,7 @@ bool PendingHandshakes::add(Entry entry, DeadlineNs now) {
     return false;
   }
   pending_.push_back(std::move(entry));
+  arm_timer();
   return true;
 }
 
@@ -47,13 +79,16 @@ std::optional<PendingHandshakes::Entry> PendingHandshakes::take_ready(DeadlineNs
   epoll_event events[16];
   while (::epoll_wait(epoll_fd_, events, 16, 0) == 16) {
   }
+  if (timer_.valid()) {
+    uint64_t expirations;
+    (void)::read(timer_.get(), &expirations, sizeof expirations);  // nothing to read when not expired
+  }
   expire(now);
   std::optional<Entry> ready;
   for (std::size_t i = 0; i < pending_.size(); ++i) {
     if (!handshake_message_waiting(pending_[i].conn.get(), kHandshakeRequestMagic)) continue;
     if (!ready) {
-      ready = std::move(pending_[i]);
-      remove(i--);  // the last entry moved into slot i: look at it next
+      ready = take(i--);  // the last entry moved into slot i: look at it next
       continue;
     }
     // The caller takes one a call, and polls the set before the next: the
@@ -64,6 +99,7 @@ std::optional<PendingHandshakes::Entry> PendingHandshakes::take_ready(DeadlineNs
     ev.events = EPOLLIN | EPOLLRDHUP | EPOLLET;
     (void)::epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, pending_[i].conn.get(), &ev);
   }
+  arm_timer();
   return ready;
 }
 
@@ -75,7 +111,7 @@ void PendingHandshakes::expire(DeadlineNs now) {
     }
     FJORD_LOG_WARN("%s: closed a connection from %s that sent no whole handshake in %llu s", what_.c_str(),
                    pending_[i].peer.c_str(), static_cast<unsigned long long>(kSetupBudgetNs / 1'000'000'000ULL));
-    remove(i);
+    (void)take(i);  // closed here
   }
 }
 
@@ -85,10 +121,16 @@ DeadlineNs PendingHandshakes::next_deadline() const {
   return earliest;
 }
 
-void PendingHandshakes::remove(std::size_t i) {
+// Out of the epoll set first, while the entry still holds its descriptor: a
+// connection set up and handed to a transporter stays open, and left in the
+// set, its every edge (each burst of the link's data, its close) would make
+// the listener's fd readable, waking the poller for nothing.
+PendingHandshakes::Entry PendingHandshakes::take(std::size_t i) {
   ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, pending_[i].conn.get(), nullptr);
-  pending_[i] = std::move(pending_.back());
+  Entry out = std::move(pending_[i]);
+  if (i + 1 != pending_.size()) pending_[i] = std::move(pending_.back());
   pending_.pop_back();
+  return out;
 }
 
 }  // namespace fjord::transport

@@ -101,7 +101,7 @@ void DataNode::Impl::wake() {
 }
 
 void DataNode::Impl::connection_loop() {
-  uint64_t next_stats_ns = 0, next_connect_ns = 0, next_tidy_ns = 0;
+  uint64_t next_stats_ns = 0, next_connect_ns = 0;
   while (!stopping.load()) {
     epoll_event events[8];
     const int n = ::epoll_wait(epoll_fd.get(), events, 8, 200);
@@ -120,16 +120,6 @@ void DataNode::Impl::connection_loop() {
     }
     connect_to_servers(next_connect_ns);
     const uint64_t now = monotonic_ns();
-    // A listener closes a peer that connected and never finished its
-    // handshake once the peer's set-up budget has passed, but only inside
-    // accept(), which the loop calls when the listener's fd wakes it: on an
-    // idle listener such a peer (up to 64 of them, each a descriptor) would
-    // stay until the next real connection. Once a second, each listener is
-    // also asked with nothing ready, which closes those.
-    if (now >= next_tidy_ns) {
-      next_tidy_ns = now + 1'000'000'000ULL;
-      for (auto& l : listeners) accept_on(*l);
-    }
     const uint32_t interval = stats_interval_s.load();
     expire_control(now);
     if (interval > 0 && now >= next_stats_ns) {

@@ -11,7 +11,9 @@
 // failed or left, which the handshake then reports), so reading it never
 // blocks. A connection that sends no whole request within the set-up
 // budget is closed when the listener next looks (any accept() call), and
-// the log says from where.
+// the log says from where. A timer in the same epoll set, armed for the
+// earliest deadline, makes the set readable when one passes, so that a
+// poller calls accept() then even if nothing else happens on the listener.
 //
 // Thread: the listener's (whoever calls its accept()). No allocation on
 // the way through beyond the vector of at most kMaxPending entries.
@@ -41,7 +43,7 @@ class PendingHandshakes {
 
   // `epoll_fd`: the listener's epoll set, which it returns as fd().
   // `what`: how the log names the listener ("tcp listener on 127.0.0.1:11860").
-  PendingHandshakes(int epoll_fd, std::string what) : epoll_fd_(epoll_fd), what_(std::move(what)) {}
+  PendingHandshakes(int epoll_fd, std::string what);
 
   // Keeps an accepted connection until its request is in. False (and the
   // connection closed, the log saying why) when kMaxPending already wait
@@ -59,11 +61,15 @@ class PendingHandshakes {
   std::size_t size() const { return pending_.size(); }
 
  private:
-  void remove(std::size_t i);
+  // Entry i out of the set (the last one moves into its slot).
+  Entry take(std::size_t i);
   void expire(DeadlineNs now);
+  // Sets the timer to the earliest deadline (off when none waits).
+  void arm_timer();
   int epoll_fd_;
   std::string what_;
   std::vector<Entry> pending_;
+  UniqueFd timer_;  // a timerfd in the epoll set
 };
 
 // Whether a whole handshake message with `magic` (handshake.h) is waiting
