@@ -20,6 +20,12 @@
 //                           TcKeyTrain, answered in one KeyDataTrain (as
 //                           the API sends and receives a batch)
 //
+// --window=N sets the transactions in flight (default 64). With 1, each
+// starts when the one before is answered, as latency_bench's serial and
+// batched samples do: nothing overlaps one transaction's memory misses with
+// another's work, so ns_per_read at 1 M rows against 1,000 rows is what the
+// misses add to a batch (docs/benchmarks.md, fourteenth session).
+//
 // The node is a single-threaded runtime (NDB's ndbd) holding TC(0) and
 // LDM(0); a driver block stands in for the API node on the same thread, so
 // no transporter is involved and every CPU cycle of the thread is the
@@ -71,9 +77,9 @@ namespace {
 
 using namespace protocol;
 
-uint64_t g_rows = 100000;    // --rows=N
-uint64_t g_reads = 2000000;  // --reads=N per measured run
-constexpr uint32_t kWindow = 64;
+uint64_t g_rows = 100000;               // --rows=N
+uint64_t g_reads = 2000000;             // --reads=N per measured run
+uint32_t g_window = 64;                 // --window=N transactions in flight
 constexpr uint32_t kPayloadBytes = 84;  // id 8 + qty 4 + payload 84 + header = 100-byte rows
 constexpr NodeId kSelf = 1;
 constexpr uint16_t kGo = runtime_signals::kFirstUser + 1;  // words: phase
@@ -94,7 +100,7 @@ TableDef bench_table() {
 enum Phase : uint32_t { kInstall, kLoad, kRead };
 
 // The API stand-in: installs the table in TC and LDM, loads the rows, then
-// keeps kWindow transactions in flight, each of `ops_per_tx` reads.
+// keeps --window transactions in flight, each of `ops_per_tx` reads.
 class Driver {
  public:
   // `trains`: each transaction's reads go as one TcKeyTrain (as the API
@@ -144,7 +150,7 @@ class Driver {
       return;
     }
     if (phase == kRead) FJORD_CALLGRIND_START();
-    for (uint32_t i = 0; i < kWindow; ++i) issue(c);
+    for (uint32_t i = 0; i < g_window; ++i) issue(c);
   }
 
   void finish() {
@@ -302,9 +308,9 @@ void node_pk_reads(benchmark::State& state, bool trains) {
     return;
   }
   TcOptions tc;
-  tc.max_operations = kWindow * ops_per_tx * 2;
+  tc.max_operations = g_window * ops_per_tx * 2;
   LdmOptions ldm;
-  ldm.max_operations = kWindow * ops_per_tx * 2;
+  ldm.max_operations = g_window * ops_per_tx * 2;
   Driver driver(table, ops_per_tx, trains);
   Status st = (*rt)->add_block(std::make_unique<TcBlock>(tc), ThreadType::kTc, 0);
   if (st) st = (*rt)->add_block(std::make_unique<LdmBlock>(**pool, ldm), ThreadType::kLdm, 0);
@@ -477,7 +483,7 @@ void BM_NodePkReadTrains(benchmark::State& state) { node_pk_reads(state, true); 
 BENCHMARK(BM_NodePkReads)->Arg(1)->Arg(20)->UseManualTime()->Iterations(3);
 BENCHMARK(BM_NodePkReadTrains)->Arg(20)->UseManualTime()->Iterations(3);
 
-// --rows=N and --reads=N, then Google Benchmark's own flags.
+// --rows=N, --reads=N and --window=N, then Google Benchmark's own flags.
 void parse_own_flags(int& argc, char** argv) {
   int out = 1;
   for (int i = 1; i < argc; ++i) {
@@ -485,12 +491,14 @@ void parse_own_flags(int& argc, char** argv) {
       g_rows = std::strtoull(argv[i] + 7, nullptr, 10);
     else if (std::strncmp(argv[i], "--reads=", 8) == 0)
       g_reads = std::strtoull(argv[i] + 8, nullptr, 10);
+    else if (std::strncmp(argv[i], "--window=", 9) == 0)
+      g_window = static_cast<uint32_t>(std::strtoul(argv[i] + 9, nullptr, 10));
     else
       argv[out++] = argv[i];
   }
   argc = out;
-  if (g_rows == 0 || g_rows > UINT32_MAX || g_reads == 0) {
-    std::fprintf(stderr, "node_bench: --rows must be 1..%u and --reads at least 1\n", UINT32_MAX);
+  if (g_rows == 0 || g_rows > UINT32_MAX || g_reads == 0 || g_window == 0 || g_window > 1024) {
+    std::fprintf(stderr, "node_bench: --rows must be 1..%u, --reads at least 1 and --window 1..1024\n", UINT32_MAX);
     std::exit(2);
   }
 }
