@@ -110,7 +110,7 @@ class alignas(kCacheLineBytes) WorkerThread {
   uint64_t now_ns() const { return loop_now_ns_; }
   RuntimeShared& shared() { return shared_; }
   // The block `ref` when this thread hosts it, else null.
-  Block* block_here(BlockRef ref) const;
+  Block* block_here(BlockRef ref) const;  // inline, below RuntimeShared
 
  private:
   void run();
@@ -140,9 +140,14 @@ class alignas(kCacheLineBytes) WorkerThread {
   bool has_pending_input(uint64_t now_ns);
   void sleep_until(uint64_t deadline_ns);
 
-  // Places a packed entry (envelope + frame) or packs directly.
-  bool place_local(uint32_t thread, NodeId sender_node, const frame::SignalHeader& header,
-                   std::span<const uint32_t> data, std::span<const std::span<const std::byte>> sections);
+  // Packs a signal into thread `thread`'s job buffer, or into the spill
+  // while anything waits there (order) or the buffer is full: never lost.
+  [[gnu::always_inline]] void place_local(uint32_t thread, NodeId sender_node, const frame::SignalHeader& header,
+                                          std::span<const uint32_t> data,
+                                          std::span<const std::span<const std::byte>> sections);
+  void spill_local(uint32_t thread, NodeId sender_node, const frame::SignalHeader& header,
+                   std::span<const uint32_t> data, std::span<const std::span<const std::byte>> sections,
+                   std::size_t frame_len);
   bool place_remote(NodeId node, const frame::SignalHeader& header, std::span<const uint32_t> data,
                     std::span<const std::span<const std::byte>> sections);
   bool copy_to_destination(Destination destination, std::span<const std::byte> entry);
@@ -220,5 +225,10 @@ struct alignas(kCacheLineBytes) RuntimeShared {
   // number does not fit its stride.
   void set_route(BlockRef ref, int thread);
 };
+
+inline Block* WorkerThread::block_here(BlockRef ref) const {
+  const std::size_t at = shared_.route_slot(ref);  // SIZE_MAX when outside
+  return at < block_table_.size() ? block_table_[at] : nullptr;
+}
 
 }  // namespace fjord::engine
