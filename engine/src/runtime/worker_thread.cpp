@@ -533,8 +533,8 @@ void WorkerThread::execute_one(Block& block, const Signal& signal) {
 
 // ---- sending ------------------------------------------------------------------------
 
-bool WorkerThread::send(Block& from, Address to, uint16_t signal_number, std::span<const uint32_t> data,
-                        std::span<const std::span<const std::byte>> sections, uint32_t trace) {
+inline bool WorkerThread::send(Block& from, Address to, uint16_t signal_number, std::span<const uint32_t> data,
+                               std::span<const std::span<const std::byte>> sections, uint32_t trace) {
   const frame::SignalHeader header{signal_number, to.block, from.ref(), trace};
   if (to.node != shared_.options.self && to.node != kNoNode) return place_remote(to.node, header, data, sections);
   const int dest = shared_.thread_of(to.block);

@@ -103,8 +103,10 @@ class alignas(kCacheLineBytes) WorkerThread {
   uint32_t current_work() const { return current_work_.load(std::memory_order_relaxed); }
 
   // ---- used by BlockContext while a block of this thread executes ----
-  bool send(Block& from, Address to, uint16_t signal_number, std::span<const uint32_t> data,
-            std::span<const std::span<const std::byte>> sections, uint32_t trace);
+  // send() is inlined into BlockContext::send, its only caller: one call
+  // from the block to the commit.
+  [[gnu::always_inline]] bool send(Block& from, Address to, uint16_t signal_number, std::span<const uint32_t> data,
+                                   std::span<const std::span<const std::byte>> sections, uint32_t trace);
   void send_delayed(Block& from, uint32_t delay_ms, BlockRef to, uint16_t signal_number,
                     std::span<const uint32_t> data);
   uint64_t now_ns() const { return loop_now_ns_; }
