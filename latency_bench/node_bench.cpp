@@ -24,7 +24,7 @@
 // starts when the one before is answered, as latency_bench's serial and
 // batched samples do: nothing overlaps one transaction's memory misses with
 // another's work, so ns_per_read at 1 M rows against 1,000 rows is what the
-// misses add to a batch (docs/benchmarks.md, fourteenth session).
+// misses add to a batch (docs/benchmarks.md, fifteenth session).
 //
 // The node is a single-threaded runtime (NDB's ndbd) holding TC(0) and
 // LDM(0); a driver block stands in for the API node on the same thread, so
