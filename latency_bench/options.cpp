@@ -517,7 +517,7 @@ std::string help_text(std::span<const std::string> transporters) {
   t += "  latency_bench [access] [OPTIONS]        the access-method table over every transporter available\n";
   t += "                                          here, against a data node started here (no arguments:\n";
   t += "                                          " + std::to_string(kDefaultRows) +
-       " rows, about 20-60 s); or --config FILE for your cluster\n";
+       " rows, 3-60 s by the machine); or --config FILE for your cluster\n";
   t += "  latency_bench throughput [OPTIONS]      definer and executor threads keep many transactions in\n";
   t += "                                          flight: transactions/s, rows/s, latency percentiles\n";
   t += "  latency_bench ping [OPTIONS]            ping-pong over one transporter; starts its own peer process\n";
