@@ -126,20 +126,31 @@ Status Connection::establish() {
   // The data node may still be starting: retry until the connect timeout.
   // It may also drop the link before answering the registration: it still
   // holds a link from this node id, the previous connection's if it has not
-  // let that go yet (a program that reconnects at once), so that is retried
-  // too.
+  // let that go yet (a program that reconnects at once). A closed link's
+  // end reaches the node within milliseconds, so that is retried for
+  // kTakenIdGraceMs only: an id another connection holds fails then, not
+  // at the connect timeout.
+  constexpr uint64_t kTakenIdGraceMs = 2000;
   const uint64_t deadline = monotonic_ns() + ms(options_.connect_timeout_ms);
+  uint64_t first_drop_ns = 0;
   Status last;
   while (monotonic_ns() < deadline) {
     auto t = factory->connect(self_, *link, std::min<uint64_t>(deadline, monotonic_ns() + 2'000'000'000ULL));
     if (t) {
       link_ = std::move(t).value();
       if (Status s = register_node(); s || s.code() != StatusCode::kLinkDown) return s;
+      const std::string why = link_->down_reason().message();
+      link_.reset();
       last = Status(StatusCode::kLinkDown, "data node " + std::to_string(data_node_) +
                                                " dropped the link before answering the registration (is API node " +
-                                               std::to_string(self_) +
-                                               " already connected?): " + link_->down_reason().message());
-      link_.reset();
+                                               std::to_string(self_) + " already connected?): " + why);
+      const uint64_t now = monotonic_ns();
+      if (first_drop_ns == 0) first_drop_ns = now;
+      if (now - first_drop_ns >= ms(kTakenIdGraceMs))
+        return Status(StatusCode::kAlreadyExists,
+                      "API node " + std::to_string(self_) + " is already connected to data node " +
+                          std::to_string(data_node_) + ": for " + std::to_string(kTakenIdGraceMs) +
+                          " ms the node dropped every new link from this id before registering it (last: " + why + ")");
     } else {
       last = t.status();
       if (t.status().code() == StatusCode::kRejected) return last;  // retrying will not help

@@ -2214,6 +2214,26 @@ TEST_F(DataApiTest, AnApiNodeIdIsFreeAgainOnceItsConnectionClosesAndTakenUntilTh
   EXPECT_EQ(balance_of(1), 1) << "the locks of the closed connections were not released";
 }
 
+// An API node id that another live connection holds is refused once the
+// node has dropped new links from it for a short grace (2 s), which covers
+// a previous connection the node has yet to let go, instead of after the
+// whole connect timeout; the id's holder goes on undisturbed.
+TEST_F(DataApiTest, AnApiNodeIdHeldByALiveConnectionIsRefusedAfterAShortGraceNotTheConnectTimeout) {
+  ASSERT_TRUE(run([&](api::Transaction& tx) { tx.insert(*table_, account(1, 1)); }));
+  api::ConnectOptions twice = options_for(50);  // conn_'s id
+  twice.connect_timeout_ms = 60000;
+  const uint64_t started = monotonic_ns();
+  auto second = api::Connection::connect(twice);
+  const uint64_t took_ms = (monotonic_ns() - started) / 1'000'000;
+  ASSERT_FALSE(second);
+  EXPECT_EQ(second.status().code(), StatusCode::kAlreadyExists) << second.status().to_string();
+  EXPECT_NE(second.status().message().find("API node 50 is already connected to data node 1"), std::string::npos)
+      << second.status().to_string();
+  EXPECT_GE(took_ms, 2000u) << "refused before the grace for a previous connection to go";
+  EXPECT_LT(took_ms, 30000u) << "waited for the connect timeout instead of the grace";
+  EXPECT_EQ(balance_of(1), 1);  // the holder's connection still works
+}
+
 // The data node stops while transactions wait for a lock: a synchronous
 // one on another thread and an asynchronous one each fail at once with 4025
 // naming the cause, and the holder's commit fails too. Once a node runs
