@@ -1,5 +1,21 @@
-// TcBlock's state and helpers (internal header shared by tc.cpp and
-// tc_scan.cpp).
+// TcBlock's records, its state (TcBlock::Impl) and the helpers its files
+// share; private to TC. The block's work is split by topic:
+//
+//   tc.cpp         construction, start-up, execute()'s dispatch, statistics,
+//                  schema installs
+//   tc_key.cpp     key requests: a TcKeyReq's look-ahead (prefetch), routing
+//                  to the LDM owning the key, direct reads, LDM answers, the
+//                  batch's answer (key_req itself, shared with trains, is in
+//                  tc_key_req.h)
+//   tc_train.cpp   trains (TcKeyTrain): look-ahead stages, planned reads,
+//                  the KeyDataTrain reply
+//   tc_unique.cpp  unique indexes: reads by unique key through the hidden
+//                  table, and keeping the hidden tables in step with writes
+//   tc_commit.cpp  commit, abort, rollback, node failures and timeouts
+//   tc_scan.cpp    scans
+//
+// Thread: TC's own. Hot path: the inline helpers at the end of this file
+// run on every key request.
 #pragma once
 
 #include <array>
@@ -214,19 +230,25 @@ struct TcBlock::Impl {
 
   // tc.cpp
   bool find_direct_ldms(BlockContext& c);
-  void prefetch(const Signal& s, int stage) const;
   void schema_install(const Signal& s, BlockContext& c);
-  void abort_writers_of(uint32_t table_id, BlockContext& c);
+
+  // tc_key.cpp
+  void prefetch(const Signal& s, int stage) const;
   void tc_key_req(const Signal& s, BlockContext& c);
   bool one_shot_read(NodeId sender, const protocol::TcKeyReq& req, uint64_t note, const EncodedKey* known,
                      BlockContext& c);
-  void tc_key_train(const Signal& s, BlockContext& c);
   void lqh_key_conf(const Signal& s, BlockContext& c);
   void lqh_key_ref(const Signal& s, BlockContext& c);
+
+  // tc_train.cpp
+  void tc_key_train(const Signal& s, BlockContext& c);
+
+  // tc_commit.cpp
   void tx_conf(const Signal& s, BlockContext& c);
   void rollback_req(const Signal& s, BlockContext& c);
   void node_disconnected(NodeId node, BlockContext& c);
   void timer(BlockContext& c);
+  void abort_writers_of(uint32_t table_id, BlockContext& c);
 
   // tc_scan.cpp
   void scan_req(const Signal& s, BlockContext& c);
@@ -237,22 +259,50 @@ struct TcBlock::Impl {
   void scans_of_node_gone(NodeId node, BlockContext& c);
 
  private:
-  // One request, alone or from a train: `note` is its route note (or 0),
-  // `known` its key encoded and hashed when the note is valid (or null); for
-  // a read by unique key both are its hidden row's key's, and `ahead` is
-  // what a train's stage 3 did for it (then `known` is the base key).
+  // tc_key_req.h: one request, alone or from a train. `note` is its route
+  // note (or 0), `known` its key encoded and hashed when the note is valid
+  // (or null); for a read by unique key both are its hidden row's key's,
+  // and `ahead` is what a train's stage 3 did for it (then `known` is the
+  // base key).
   void key_req(NodeId sender, const protocol::TcKeyReq& req, uint64_t note, const EncodedKey* known, BlockContext& c,
                const UniqueAhead* ahead = nullptr);
-  protocol::ErrorCode hidden_key(const TcTable& t, const protocol::TcKeyReq& req, const TcTable*& hidden,
-                                 std::span<std::byte> out, std::size_t& length) const;
-  uint32_t one_shot_train(NodeId sender, uint32_t n, BlockContext& c);
-  uint32_t planned_run_end(uint32_t tx_ref, uint32_t i, uint32_t n);
-  uint32_t run_planned(uint32_t tx_ref, uint32_t i, uint32_t end, BlockContext& c);
+  bool key_req_tx(NodeId sender, const protocol::TcKeyReq& req, BlockContext& c, uint32_t& tx_ref);
+  bool start_tx(NodeId sender, const protocol::TcKeyReq& req, BlockContext& c, uint32_t& tx_ref);
+  bool count_in_batch(Tx& tx, uint32_t tx_ref, const protocol::TcKeyReq& req, BlockContext& c);
+  const TcTable* key_req_table(uint32_t tx_ref, const Tx& tx, const protocol::TcKeyReq& req, BlockContext& c);
+  void key_req_by_pk(uint32_t tx_ref, NodeId sender, const protocol::TcKeyReq& req, const TcTable& t, uint64_t note,
+                     const EncodedKey* known, BlockContext& c);
+  void key_req_by_unique(const Tx& tx, uint32_t tx_ref, NodeId sender, const protocol::TcKeyReq& req, const TcTable& t,
+                         uint64_t note, const EncodedKey* known, BlockContext& c, const UniqueAhead* ahead);
+
+  // tc_key.cpp
+  const PreparedKey* prepared_for(const Signal& s) const;
+  void refuse(NodeId sender, const protocol::TcKeyReq& req, protocol::ErrorCode error, BlockContext& c);
+  void refuse_malformed(const Signal& s, const Status& why, BlockContext& c);
+  uint32_t new_op(uint32_t tx_ref, OpKind kind);
+  // Sets lqh.partition and lqh.key_hash for `key` (unencoded key values);
+  // `encoded`, when given, gets the encoded key (in key_buffer) and its hash.
+  bool route_key(const TcTable& t, std::span<const std::byte> key, protocol::LqhKeyReq& lqh, protocol::ErrorCode& error,
+                 EncodedKey* encoded = nullptr);
+  // `key`: lqh's key encoded and hashed, if known (for read_now).
+  void issue_user_op(uint32_t tx_ref, uint32_t op_index, protocol::LqhKeyReq& lqh, BlockContext& c,
+                     const EncodedKey* key = nullptr);
+  void read_now(uint32_t tx_ref, uint32_t op_index, protocol::LqhKeyReq& lqh, LdmBlock& ldm, BlockContext& c,
+                const EncodedKey* key);
+  void send_lqh(uint32_t op_ref, const protocol::LqhKeyReq& req, BlockContext& c);
+  void op_done(uint32_t tx_ref, BlockContext& c);
+
+  // tc_train.cpp
   void train_route(uint32_t i);
   void train_bucket_rows(uint32_t i);
   void train_overflow(uint32_t i);
   void train_hidden_lookup(uint32_t i, BlockContext& c);
   void train_base_rows(uint32_t i);
+  uint32_t one_shot_train(NodeId sender, uint32_t n, BlockContext& c);
+  uint32_t planned_run_end(uint32_t tx_ref, uint32_t i, uint32_t n);
+  uint32_t run_planned(uint32_t tx_ref, uint32_t i, uint32_t end, BlockContext& c);
+  void read_into_train(uint32_t tx_ref, uint32_t op_index, protocol::LqhKeyReq& lqh, LdmBlock& ldm, BlockContext& c,
+                       const EncodedKey* key);
   LdmBlock::Into reply_room(uint32_t table_id, BlockContext& c);
   // The record a direct read wrote into reply_room's answer joins the train.
   void add_to_reply(const LdmBlock::Into& into) {
@@ -262,24 +312,16 @@ struct TcBlock::Impl {
   protocol::ErrorCode read_into_reply(const protocol::LqhKeyReq& lqh, LdmBlock& ldm, const EncodedKey* key,
                                       BlockContext& c);
   void flush_reply(BlockContext& c);
+  // Sends `message` to API node `node`, after the reads a train answered so
+  // far (the API sees them in order).
+  // Not inline: its callers' hot paths return before it, and it would cost
+  // them registers saved and restored.
   template <typename M>
-  void send_api(BlockContext& c, NodeId node, const M& message);
-  uint32_t new_op(uint32_t tx_ref, OpKind kind);
-  // `key`: lqh's key encoded and hashed, if known (for read_now).
-  void issue_user_op(uint32_t tx_ref, uint32_t op_index, protocol::LqhKeyReq& lqh, BlockContext& c,
-                     const EncodedKey* key = nullptr);
-  void read_now(uint32_t tx_ref, uint32_t op_index, protocol::LqhKeyReq& lqh, LdmBlock& ldm, BlockContext& c,
-                const EncodedKey* key);
-  void read_into_train(uint32_t tx_ref, uint32_t op_index, protocol::LqhKeyReq& lqh, LdmBlock& ldm, BlockContext& c,
-                       const EncodedKey* key);
-  void send_lqh(uint32_t op_ref, const protocol::LqhKeyReq& req, BlockContext& c);
-  // Sets lqh.partition and lqh.key_hash for `key` (unencoded key values);
-  // `encoded`, when given, gets the encoded key (in key_buffer) and its hash.
-  bool route_key(const TcTable& t, std::span<const std::byte> key, protocol::LqhKeyReq& lqh, protocol::ErrorCode& error,
-                 EncodedKey* encoded = nullptr);
-  const PreparedKey* prepared_for(const Signal& s) const;
-  void refuse(NodeId sender, const protocol::TcKeyReq& req, protocol::ErrorCode error, BlockContext& c);
-  void refuse_malformed(const Signal& s, const Status& why, BlockContext& c);
+  [[gnu::noinline]] void send_api(BlockContext& c, NodeId node, const M& message);
+
+  // tc_unique.cpp
+  protocol::ErrorCode hidden_key(const TcTable& t, const protocol::TcKeyReq& req, const TcTable*& hidden,
+                                 std::span<std::byte> out, std::size_t& length) const;
   void unique_lookup_done(uint32_t op_ref, const protocol::LqhKeyConf& conf, BlockContext& c);
   // The base table's key section of a unique index's hidden row (its
   // primary key columns after the unique ones), in `out`; kNone, or why not.
@@ -293,12 +335,115 @@ struct TcBlock::Impl {
                            std::span<const std::byte> hidden_row, BlockContext& c, const EncodedKey* base_key = nullptr,
                            uint64_t base_note = 0);
   void maintain_unique(uint32_t tx_ref, const Op& op, const protocol::LqhKeyConf& conf, BlockContext& c);
-  void op_done(uint32_t tx_ref, BlockContext& c);
+
+  // tc_commit.cpp
   void start_commit(uint32_t tx_ref, BlockContext& c);
   void start_abort(uint32_t tx_ref, protocol::ErrorCode error, uint32_t op_index, BlockContext& c);
   void abort_ready(uint32_t tx_ref, BlockContext& c);
   void finish_tx(uint32_t tx_ref, BlockContext& c, bool answered = false);
   void free_tx(uint32_t tx_ref);
 };
+
+// ---- helpers every TC file may use ------------------------------------------------------
+// Inline: they run on every key request, and each is small.
+
+inline Address api_address(NodeId node) { return {node, {block_numbers::kApi, 0}}; }
+inline Address ldm_address(BlockContext& c, uint16_t ldm) { return {c.self_node(), {block_numbers::kLdm, ldm}}; }
+
+template <typename M>
+void send_out(BlockContext& c, Address to, const M& message) {
+  const protocol::SignalOut out = protocol::encode(message);
+  c.send(to, out.number, out.data(), out.section_list());
+}
+
+template <typename M>
+void TcBlock::Impl::send_api(BlockContext& c, NodeId node, const M& message) {
+  if (reply.count != 0) flush_reply(c);
+  send_out(c, api_address(node), message);
+}
+
+// Whether an operation leaves something in its LDM to commit or abort (a
+// lock, a pending change): all but read-committed reads.
+inline bool holds_something(protocol::OpType type, protocol::LockMode lock) {
+  return type != protocol::OpType::kRead || lock != protocol::LockMode::kCommitted;
+}
+
+// TC's Signal::prefetch_note on a TcKeyReq: where its key routes (the
+// partition and the low 32 bits of the key's hash), so that neither the
+// prefetch's second stage nor the request itself encodes and hashes the key
+// again, and the PreparedKey slot that holds the encoded key. It carries the
+// table version's low 15 bits: a table replaced in between invalidates it
+// (and the LDM checks hash and partition anyway). A train's records carry
+// such notes too (TcBlock::Impl::train_notes, slot 0).
+// Bits: 63 set | 48-62 version | 45-47 slot | 32-41 partition | 0-31 hash.
+static_assert(kMaxPartitions <= (1u << 10) && Block::kPrefetchWindow <= 8);
+inline uint64_t route_note(const TcTable& t, uint32_t slot, uint32_t partition, uint32_t key_hash) {
+  return uint64_t{1} << 63 | uint64_t{t.def.version & 0x7FFF} << 48 | uint64_t{slot} << 45 | uint64_t{partition} << 32 |
+         key_hash;
+}
+inline uint32_t partition_of_note(uint64_t note) { return static_cast<uint32_t>(note >> 32) & 0x3FF; }
+inline uint32_t slot_of_note(uint64_t note) { return static_cast<uint32_t>(note >> 45) & 7; }
+// The partition and hash a note gives for a key of t; false (nothing to
+// trust) when there is no note or it was made for another version of t.
+inline bool read_route_note(uint64_t note, const TcTable& t, uint32_t& partition, uint32_t& key_hash) {
+  if ((note >> 63) == 0 || (note >> 48 & 0x7FFF) != (t.def.version & 0x7FFF)) return false;
+  partition = partition_of_note(note);
+  key_hash = static_cast<uint32_t>(note);
+  return partition < t.def.partitions;
+}
+
+// A key section encoded as t's primary key into `out`, and hashed (`key`),
+// and the partition it routes to: what TC does for every key it routes,
+// wherever the encoded bytes are kept. False (nothing set) when the section
+// does not encode.
+[[gnu::always_inline]] inline bool encode_route(const TcTable& t, std::span<const std::byte> section,
+                                                std::span<std::byte> out, EncodedKey& key, uint32_t& partition) {
+  uint32_t length = 0;
+  if (!protocol::encode_key_section(t.pk, section, out, length)) return false;
+  key = {out.first(length), hash_key(out.data(), length)};
+  partition = partition_of(key.hash, t.def.partitions);
+  return true;
+}
+
+// The LqhKeyReq for a request on its own table, as far as the request says
+// (routing and the transaction's id are the caller's).
+inline protocol::LqhKeyReq user_lqh(const protocol::TcKeyReq& req, NodeId api_node) {
+  protocol::LqhKeyReq lqh;
+  lqh.op = req.op;
+  lqh.lock = req.lock;
+  lqh.api_node = api_node;
+  lqh.api_conn = req.api_conn;
+  lqh.op_index = req.op_index;
+  lqh.table_id = req.table_id;
+  lqh.table_version = req.table_version;
+  lqh.key = req.key;
+  lqh.values = req.values;
+  lqh.columns = req.columns;
+  return lqh;
+}
+
+// The lookup of a read by unique key's hidden row: `key` is its key section
+// on the hidden table, and every column comes back to TC.
+inline protocol::LqhKeyReq hidden_lqh(const protocol::TcKeyReq& req, NodeId api_node, const TcTable& hidden,
+                                      std::span<const std::byte> key) {
+  protocol::LqhKeyReq lqh;
+  lqh.op = protocol::OpType::kRead;
+  lqh.lock = req.lock;
+  lqh.api_node = api_node;
+  lqh.api_conn = req.api_conn;
+  lqh.op_index = req.op_index;
+  lqh.table_id = hidden.def.table_id;
+  lqh.table_version = hidden.def.version;
+  lqh.result_to = protocol::ResultTo::kTc;
+  lqh.key = key;
+  return lqh;
+}
+
+// Whether a direct read of `tx` ends its batch: the batch is committed,
+// complete, and has nothing else outstanding or held (see read_now).
+inline bool read_ends_batch(const Tx& tx, const protocol::LqhKeyReq& lqh) {
+  return tx.state == TxState::kActive && tx.execute_pending && tx.commit_requested && tx.outstanding == 0 &&
+         tx.ldm_held == 0 && lqh.api_conn == tx.api_conn;
+}
 
 }  // namespace fjord::engine

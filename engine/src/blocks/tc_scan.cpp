@@ -10,16 +10,6 @@ namespace fjord::engine {
 
 using namespace protocol;
 
-namespace {
-Address api_address(NodeId node) { return {node, {block_numbers::kApi, 0}}; }
-
-template <typename M>
-void send_out(BlockContext& c, Address to, const M& message) {
-  const SignalOut out = encode(message);
-  c.send(to, out.number, out.data(), out.section_list());
-}
-}  // namespace
-
 void TcBlock::Impl::scan_req(const Signal& s, BlockContext& c) {
   auto decoded = decode_scan_req(s);
   if (!decoded) {
@@ -74,7 +64,7 @@ void TcBlock::Impl::scan_req(const Signal& s, BlockContext& c) {
   for (uint32_t p = 0; p < scan.partitions; ++p) {
     scan.parts[p] = ScanPartition{false, true};
     frag.partition = p;
-    send_out(c, {c.self_node(), {block_numbers::kLdm, ldm_of(p)}}, frag);
+    send_out(c, ldm_address(c, ldm_of(p)), frag);
   }
 }
 
@@ -117,7 +107,7 @@ void TcBlock::Impl::scan_next(const Signal& s, BlockContext& c) {
     scan.parts[p].awaiting = true;
     ++scan.awaiting;
     const SignalOut out = encode(number, ScanFragNext{ref, p});
-    c.send({c.self_node(), {block_numbers::kLdm, ldm_of(p)}}, out.number, out.data());
+    c.send(ldm_address(c, ldm_of(p)), out.number, out.data());
   }
   if (scan.awaiting == 0) scan_round_done(ref, c);
 }
@@ -174,7 +164,7 @@ void TcBlock::Impl::scan_round_done(uint32_t ref, BlockContext& c) {
       scan.parts[p].awaiting = true;
       ++scan.awaiting;
       const SignalOut out = encode(gsn::kScanFragCloseReq, ScanFragNext{ref, p});
-      c.send({c.self_node(), {block_numbers::kLdm, ldm_of(p)}}, out.number, out.data());
+      c.send(ldm_address(c, ldm_of(p)), out.number, out.data());
     }
     return;
   }
