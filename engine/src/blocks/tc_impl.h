@@ -335,6 +335,8 @@ struct TcBlock::Impl {
                            std::span<const std::byte> hidden_row, BlockContext& c, const EncodedKey* base_key = nullptr,
                            uint64_t base_note = 0);
   void maintain_unique(uint32_t tx_ref, const Op& op, const protocol::LqhKeyConf& conf, BlockContext& c);
+  void change_hidden_row(uint32_t tx_ref, const Op& op, const TcTable& hidden, protocol::OpType type,
+                         std::span<const std::byte> key, std::span<const std::byte> values, BlockContext& c);
 
   // tc_commit.cpp
   void start_commit(uint32_t tx_ref, BlockContext& c);

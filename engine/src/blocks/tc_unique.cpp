@@ -95,69 +95,88 @@ ErrorCode TcBlock::Impl::base_key_of_unique(const TcTable& base, const TcTable& 
   return ErrorCode::kNone;
 }
 
+// ---- keeping the hidden tables in step ---------------------------------------------------
+
+namespace {
+// The hidden row of unique index `u` of table t that a write's image names
+// (`values`: the unique and primary key columns an LqhKeyConf carries for
+// the row before or after the change), in `out`: the unique key section
+// (`key_length` bytes), then the primary key columns (`pk_length` bytes
+// more). False when the image names none: there is no row, or a unique
+// column is NULL (NULLs are not indexed).
+bool unique_row_of(const TcTable& t, const TcTable::Unique& u, std::span<const std::byte> values,
+                   std::span<std::byte> out, std::size_t& key_length, std::size_t& pk_length) {
+  key_length = pk_length = 0;
+  bool complete = !values.empty();
+  const std::size_t key_columns = u.columns.size();
+  for (std::size_t i = 0; i < key_columns && complete; ++i) {
+    ValueCursor cursor(values);
+    ValueEntry e;
+    bool found = false;
+    while (cursor.next(e))
+      if (e.column == u.columns[i]) {
+        found = !e.is_null;
+        key_length += put_value(out.subspan(key_length), static_cast<uint16_t>(i), false, e.bytes);
+      }
+    complete = found;
+  }
+  for (std::size_t k = 0; k < t.def.primary_key.size() && complete; ++k) {
+    ValueCursor cursor(values);
+    ValueEntry e;
+    while (cursor.next(e))
+      if (e.column == t.def.primary_key[k])
+        pk_length +=
+            put_value(out.subspan(key_length + pk_length), static_cast<uint16_t>(key_columns + k), false, e.bytes);
+  }
+  return complete;
+}
+}  // namespace
+
 // A write on a table with unique indexes: delete the old hidden rows and
 // insert the new ones (LDM sent the unique and primary key columns before
-// and after the change).
+// and after the change), in the write's transaction. A change that cannot
+// be sent aborts the transaction, and nothing more is sent for it.
 void TcBlock::Impl::maintain_unique(uint32_t tx_ref, const Op& op, const LqhKeyConf& conf, BlockContext& c) {
+  FJORD_ASSERT(op.type != OpType::kRead);
+  FJORD_ASSERT(txs[tx_ref].state == TxState::kActive);
   const TcTable* t = table(op.table);
   if (!t) return;
   for (const TcTable::Unique& u : t->uniques) {
     const TcTable* hidden = table(u.index_id);
     if (!hidden) continue;
-    // Build (unique key section, primary key section) for before and after.
-    auto collect = [&](std::span<const std::byte> values, std::vector<std::byte>& key_out, std::size_t& key_len,
-                       std::size_t& pk_len, bool& complete) {
-      key_len = pk_len = 0;
-      complete = !values.empty();
-      const std::size_t key_columns = u.columns.size();
-      for (std::size_t i = 0; i < key_columns && complete; ++i) {
-        ValueCursor cur(values);
-        ValueEntry e;
-        bool found = false;
-        while (cur.next(e))
-          if (e.column == u.columns[i]) {
-            found = !e.is_null;
-            key_len += put_value(std::span(key_out).subspan(key_len), static_cast<uint16_t>(i), false, e.bytes);
-          }
-        complete = found;
-      }
-      for (std::size_t k = 0; k < t->def.primary_key.size() && complete; ++k) {
-        ValueCursor cur(values);
-        ValueEntry e;
-        while (cur.next(e))
-          if (e.column == t->def.primary_key[k])
-            pk_len += put_value(std::span(key_out).subspan(key_len + pk_len), static_cast<uint16_t>(key_columns + k),
-                                false, e.bytes);
-      }
-    };
     std::size_t before_key = 0, before_pk = 0, after_key = 0, after_pk = 0;
-    bool had = false, has = false;
-    collect(conf.unique_before, section_a, before_key, before_pk, had);
-    collect(conf.unique_after, section_b, after_key, after_pk, has);
-    const bool same =
-        had && has && before_key == after_key && std::memcmp(section_a.data(), section_b.data(), before_key) == 0;
-    if (same) continue;
-    auto issue = [&](OpType type, std::span<const std::byte> key, std::span<const std::byte> values) {
-      const uint32_t ref = new_op(tx_ref, OpKind::kUniqueMaintenance);
-      if (ref == kNoRecord) return start_abort(tx_ref, ErrorCode::kTooManyOperations, op.op_index, c);
-      ops[ref].op_index = op.op_index;
-      LqhKeyReq lqh;
-      lqh.table_id = hidden->def.table_id;
-      lqh.table_version = hidden->def.version;
-      lqh.op = type;
-      lqh.lock = LockMode::kExclusive;
-      lqh.result_to = ResultTo::kTc;
-      lqh.key = key;
-      lqh.values = values;
-      ErrorCode error = ErrorCode::kNone;
-      if (!route_key(*hidden, key, lqh, error)) return start_abort(tx_ref, error, op.op_index, c);
-      send_lqh(ref, lqh, c);
-    };
-    if (had) issue(OpType::kDelete, std::span(section_a).first(before_key), {});
+    const bool had = unique_row_of(*t, u, conf.unique_before, section_a, before_key, before_pk);
+    const bool has = unique_row_of(*t, u, conf.unique_after, section_b, after_key, after_pk);
+    if (had && has && before_key == after_key && std::memcmp(section_a.data(), section_b.data(), before_key) == 0)
+      continue;  // the unique key did not change
+    if (had) change_hidden_row(tx_ref, op, *hidden, OpType::kDelete, std::span(section_a).first(before_key), {}, c);
     // The hidden row is the unique key columns, then the primary key columns.
     if (has && txs[tx_ref].state == TxState::kActive)
-      issue(OpType::kInsert, std::span(section_b).first(after_key), std::span(section_b).first(after_key + after_pk));
+      change_hidden_row(tx_ref, op, *hidden, OpType::kInsert, std::span(section_b).first(after_key),
+                        std::span(section_b).first(after_key + after_pk), c);
+    if (txs[tx_ref].state != TxState::kActive) return;
   }
+}
+
+// One change of a hidden table's row on behalf of user operation `op`: an
+// exclusive delete or insert of the row whose key section is `key`.
+void TcBlock::Impl::change_hidden_row(uint32_t tx_ref, const Op& op, const TcTable& hidden, OpType type,
+                                      std::span<const std::byte> key, std::span<const std::byte> values,
+                                      BlockContext& c) {
+  const uint32_t ref = new_op(tx_ref, OpKind::kUniqueMaintenance);
+  if (ref == kNoRecord) return start_abort(tx_ref, ErrorCode::kTooManyOperations, op.op_index, c);
+  ops[ref].op_index = op.op_index;
+  LqhKeyReq lqh;
+  lqh.table_id = hidden.def.table_id;
+  lqh.table_version = hidden.def.version;
+  lqh.op = type;
+  lqh.lock = LockMode::kExclusive;
+  lqh.result_to = ResultTo::kTc;
+  lqh.key = key;
+  lqh.values = values;
+  ErrorCode error = ErrorCode::kNone;
+  if (!route_key(hidden, key, lqh, error)) return start_abort(tx_ref, error, op.op_index, c);
+  send_lqh(ref, lqh, c);
 }
 
 }  // namespace fjord::engine
