@@ -25,7 +25,8 @@ void DictBlock::execute(const Signal& signal, BlockContext& context) {
     }
     case gsn::kSchemaInstallConf: {
       auto conf = decode_schema_install_conf(signal);
-      FJORD_ASSERT_MSG(conf.is_ok() && busy_, "schema install confirmation without an install");
+      FJORD_ASSERT_MSG(conf.is_ok(), "LDM or TC sent a malformed schema install confirmation");
+      FJORD_ASSERT_MSG(busy_, "schema install confirmation without an install");
       if (conf->install_id == install_id_ && --confs_awaited_ == 0) {
         busy_ = false;
         reply(context);

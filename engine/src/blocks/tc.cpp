@@ -30,7 +30,8 @@ TcBlock::Impl::Impl(const TcOptions& options, TcCounters& c)
       train_hidden_rows(std::size_t{kMaxTrainOps} * kHiddenRowBytes),
       train_hidden_keys(std::size_t{kMaxTrainOps} * kHiddenRowBytes),
       reply_bytes(kMaxTrainBytes) {
-  FJORD_ASSERT(options.ldm_instances >= 1 && options.ldm_instances <= 64);
+  FJORD_ASSERT(options.ldm_instances >= 1);
+  FJORD_ASSERT(options.ldm_instances <= 64);  // Tx::ldm_touched and ldm_held have a bit each
 }
 
 TcBlock::TcBlock(const TcOptions& options)

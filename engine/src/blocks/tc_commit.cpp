@@ -15,6 +15,8 @@ using namespace protocol;
 
 void TcBlock::Impl::start_commit(uint32_t tx_ref, BlockContext& c) {
   Tx& tx = txs[tx_ref];
+  FJORD_ASSERT(tx.state == TxState::kActive);
+  FJORD_ASSERT(tx.outstanding == 0);  // every operation answered
   tx.state = TxState::kCommitting;
   tx.confs_awaited = static_cast<uint32_t>(std::popcount(tx.ldm_held));
   for (uint16_t ldm = 0; ldm < o.ldm_instances; ++ldm)
@@ -27,7 +29,8 @@ void TcBlock::Impl::start_commit(uint32_t tx_ref, BlockContext& c) {
 
 void TcBlock::Impl::start_abort(uint32_t tx_ref, ErrorCode error, uint32_t op_index, BlockContext& c) {
   Tx& tx = txs[tx_ref];
-  if (tx.state == TxState::kAborting) return;  // the first error is the one reported
+  FJORD_ASSERT(tx.state != TxState::kCommitting);  // a commit starts only when every operation answered
+  if (tx.state == TxState::kAborting) return;      // the first error is the one reported
   tx.state = TxState::kAborting;
   tx.error = error;
   tx.error_op = op_index;
@@ -47,6 +50,7 @@ void TcBlock::Impl::tx_conf(const Signal& s, BlockContext& c) {
   uint32_t tx_ref;
   if (!tx_by_id.find(conf->tx.value, tx_ref)) return;
   Tx& tx = txs[tx_ref];
+  FJORD_ASSERT(tx.state != TxState::kActive);  // it awaits confirmations only once committing or aborting
   FJORD_ASSERT(tx.confs_awaited > 0);
   if (--tx.confs_awaited > 0) return;
   if (tx.state == TxState::kCommitting)
@@ -58,6 +62,8 @@ void TcBlock::Impl::tx_conf(const Signal& s, BlockContext& c) {
 // Every LDM released the transaction. Answer once the API's batch is complete.
 void TcBlock::Impl::abort_ready(uint32_t tx_ref, BlockContext& c) {
   Tx& tx = txs[tx_ref];
+  FJORD_ASSERT(tx.state == TxState::kAborting);
+  FJORD_ASSERT(tx.confs_awaited == 0);
   const bool batch_in_flight = tx.batch_ops > 0 && !tx.execute_pending && !tx.silent;
   if (batch_in_flight) return;  // the rest of the batch is still arriving
   bump(counters.transactions_aborted);

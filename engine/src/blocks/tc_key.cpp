@@ -145,6 +145,7 @@ uint32_t TcBlock::Impl::new_op(uint32_t tx_ref, OpKind kind) {
   if (ref == kNoRecord) return kNoRecord;
   Op& op = ops[ref];
   Tx& tx = txs[tx_ref];
+  FJORD_ASSERT(tx.state == TxState::kActive);  // an aborting or committing transaction takes no more operations
   op.tx = tx_ref;
   op.kind = kind;
   op.next = tx.first_op;
@@ -208,6 +209,7 @@ void TcBlock::Impl::read_now(uint32_t tx_ref, uint32_t op_index, LqhKeyReq& lqh,
 void TcBlock::Impl::send_lqh(uint32_t op_ref, const LqhKeyReq& req, BlockContext& c) {
   Op& op = ops[op_ref];
   Tx& tx = txs[op.tx];
+  FJORD_ASSERT(tx.state == TxState::kActive);
   op.ldm = ldm_of(req.partition);
   op.table = req.table_id;
   op.type = req.op;

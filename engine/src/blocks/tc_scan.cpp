@@ -117,7 +117,8 @@ void TcBlock::Impl::scan_frag_conf(const Signal& s, BlockContext& c) {
   FJORD_ASSERT_MSG(conf.is_ok(), "LDM sent a malformed ScanFragConf");
   if (!scans.valid(conf->tc_scan)) return;
   Scan& scan = scans[conf->tc_scan];
-  FJORD_ASSERT(conf->partition < scan.partitions && scan.parts[conf->partition].awaiting);
+  FJORD_ASSERT(conf->partition < scan.partitions);
+  FJORD_ASSERT(scan.parts[conf->partition].awaiting);
   ScanPartition& part = scan.parts[conf->partition];
   part.awaiting = false;
   --scan.awaiting;
@@ -135,8 +136,8 @@ void TcBlock::Impl::scan_frag_ref(const Signal& s, BlockContext& c) {
   FJORD_ASSERT_MSG(ref.is_ok(), "LDM sent a malformed ScanFragRef");
   if (!scans.valid(ref->tc_scan)) return;
   Scan& scan = scans[ref->tc_scan];
-  FJORD_ASSERT_MSG(ref->partition < scan.partitions && scan.parts[ref->partition].awaiting,
-                   "LDM refused a scan round it was not asked for");
+  FJORD_ASSERT_MSG(ref->partition < scan.partitions, "LDM refused a scan of a partition the table lacks");
+  FJORD_ASSERT_MSG(scan.parts[ref->partition].awaiting, "LDM refused a scan round it was not asked for");
   ScanPartition& part = scan.parts[ref->partition];
   part.awaiting = false;
   if (!part.finished) {

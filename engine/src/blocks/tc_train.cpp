@@ -339,7 +339,9 @@ uint32_t TcBlock::Impl::planned_run_end(uint32_t tx_ref, uint32_t i, uint32_t n)
 // the transaction. Returns the record to go on with: end, or the one after
 // the read that failed.
 uint32_t TcBlock::Impl::run_planned(uint32_t tx_ref, uint32_t i, uint32_t end, BlockContext& c) {
+  FJORD_ASSERT(i < end);
   Tx& tx = txs[tx_ref];
+  FJORD_ASSERT(tx.state == TxState::kActive);
   const uint16_t l = ldm_of(partition_of_note(train_notes[i]));
   LdmBlock& ldm = *direct_ldm[l];
   const LdmBlock::ReadPlan& plan = train_plans[l].plan;
@@ -381,7 +383,9 @@ void TcBlock::Impl::read_into_train(uint32_t tx_ref, uint32_t op_index, LqhKeyRe
   Tx& tx = txs[tx_ref];
   lqh.tx = tx.id;
   bump(counters.operations);
-  FJORD_ASSERT(lqh.api_node == reply.api_node && lqh.api_conn == reply.api_conn && lqh.tx == reply.tx);
+  FJORD_ASSERT(lqh.api_node == reply.api_node);
+  FJORD_ASSERT(lqh.api_conn == reply.api_conn);
+  FJORD_ASSERT(lqh.tx == reply.tx);
   const bool ends_batch = read_ends_batch(tx, lqh);
   const ErrorCode error = read_into_reply(lqh, ldm, key, c);
   if (error != ErrorCode::kNone) return start_abort(tx_ref, error, op_index, c);

@@ -43,6 +43,7 @@ ErrorCode TcBlock::Impl::hidden_key(const TcTable& t, const TcKeyReq& req, const
 
 void TcBlock::Impl::unique_lookup_done(uint32_t op_ref, const LqhKeyConf& conf, BlockContext& c) {
   const Op& op = ops[op_ref];
+  FJORD_ASSERT(op.kind == OpKind::kUniqueLookup);
   const TcTable* hidden = table(op.table);
   if (!hidden) return start_abort(op.tx, ErrorCode::kNoSuchTable, op.op_index, c);
   read_base_of_unique(op.tx, op.op_index, op.base_table, op.lock,

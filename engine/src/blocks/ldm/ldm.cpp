@@ -35,9 +35,12 @@ LdmBlock::Impl::Impl(storage::PagePool& data_memory, const LdmOptions& options, 
       scan_out(frame::kMaxFrameBytes),
       definition_buffer(frame::kMaxFrameBytes),
       scan_ids(kScanFetchRows) {
-  FJORD_ASSERT(options.ldm_instances >= 1 && options.instance < options.ldm_instances);
-  FJORD_ASSERT(options.max_operations >= 1 && options.max_operations < (1u << 24));
-  FJORD_ASSERT(options.max_scans >= 1 && options.max_scans < (1u << 24));
+  FJORD_ASSERT(options.ldm_instances >= 1);
+  FJORD_ASSERT(options.instance < options.ldm_instances);
+  FJORD_ASSERT(options.max_operations >= 1);
+  FJORD_ASSERT(options.max_operations < (1u << 24));  // a record reference's index
+  FJORD_ASSERT(options.max_scans >= 1);
+  FJORD_ASSERT(options.max_scans < (1u << 24));
   FJORD_ASSERT(parked_bytes.chunk_count() < (1u << 24));
   FJORD_ASSERT(options.scan_slice_rows >= 1);
   wake_list.reserve(parked_bytes.chunk_count());
@@ -202,7 +205,8 @@ void LdmBlock::Impl::schema_install(const Signal& s, BlockContext& c) {
 void LdmBlock::Impl::install_table(std::span<const std::byte> bytes) {
   auto def = decode_table(bytes);
   FJORD_ASSERT_MSG(def.is_ok(), "DICT sent an invalid table");
-  FJORD_ASSERT_MSG(def->partitions >= 1 && def->partitions <= kMaxPartitions, "table without partitions");
+  FJORD_ASSERT_MSG(def->partitions >= 1, "table without partitions");
+  FJORD_ASSERT_MSG(def->partitions <= kMaxPartitions, "table with more partitions than an LDM can hold");
   auto layout = RowLayout::create(*def);
   FJORD_ASSERT_MSG(layout.is_ok(), "DICT sent a table without a row layout");
   const uint32_t id = def->table_id;

@@ -263,7 +263,9 @@ void LdmBlock::Impl::wake(uint32_t lock_ref, BlockContext& c) {
 
 void LdmBlock::Impl::free_lock(uint32_t lock_ref) {
   RowLock& lock = locks[lock_ref];
-  FJORD_ASSERT(lock.holders == 0 && lock.queue_head == kNoRecord && lock.pending == Pending::kNone);
+  FJORD_ASSERT(lock.holders == 0);
+  FJORD_ASSERT(lock.queue_head == kNoRecord);
+  FJORD_ASSERT(lock.pending == Pending::kNone);
   if (lock.anchor != kNoRow) set_slot_lock(lock.partition->mutable_slot(lock.anchor), kNoRecord);
   locks.release(lock_ref);
   bump(counters.lock_records_in_use, -1);

@@ -42,8 +42,8 @@ uint32_t OrderedKeySource::encoded_key(RowId value, std::span<std::byte> out) co
     if (lock.pending == Pending::kVersion && tag == pending_tag(base, lock.depth)) {
       holder = lock.version;
     } else {
-      FJORD_ASSERT_MSG(lock.building != kNoRow && tag == pending_tag(base, lock.depth + 1),
-                       "an index entry whose tag names no version");
+      FJORD_ASSERT_MSG(lock.building != kNoRow, "an index entry whose lock builds no version");
+      FJORD_ASSERT_MSG(tag == pending_tag(base, lock.depth + 1), "an index entry whose tag names no version");
       holder = lock.building;
     }
   }
@@ -114,7 +114,8 @@ ErrorCode LdmBlock::Impl::install_version(KeyOp& op) {
   Partition& p = *op.part;
   const LdmTable& t = *op.table;
   RowLock& lock = locks[op.lock];
-  FJORD_ASSERT(lock.anchor == op.anchor && lock.building == kNoRow);
+  FJORD_ASSERT(lock.anchor == op.anchor);
+  FJORD_ASSERT(lock.building == kNoRow);
   std::byte* slot = slot_buffer.data();
   std::memset(slot, 0, t.header_bytes);
   set_slot_lock(slot, op.lock);
