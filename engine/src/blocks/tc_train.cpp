@@ -99,10 +99,10 @@ void TcBlock::Impl::tc_key_train(const Signal& s, BlockContext& c) {
   static_assert(std::tuple_size_v<decltype(train_reqs)> == kMaxTrainOps + 1);
   while (cursor.next(train_reqs[n])) ++n;
   if (!cursor.error().is_ok()) return refuse_malformed(s, cursor.error(), c);
-  // Stages 0 and 1 for the whole train before its first read: loading all
-  // its buckets, then all their rows, beat spreading those stages a few
-  // records ahead of the reads as stages 2-4 are (node_bench trains at 1 M
-  // rows: 235-260 ns per read against 248-288 at distances 7/5 to 40/8).
+  // Stages 0 and 1 for the whole train before its first read: all its
+  // buckets, then all their rows, so that every load is under way long
+  // before the read that needs it, and a train (kMaxTrainOps records) is
+  // short enough that its lines are still cached when the reads run.
   for (uint32_t i = 0; i < n; ++i) train_route(i);
   for (uint32_t i = 0; i < n; ++i) train_bucket_rows(i);
   ++train_serial;  // the LDMs' read plans of earlier trains are stale
