@@ -226,10 +226,9 @@ Status Connection::send_frame(const SignalOut& out, uint16_t block, uint16_t ins
 // "Trains"). A train holds what fits kMaxTrainBytes; an operation that goes
 // alone (a batch of one, or one that only fits a train by itself) is a
 // plain TcKeyReq. Each train but the last is flushed as soon as it is
-// packed, so that the node starts on it while the next is packed.
-// (Batched pk reads of 20, 100-byte rows over SHM, interleaved runs of
-// latency_bench access: trains of 2 ran 0.48 us per row, 4 0.39, 5 0.38, 7
-// 0.35, 10 0.34, 20 0.33: the node's saving per signal outweighs the overlap.)
+// packed, so that the node starts on it while the next is packed. Few long
+// trains rather than many short ones that would overlap more: the node
+// saves more per signal it does not receive than the overlap gains.
 
 Status Connection::send_key_requests(const Transaction& tx, std::size_t batch) {
   if (!link_ || !link_->is_up()) return not_connected();
@@ -315,8 +314,8 @@ bool Connection::receive_once() {
 
 bool Connection::wait_for_more(uint64_t& deadline, uint32_t timeout_ms, uint32_t polls) {
   // Busy polling reads the clock on every 64th empty poll only: a clock
-  // read (28 ns here) costs more than the poll, and the time it adds to
-  // each turn of the loop delays noticing the answer.
+  // read costs more than the poll, and the time it adds to each turn of the
+  // loop delays noticing the answer.
   if (options_.poll_mode != PollMode::kSleep && deadline != 0 && (polls & 63) != 0) return true;
   const uint64_t now = monotonic_ns();
   if (deadline == 0) deadline = now + ms(timeout_ms);

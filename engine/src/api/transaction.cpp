@@ -44,7 +44,7 @@ Row::Place Row::place(uint16_t column, bool is_null, std::size_t value_bytes) {
 Row& Row::put(uint16_t column, const void* data, std::size_t bytes) {
   // A key of one column set again for the next operation (the row's only
   // entry is this column's, not NULL, as long): only the value changes,
-  // without place()'s walk (some 70 instructions a read in api_cpu).
+  // without place()'s walk (a serial read sets its key this way each time).
   if (entries_.size() == value_entry_bytes(bytes)) {
     detail::RowEntry e;
     std::size_t at = 0;
