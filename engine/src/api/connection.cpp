@@ -191,7 +191,9 @@ Status Connection::wait_for_room(std::size_t bytes, std::span<std::byte>& space)
     receive_once();
     if (monotonic_ns() > deadline) return Status(StatusCode::kTimeout, "send buffer to the data node stayed full");
     space = link_->reserve(bytes);
-    if (!space.empty()) return Status::ok();
+    if (space.empty()) continue;
+    FJORD_ASSERT(space.size() >= bytes);  // all or nothing
+    return Status::ok();
   }
 }
 
@@ -200,6 +202,9 @@ Status Connection::wait_for_room(std::size_t bytes, std::span<std::byte>& space)
   const bool checksum = link_->config().checksum;
   const std::size_t bytes = frame::frame_bytes_for(out.word_count, out.section_list(), checksum);
   if (bytes == 0) return Status(StatusCode::kInvalidArgument, "request too large for one 32 KB frame");
+  // A reservation is all or nothing (Transporter::reserve): one that is not
+  // empty has room for the frame. wait_for_room asserts it; on this path,
+  // once per request, the transporter is trusted.
   std::span<std::byte> space = link_->reserve(bytes);
   if (space.empty())
     if (Status s = wait_for_room(bytes, space); !s) return s;
@@ -272,6 +277,8 @@ Status Connection::check_lone_requests(const Transaction& tx, std::size_t batch)
 }
 
 void Connection::fail_unsent(Transaction& tx, const Status& why) {
+  FJORD_ASSERT(tx.state_ == Transaction::State::kExecuting);
+  FJORD_ASSERT(!why.is_ok());
   if (!link_ || !link_->is_up()) {
     tx.error_ = ErrorCode::kNodeFailure;
     tx.status_ = Status(StatusCode::kLinkDown, error_text(ErrorCode::kNodeFailure) + ": " + why.message());
@@ -688,7 +695,11 @@ Transaction& Connection::refused_transaction() {
   return tx;
 }
 
-void Connection::release_refused(Transaction& tx) { free_refused_.push_back(tx.handle_ & ~kRefusedHandleBit); }
+void Connection::release_refused(Transaction& tx) {
+  FJORD_ASSERT(tx.handle_ & kRefusedHandleBit);
+  FJORD_ASSERT((tx.handle_ & ~kRefusedHandleBit) < refused_.size());
+  free_refused_.push_back(tx.handle_ & ~kRefusedHandleBit);
+}
 
 Result<Scan*> Connection::scan(const ScanSpec& spec) {
   if (!spec.table) return Status(StatusCode::kInvalidArgument, "ScanSpec.table is required");

@@ -300,6 +300,7 @@ Status Transaction::execute_async(ExecType type, Callback done) {
 }
 
 void Transaction::close() {
+  FJORD_ASSERT_MSG(state_ != State::kIdle, "close() of a transaction already closed");
   if (state_ == State::kOpen && started_) (void)execute(ExecType::kRollback);
   if (state_ == State::kExecuting) {
     // Wait for the answer so that nothing arrives for a recycled handle,
@@ -318,6 +319,7 @@ void Transaction::close() {
         (void)conn_.wait_until(answered, timeout);
     }
     if (state_ == State::kExecuting) --conn_.in_flight_;  // given up: a late answer finds the handle recycled
+    FJORD_ASSERT(conn_.in_flight_ >= 0);
   }
   state_ = State::kIdle;
   if (handle_ & Connection::kRefusedHandleBit) [[unlikely]]
@@ -340,8 +342,11 @@ bool Scan::next(RowView& row) {
   for (;;) {
     if (!status_.is_ok() || closed_) return false;
     if (cursor_ < rows_.size()) {
+      // rows_ holds whole rows only: decode_scan_rows checked each length.
+      FJORD_ASSERT(rows_.size() - cursor_ >= 4);
       uint32_t len;
       std::memcpy(&len, rows_.data() + cursor_, 4);
+      FJORD_ASSERT(rows_.size() - cursor_ - 4 >= len);
       row = RowView(std::span(rows_).subspan(cursor_ + 4, len));
       cursor_ += 4 + len;
       ++rows_returned_;
