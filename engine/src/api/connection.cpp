@@ -701,6 +701,37 @@ void Connection::release_refused(Transaction& tx) {
   free_refused_.push_back(tx.handle_ & ~kRefusedHandleBit);
 }
 
+// Reused across scans (their capacity stays): a scan allocates nothing
+// once the first ones have grown them.
+void Connection::encode_scan_conditions(const ScanSpec& spec) {
+  scan_bounds_.clear();
+  scan_filter_.clear();
+  if (spec.index && (spec.has_lower || spec.has_upper)) {
+    Bounds b;
+    b.has_lower = spec.has_lower;
+    b.lower_inclusive = spec.has_lower && spec.lower_inclusive;
+    b.has_upper = spec.has_upper;
+    b.upper_inclusive = spec.has_upper && spec.upper_inclusive;
+    b.lower_count = static_cast<uint8_t>(spec.has_lower ? spec.lower.count() : 0);
+    b.upper_count = static_cast<uint8_t>(spec.has_upper ? spec.upper.count() : 0);
+    scan_bounds_.resize(4);
+    put_bounds_header(scan_bounds_, b);
+    const auto append = [&](const Row& bound) {
+      scan_bounds_.insert(scan_bounds_.end(), bound.entries().begin(), bound.entries().end());
+    };
+    if (spec.has_lower) append(spec.lower);
+    if (spec.has_upper) append(spec.upper);
+  }
+  for (const ScanSpec::Predicate& p : spec.filter) {
+    const std::size_t at = scan_filter_.size();
+    const std::size_t room = 4 + value_entry_bytes(frame::kMaxFrameBytes / 4);
+    scan_filter_.resize(at + room);
+    ValueRef v = RowView(p.value.entries()).value(p.column);
+    const std::size_t n = put_predicate(std::span(scan_filter_).subspan(at), p.column, p.op, v.is_null, v.bytes);
+    scan_filter_.resize(at + n);
+  }
+}
+
 Result<Scan*> Connection::scan(const ScanSpec& spec) {
   if (!spec.table) return Status(StatusCode::kInvalidArgument, "ScanSpec.table is required");
   if (Status s = check_scan_spec(spec); !s) return s;
@@ -722,32 +753,7 @@ Result<Scan*> Connection::scan(const ScanSpec& spec) {
   scan.messages_expected_ = scan.messages_received_ = 0;
   scan.rows_returned_ = 0;
   scan.status_ = Status::ok();
-  // Reused across scans (their capacity stays): a scan allocates nothing
-  // once the first ones have grown them.
-  std::vector<std::byte>& bounds = scan_bounds_;
-  std::vector<std::byte>& filter = scan_filter_;
-  bounds.clear();
-  filter.clear();
-  if (spec.index && (spec.has_lower || spec.has_upper)) {
-    Bounds b;
-    b.has_lower = spec.has_lower;
-    b.lower_inclusive = spec.has_lower && spec.lower_inclusive;
-    b.has_upper = spec.has_upper;
-    b.upper_inclusive = spec.has_upper && spec.upper_inclusive;
-    b.lower_count = static_cast<uint8_t>(spec.has_lower ? spec.lower.count() : 0);
-    b.upper_count = static_cast<uint8_t>(spec.has_upper ? spec.upper.count() : 0);
-    bounds.resize(4);
-    put_bounds_header(bounds, b);
-    if (spec.has_lower) bounds.insert(bounds.end(), spec.lower.entries().begin(), spec.lower.entries().end());
-    if (spec.has_upper) bounds.insert(bounds.end(), spec.upper.entries().begin(), spec.upper.entries().end());
-  }
-  for (const ScanSpec::Predicate& p : spec.filter) {
-    const std::size_t at = filter.size();
-    filter.resize(at + 4 + value_entry_bytes(frame::kMaxFrameBytes / 4));
-    ValueRef v = RowView(p.value.entries()).value(p.column);
-    const std::size_t n = put_predicate(std::span(filter).subspan(at), p.column, p.op, v.is_null, v.bytes);
-    filter.resize(at + n);
-  }
+  encode_scan_conditions(spec);
   ScanReq req;
   req.api_conn = scan.handle_;
   req.scan_id = scan.scan_id_;
@@ -756,8 +762,8 @@ Result<Scan*> Connection::scan(const ScanSpec& spec) {
   req.index_id = spec.index ? spec.index->index_id : 0;
   req.flags = spec.index ? kScanFlagOrderedIndex : 0;
   req.batch_rows = spec.batch_rows;
-  req.bounds = bounds;
-  req.filter = filter;
+  req.bounds = scan_bounds_;
+  req.filter = scan_filter_;
   req.columns = std::as_bytes(std::span(spec.columns));
   // A scan that fails here is never handed out, so nobody will close it.
   const auto fail = [&](const Status& why) {

@@ -460,6 +460,9 @@ class Connection {
   std::vector<std::unique_ptr<Transaction>> refused_;
   std::vector<uint32_t> free_refused_;
   std::vector<std::unique_ptr<Scan>> scans_;
+  // Encodes spec's bounds and filter, as ScanReq carries them, into
+  // scan_bounds_ and scan_filter_.
+  void encode_scan_conditions(const ScanSpec& spec);
   std::vector<std::byte> scan_bounds_;  // scan(): the request's bounds and filter, reused
   std::vector<std::byte> scan_filter_;
   int in_flight_ = 0;
