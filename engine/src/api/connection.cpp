@@ -722,12 +722,17 @@ void Connection::encode_scan_conditions(const ScanSpec& spec) {
     if (spec.has_lower) append(spec.lower);
     if (spec.has_upper) append(spec.upper);
   }
+  // Each predicate gets room for its own value, however long: one whose
+  // request then does not fit a frame fails at send_frame, never goes
+  // without that predicate.
   for (const ScanSpec::Predicate& p : spec.filter) {
     const std::size_t at = scan_filter_.size();
-    const std::size_t room = 4 + value_entry_bytes(frame::kMaxFrameBytes / 4);
+    const ValueRef v = RowView(p.value.entries()).value(p.column);
+    const std::size_t room = 4 + value_entry_bytes(v.is_null ? 0 : v.bytes.size());
     scan_filter_.resize(at + room);
-    ValueRef v = RowView(p.value.entries()).value(p.column);
     const std::size_t n = put_predicate(std::span(scan_filter_).subspan(at), p.column, p.op, v.is_null, v.bytes);
+    FJORD_ASSERT(n > 0);  // it had the room
+    FJORD_ASSERT(n <= room);
     scan_filter_.resize(at + n);
   }
 }
