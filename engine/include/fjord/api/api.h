@@ -22,6 +22,11 @@
 //
 // Threads: a Connection and everything it hands out belong to one thread at
 // a time. Use one Connection (one API node id) per thread.
+//
+// Hot path: defining key operations, execute/execute_async and poll (which
+// dispatches the node's answers) run per operation; once their buffers have
+// grown to the largest batch they allocate nothing. Connecting, schema
+// calls and starting a scan are not on it.
 #pragma once
 
 #include <cstdint>
