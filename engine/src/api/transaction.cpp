@@ -126,8 +126,8 @@ Operation& Transaction::define(OpType type, const TableDef& table, std::span<con
   // aborted it since its last execute (TcAbortRep, received in any poll),
   // which the program cannot know before it defines the next batch. They
   // are never sent; execute() returns why the transaction finished.
-  FJORD_ASSERT_MSG(state_ == State::kOpen || state_ == State::kFinished,
-                   "operations defined on a transaction that is executing or closed");
+  FJORD_ASSERT_MSG(state_ != State::kExecuting, "operations defined on a transaction that is executing");
+  FJORD_ASSERT_MSG(state_ != State::kIdle, "operations defined on a closed transaction");
   const TcKeyReq record{.table_id = table.table_id,
                         .table_version = table.version,
                         .op = type,
