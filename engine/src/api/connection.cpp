@@ -191,7 +191,9 @@ Status Connection::wait_for_room(std::size_t bytes, std::span<std::byte>& space)
     receive_once();
     if (monotonic_ns() > deadline) return Status(StatusCode::kTimeout, "send buffer to the data node stayed full");
     space = link_->reserve(bytes);
-    if (!space.empty()) return Status::ok();
+    if (space.empty()) continue;
+    FJORD_ASSERT(space.size() >= bytes);  // all or nothing
+    return Status::ok();
   }
 }
 
@@ -200,6 +202,9 @@ Status Connection::wait_for_room(std::size_t bytes, std::span<std::byte>& space)
   const bool checksum = link_->config().checksum;
   const std::size_t bytes = frame::frame_bytes_for(out.word_count, out.section_list(), checksum);
   if (bytes == 0) return Status(StatusCode::kInvalidArgument, "request too large for one 32 KB frame");
+  // A reservation is all or nothing (Transporter::reserve): one that is not
+  // empty has room for the frame. wait_for_room asserts it; on this path,
+  // once per request, the transporter is trusted.
   std::span<std::byte> space = link_->reserve(bytes);
   if (space.empty())
     if (Status s = wait_for_room(bytes, space); !s) return s;
@@ -226,10 +231,9 @@ Status Connection::send_frame(const SignalOut& out, uint16_t block, uint16_t ins
 // "Trains"). A train holds what fits kMaxTrainBytes; an operation that goes
 // alone (a batch of one, or one that only fits a train by itself) is a
 // plain TcKeyReq. Each train but the last is flushed as soon as it is
-// packed, so that the node starts on it while the next is packed.
-// (Batched pk reads of 20, 100-byte rows over SHM, interleaved runs of
-// latency_bench access: trains of 2 ran 0.48 us per row, 4 0.39, 5 0.38, 7
-// 0.35, 10 0.34, 20 0.33: the node's saving per signal outweighs the overlap.)
+// packed, so that the node starts on it while the next is packed. Few long
+// trains rather than many short ones that would overlap more: the node
+// saves more per signal it does not receive than the overlap gains.
 
 Status Connection::send_key_requests(const Transaction& tx, std::size_t batch) {
   if (!link_ || !link_->is_up()) return not_connected();
@@ -273,6 +277,8 @@ Status Connection::check_lone_requests(const Transaction& tx, std::size_t batch)
 }
 
 void Connection::fail_unsent(Transaction& tx, const Status& why) {
+  FJORD_ASSERT(tx.state_ == Transaction::State::kExecuting);
+  FJORD_ASSERT(!why.is_ok());
   if (!link_ || !link_->is_up()) {
     tx.error_ = ErrorCode::kNodeFailure;
     tx.status_ = Status(StatusCode::kLinkDown, error_text(ErrorCode::kNodeFailure) + ": " + why.message());
@@ -315,8 +321,8 @@ bool Connection::receive_once() {
 
 bool Connection::wait_for_more(uint64_t& deadline, uint32_t timeout_ms, uint32_t polls) {
   // Busy polling reads the clock on every 64th empty poll only: a clock
-  // read (28 ns here) costs more than the poll, and the time it adds to
-  // each turn of the loop delays noticing the answer.
+  // read costs more than the poll, and the time it adds to each turn of the
+  // loop delays noticing the answer.
   if (options_.poll_mode != PollMode::kSleep && deadline != 0 && (polls & 63) != 0) return true;
   const uint64_t now = monotonic_ns();
   if (deadline == 0) deadline = now + ms(timeout_ms);
@@ -336,11 +342,15 @@ int Connection::poll(uint32_t timeout_ms, int min_completions) {
 
 // ---- dispatch --------------------------------------------------------------------------------
 
-Transaction* Connection::transaction_of(uint32_t handle) {
+// Inline: the first step of every answer to a key operation.
+[[gnu::always_inline]] inline Transaction* Connection::executing(uint32_t handle, TxId tx) {
   const uint32_t slot = handle & 0xFFFF;
-  if ((handle & kScanHandleBit) || slot >= transactions_.size() || generations_[slot] != (handle >> 16)) return nullptr;
-  Transaction* tx = transactions_[slot].get();
-  return tx->state_ == Transaction::State::kExecuting ? tx : nullptr;
+  if (handle & kScanHandleBit) return nullptr;
+  if (slot >= transactions_.size()) return nullptr;
+  if (generations_[slot] != (handle >> 16)) return nullptr;
+  Transaction* found = transactions_[slot].get();
+  if (found->state_ != Transaction::State::kExecuting) return nullptr;
+  return found->tx_ == tx ? found : nullptr;
 }
 
 void Connection::complete(Transaction& tx) {
@@ -362,7 +372,7 @@ void Connection::complete(Transaction& tx) {
   }
 }
 
-// Inline here: dispatch calls it for every read's values.
+// Inline here: every read's values come through it.
 inline void Transaction::take_values(uint32_t op_index, std::span<const std::byte> values) {
   const std::size_t at = results_used_;
   detail::append_bytes(results_, results_used_, values);
@@ -370,6 +380,7 @@ inline void Transaction::take_values(uint32_t op_index, std::span<const std::byt
 }
 
 inline void Transaction::values_taken(uint32_t op_index, std::size_t at, std::size_t bytes) {
+  FJORD_ASSERT(op_index < ops_used_);  // the caller refused any other as a protocol fault
   Operation& op = *ops_[op_index];
   op.has_row_ = true;
   op.result_offset_ = at;
@@ -377,172 +388,211 @@ inline void Transaction::values_taken(uint32_t op_index, std::size_t at, std::si
   ++data_received_;
 }
 
+// One switch over the signal number, one handler per signal. The key-read
+// answers (TcKeyConf, KeyData, KeyDataTrain) are every read's path, so their
+// handlers are forced inline into dispatch: out of line each would cost a
+// call and the spill of the signal's registers on every read. The others are
+// rare (rollbacks, aborts, scans, schema) and stay ordinary calls.
 void Connection::dispatch(const engine::Signal& s) {
   switch (s.number()) {
-    case gsn::kTcKeyConf: {
-      auto m = decode_tc_key_conf(s);
-      if (!m) [[unlikely]]
-        return protocol_fault(s, m.status());
-      Transaction* tx = transaction_of(m->api_conn);
-      if (!tx || tx->tx_ != m->tx) return;
-      tx->conf_received_ = true;
-      tx->data_expected_ = m->data_messages;
-      if (tx->data_received_ >= tx->data_expected_) complete(*tx);
-      return;
-    }
+    case gsn::kTcKeyConf: return on_tc_key_conf(s);
     case gsn::kKeyData:
-    case gsn::kKeyDataConf: {  // the second: the batch's TcKeyConf too
-      auto m = decode_key_data(s);
-      if (!m) [[unlikely]]
-        return protocol_fault(s, m.status());
-      Transaction* tx = transaction_of(m->api_conn);
-      if (!tx || tx->tx_ != m->tx) return;
-      if (m->op_index >= tx->ops_used_) [[unlikely]]
-        return protocol_fault(s, bad_op_index(m->op_index, tx->ops_used_));
-      tx->take_values(m->op_index, m->values);
-      if (m->ends_batch) {
-        tx->conf_received_ = true;
-        tx->data_expected_ = m->data_messages;
-      }
-      if (tx->conf_received_ && tx->data_received_ >= tx->data_expected_) complete(*tx);
-      return;
-    }
-    case gsn::kKeyDataTrain: {  // several reads' values (maybe the batch's TcKeyConf too)
-      auto m = decode_key_data_train(s);
-      if (!m) [[unlikely]]
-        return protocol_fault(s, m.status());
-      // Taken out of the Result once: each m-> checks it again, and GCC
-      // does not always inline those checks (the loop below ran one call
-      // per record when this file grew).
-      const KeyDataTrain& train = *m;
-      Transaction* tx = transaction_of(train.api_conn);
-      if (!tx || tx->tx_ != train.tx) return;
-      // The records are kept as they came, in one copy (record headers
-      // too), and each read's values are found in place: not a copy per read.
-      const std::size_t base = tx->results_used_;
-      detail::append_bytes(tx->results_, tx->results_used_, train.records);
-      KeyDataTrainCursor cursor(train.records);
-      uint32_t op_index = 0;
-      std::span<const std::byte> values;
-      while (cursor.next(op_index, values)) {
-        if (op_index >= tx->ops_used_) [[unlikely]]
-          return protocol_fault(s, bad_op_index(op_index, tx->ops_used_));
-        tx->values_taken(op_index, base + static_cast<std::size_t>(values.data() - train.records.data()),
-                         values.size());
-      }
-      if (train.ends_batch) {
-        tx->conf_received_ = true;
-        tx->data_expected_ = train.data_messages;
-      }
-      if (tx->conf_received_ && tx->data_received_ >= tx->data_expected_) complete(*tx);
-      return;
-    }
-    case gsn::kTcKeyRef: {
-      auto m = decode_tc_key_ref(s);
-      if (!m) return protocol_fault(s, m.status());
-      Transaction* tx = transaction_of(m->api_conn);
-      if (!tx || tx->tx_ != m->tx) return;
-      if (m->op_index < tx->ops_used_)
-        forget_if_stale(tx->ops_[m->op_index]->table_id_, tx->ops_[m->op_index]->table_version_, m->error);
-      tx->error_ = m->error;
-      tx->status_ = Status(
-          StatusCode::kRejected,
-          error_text(m->error) + (m->op_index != UINT32_MAX ? " (operation " + std::to_string(m->op_index) + ")" : ""));
-      complete(*tx);
-      return;
-    }
-    case gsn::kTcRollbackConf: {
-      auto m = decode_tc_tx_message(s);
-      if (!m) return protocol_fault(s, m.status());
-      Transaction* tx = transaction_of(m->api_conn);
-      if (tx && tx->tx_ == m->tx) complete(*tx);
-      return;
-    }
-    case gsn::kTcAbortRep: {
-      auto m = decode_tc_abort_rep(s);
-      if (!m) return protocol_fault(s, m.status());
-      const uint32_t slot = m->api_conn & 0xFFFF;
-      if (slot >= transactions_.size() || generations_[slot] != (m->api_conn >> 16)) return;
-      Transaction& tx = *transactions_[slot];
-      if (tx.tx_ != m->tx || tx.state_ == Transaction::State::kIdle) return;
-      tx.error_ = m->error;
-      tx.status_ = Status(StatusCode::kRejected, error_text(m->error));
-      if (tx.state_ == Transaction::State::kExecuting)
-        complete(tx);
-      else
-        tx.state_ = Transaction::State::kFinished;
-      return;
-    }
+    case gsn::kKeyDataConf: return on_key_data(s);  // the second: the batch's TcKeyConf too
+    case gsn::kKeyDataTrain: return on_key_data_train(s);
+    case gsn::kTcKeyRef: return on_tc_key_ref(s);
+    case gsn::kTcRollbackConf: return on_tc_rollback_conf(s);
+    case gsn::kTcAbortRep: return on_tc_abort_rep(s);
     case gsn::kScanConf:
     case gsn::kScanRef:
-    case gsn::kScanRows: {
-      // All three start with api_conn, scan_id.
-      if (s.word_count() < 2)
-        return protocol_fault(s, Status(StatusCode::kProtocolError, std::to_string(s.word_count()) + " words"));
-      const uint32_t slot = s.word(0) & 0xFFFF;
-      // A late answer for a scan closed (given up) is dropped, as is one for
-      // an earlier scan in the slot (another scan_id).
-      if (!(s.word(0) & kScanHandleBit) || slot >= scans_.size() || scans_[slot]->scan_id_ != s.word(1) ||
-          scans_[slot]->closed_)
-        return;
-      Scan& scan = *scans_[slot];
-      if (s.number() == gsn::kScanRows) {
-        auto m = decode_scan_rows(s);
-        if (!m) return protocol_fault(s, m.status());
-        scan.rows_.insert(scan.rows_.end(), m->data.begin(), m->data.end());
-        ++scan.messages_received_;
-      } else if (s.number() == gsn::kScanConf) {
-        auto m = decode_scan_conf(s);
-        if (!m) return protocol_fault(s, m.status());
-        scan.messages_expected_ = m->messages;
-        scan.round_rows_ = m->rows;
-        scan.finished_ = m->finished;
-        scan.conf_ = true;
-      } else {
-        auto m = decode_scan_ref(s);
-        if (!m) return protocol_fault(s, m.status());
-        forget_if_stale(scan.table_id_, scan.table_version_, m->error);
-        scan.status_ = Status(StatusCode::kRejected, error_text(m->error));
-        scan.finished_ = true;
-      }
-      if (scan.conf_ && scan.messages_received_ >= scan.messages_expected_) {
-        scan.conf_ = false;
-        scan.round_done_ = true;
-      }
-      return;
-    }
-    case gsn::kApiRegConf: {
-      auto m = decode_api_reg_conf(s);
-      if (!m) return protocol_fault(s, m.status());
-      tc_instances_ = m->tc_instances;
-      ldm_instances_ = m->ldm_instances;
-      default_partitions_ = m->default_partitions;
-      registered_ = true;
-      return;
-    }
-    case gsn::kSchemaRef: {
-      auto m = decode_schema_ref(s);
-      if (!m) return protocol_fault(s, m.status());
-      if (m->request_id == schema_waiting_) {
-        schema_error_ = m->error;
-        schema_done_ = true;
-      }
-      return;
-    }
+    case gsn::kScanRows: return on_scan_answer(s);
+    case gsn::kApiRegConf: return on_api_reg_conf(s);
+    case gsn::kSchemaRef: return on_schema_ref(s);
     case gsn::kCreateTableConf:
     case gsn::kDropTableConf:
-    case gsn::kGetTableConf: {
-      auto m = decode_schema_message(s);
-      if (!m) return protocol_fault(s, m.status());
-      if (m->request_id == schema_waiting_) {
-        schema_number_ = m->number;
-        schema_payload_.assign(m->payload.begin(), m->payload.end());
-        schema_done_ = true;
-      }
-      return;
-    }
+    case gsn::kGetTableConf: return on_schema_answer(s);
     default: FJORD_LOG_WARN("API node %u: ignored signal %u from node %u", self_, s.number(), s.sender_node);
   }
+}
+
+// Each decoded message is taken out of its Result once (a reference), not
+// through m-> at every use: each m-> checks the Result again, and GCC does
+// not always inline those checks.
+
+[[gnu::always_inline]] inline void Connection::batch_answered(Transaction& tx, bool conf, uint32_t data_messages) {
+  if (conf) {
+    tx.conf_received_ = true;
+    tx.data_expected_ = data_messages;
+  }
+  if (tx.conf_received_ && tx.data_received_ >= tx.data_expected_) complete(tx);
+}
+
+[[gnu::always_inline]] inline void Connection::on_tc_key_conf(const engine::Signal& s) {
+  auto m = decode_tc_key_conf(s);
+  if (!m) [[unlikely]]
+    return protocol_fault(s, m.status());
+  const TcKeyConf& conf = *m;
+  if (Transaction* tx = executing(conf.api_conn, conf.tx)) batch_answered(*tx, true, conf.data_messages);
+}
+
+[[gnu::always_inline]] inline void Connection::on_key_data(const engine::Signal& s) {
+  auto m = decode_key_data(s);
+  if (!m) [[unlikely]]
+    return protocol_fault(s, m.status());
+  const KeyData& data = *m;
+  Transaction* tx = executing(data.api_conn, data.tx);
+  if (!tx) return;
+  if (data.op_index >= tx->ops_used_) [[unlikely]]
+    return protocol_fault(s, bad_op_index(data.op_index, tx->ops_used_));
+  tx->take_values(data.op_index, data.values);
+  batch_answered(*tx, data.ends_batch, data.data_messages);
+}
+
+// Several reads' values, maybe the batch's TcKeyConf too. The records are
+// kept as they came, in one copy (record headers too), and each read's
+// values are found in place: not a copy per read.
+[[gnu::always_inline]] inline void Connection::on_key_data_train(const engine::Signal& s) {
+  auto m = decode_key_data_train(s);
+  if (!m) [[unlikely]]
+    return protocol_fault(s, m.status());
+  const KeyDataTrain& train = *m;
+  Transaction* tx = executing(train.api_conn, train.tx);
+  if (!tx) return;
+  const std::size_t base = tx->results_used_;
+  detail::append_bytes(tx->results_, tx->results_used_, train.records);
+  KeyDataTrainCursor cursor(train.records);
+  uint32_t op_index = 0;
+  std::span<const std::byte> values;
+  while (cursor.next(op_index, values)) {
+    if (op_index >= tx->ops_used_) [[unlikely]]
+      return protocol_fault(s, bad_op_index(op_index, tx->ops_used_));
+    tx->values_taken(op_index, base + static_cast<std::size_t>(values.data() - train.records.data()), values.size());
+  }
+  batch_answered(*tx, train.ends_batch, train.data_messages);
+}
+
+void Connection::on_tc_key_ref(const engine::Signal& s) {
+  auto m = decode_tc_key_ref(s);
+  if (!m) return protocol_fault(s, m.status());
+  const TcKeyRef& ref = *m;
+  Transaction* tx = executing(ref.api_conn, ref.tx);
+  if (!tx) return;
+  if (ref.op_index < tx->ops_used_)
+    forget_if_stale(tx->ops_[ref.op_index]->table_id_, tx->ops_[ref.op_index]->table_version_, ref.error);
+  tx->error_ = ref.error;
+  tx->status_ = Status(
+      StatusCode::kRejected,
+      error_text(ref.error) + (ref.op_index != UINT32_MAX ? " (operation " + std::to_string(ref.op_index) + ")" : ""));
+  complete(*tx);
+}
+
+void Connection::on_tc_rollback_conf(const engine::Signal& s) {
+  auto m = decode_tc_tx_message(s);
+  if (!m) return protocol_fault(s, m.status());
+  if (Transaction* tx = executing(m->api_conn, m->tx)) complete(*tx);
+}
+
+// TC aborted the transaction on its own (a timeout, a dropped table): one
+// executing completes with the reason, one open between batches finishes
+// and its next execute() returns the reason.
+void Connection::on_tc_abort_rep(const engine::Signal& s) {
+  auto m = decode_tc_abort_rep(s);
+  if (!m) return protocol_fault(s, m.status());
+  const TcAbortRep& rep = *m;
+  const uint32_t slot = rep.api_conn & 0xFFFF;
+  if (slot >= transactions_.size() || generations_[slot] != (rep.api_conn >> 16)) return;
+  Transaction& tx = *transactions_[slot];
+  if (tx.tx_ != rep.tx || tx.state_ == Transaction::State::kIdle) return;
+  tx.error_ = rep.error;
+  tx.status_ = Status(StatusCode::kRejected, error_text(rep.error));
+  if (tx.state_ == Transaction::State::kExecuting)
+    complete(tx);
+  else
+    tx.state_ = Transaction::State::kFinished;
+}
+
+// ScanConf, ScanRef and ScanRows all start with api_conn, scan_id. A late
+// answer for a scan closed (given up) is dropped, as is one for an earlier
+// scan in the slot (another scan_id).
+void Connection::on_scan_answer(const engine::Signal& s) {
+  if (s.word_count() < 2)
+    return protocol_fault(s, Status(StatusCode::kProtocolError, std::to_string(s.word_count()) + " words"));
+  const uint32_t handle = s.word(0);
+  const uint32_t slot = handle & 0xFFFF;
+  if (!(handle & kScanHandleBit)) return;
+  if (slot >= scans_.size()) return;
+  Scan& scan = *scans_[slot];
+  if (scan.scan_id_ != s.word(1) || scan.closed_) return;
+  const bool taken = s.number() == gsn::kScanRows   ? on_scan_rows(scan, s)
+                     : s.number() == gsn::kScanConf ? on_scan_conf(scan, s)
+                                                    : on_scan_ref(scan, s);
+  if (!taken) return;
+  if (scan.conf_ && scan.messages_received_ >= scan.messages_expected_) {
+    scan.conf_ = false;
+    scan.round_done_ = true;
+  }
+}
+
+bool Connection::on_scan_rows(Scan& scan, const engine::Signal& s) {
+  auto m = decode_scan_rows(s);
+  if (!m) {
+    protocol_fault(s, m.status());
+    return false;
+  }
+  scan.rows_.insert(scan.rows_.end(), m->data.begin(), m->data.end());
+  ++scan.messages_received_;
+  return true;
+}
+
+bool Connection::on_scan_conf(Scan& scan, const engine::Signal& s) {
+  auto m = decode_scan_conf(s);
+  if (!m) {
+    protocol_fault(s, m.status());
+    return false;
+  }
+  scan.messages_expected_ = m->messages;
+  scan.round_rows_ = m->rows;
+  scan.finished_ = m->finished;
+  scan.conf_ = true;
+  return true;
+}
+
+bool Connection::on_scan_ref(Scan& scan, const engine::Signal& s) {
+  auto m = decode_scan_ref(s);
+  if (!m) {
+    protocol_fault(s, m.status());
+    return false;
+  }
+  forget_if_stale(scan.table_id_, scan.table_version_, m->error);
+  scan.status_ = Status(StatusCode::kRejected, error_text(m->error));
+  scan.finished_ = true;
+  return true;
+}
+
+void Connection::on_api_reg_conf(const engine::Signal& s) {
+  auto m = decode_api_reg_conf(s);
+  if (!m) return protocol_fault(s, m.status());
+  tc_instances_ = m->tc_instances;
+  ldm_instances_ = m->ldm_instances;
+  default_partitions_ = m->default_partitions;
+  registered_ = true;
+}
+
+void Connection::on_schema_ref(const engine::Signal& s) {
+  auto m = decode_schema_ref(s);
+  if (!m) return protocol_fault(s, m.status());
+  if (m->request_id != schema_waiting_) return;  // a request given up at its timeout
+  schema_error_ = m->error;
+  schema_done_ = true;
+}
+
+// CreateTableConf, DropTableConf or GetTableConf.
+void Connection::on_schema_answer(const engine::Signal& s) {
+  auto m = decode_schema_message(s);
+  if (!m) return protocol_fault(s, m.status());
+  if (m->request_id != schema_waiting_) return;  // a request given up at its timeout
+  schema_number_ = m->number;
+  schema_payload_.assign(m->payload.begin(), m->payload.end());
+  schema_done_ = true;
 }
 
 void Connection::fail_everything(const Status& why, StatusCode code) {
@@ -645,7 +695,47 @@ Transaction& Connection::refused_transaction() {
   return tx;
 }
 
-void Connection::release_refused(Transaction& tx) { free_refused_.push_back(tx.handle_ & ~kRefusedHandleBit); }
+void Connection::release_refused(Transaction& tx) {
+  FJORD_ASSERT(tx.handle_ & kRefusedHandleBit);
+  FJORD_ASSERT((tx.handle_ & ~kRefusedHandleBit) < refused_.size());
+  free_refused_.push_back(tx.handle_ & ~kRefusedHandleBit);
+}
+
+// Reused across scans (their capacity stays): a scan allocates nothing
+// once the first ones have grown them.
+void Connection::encode_scan_conditions(const ScanSpec& spec) {
+  scan_bounds_.clear();
+  scan_filter_.clear();
+  if (spec.index && (spec.has_lower || spec.has_upper)) {
+    Bounds b;
+    b.has_lower = spec.has_lower;
+    b.lower_inclusive = spec.has_lower && spec.lower_inclusive;
+    b.has_upper = spec.has_upper;
+    b.upper_inclusive = spec.has_upper && spec.upper_inclusive;
+    b.lower_count = static_cast<uint8_t>(spec.has_lower ? spec.lower.count() : 0);
+    b.upper_count = static_cast<uint8_t>(spec.has_upper ? spec.upper.count() : 0);
+    scan_bounds_.resize(4);
+    put_bounds_header(scan_bounds_, b);
+    const auto append = [&](const Row& bound) {
+      scan_bounds_.insert(scan_bounds_.end(), bound.entries().begin(), bound.entries().end());
+    };
+    if (spec.has_lower) append(spec.lower);
+    if (spec.has_upper) append(spec.upper);
+  }
+  // Each predicate gets room for its own value, however long: one whose
+  // request then does not fit a frame fails at send_frame, never goes
+  // without that predicate.
+  for (const ScanSpec::Predicate& p : spec.filter) {
+    const std::size_t at = scan_filter_.size();
+    const ValueRef v = RowView(p.value.entries()).value(p.column);
+    const std::size_t room = 4 + value_entry_bytes(v.is_null ? 0 : v.bytes.size());
+    scan_filter_.resize(at + room);
+    const std::size_t n = put_predicate(std::span(scan_filter_).subspan(at), p.column, p.op, v.is_null, v.bytes);
+    FJORD_ASSERT(n > 0);  // it had the room
+    FJORD_ASSERT(n <= room);
+    scan_filter_.resize(at + n);
+  }
+}
 
 Result<Scan*> Connection::scan(const ScanSpec& spec) {
   if (!spec.table) return Status(StatusCode::kInvalidArgument, "ScanSpec.table is required");
@@ -668,32 +758,7 @@ Result<Scan*> Connection::scan(const ScanSpec& spec) {
   scan.messages_expected_ = scan.messages_received_ = 0;
   scan.rows_returned_ = 0;
   scan.status_ = Status::ok();
-  // Reused across scans (their capacity stays): a scan allocates nothing
-  // once the first ones have grown them.
-  std::vector<std::byte>& bounds = scan_bounds_;
-  std::vector<std::byte>& filter = scan_filter_;
-  bounds.clear();
-  filter.clear();
-  if (spec.index && (spec.has_lower || spec.has_upper)) {
-    Bounds b;
-    b.has_lower = spec.has_lower;
-    b.lower_inclusive = spec.has_lower && spec.lower_inclusive;
-    b.has_upper = spec.has_upper;
-    b.upper_inclusive = spec.has_upper && spec.upper_inclusive;
-    b.lower_count = static_cast<uint8_t>(spec.has_lower ? spec.lower.count() : 0);
-    b.upper_count = static_cast<uint8_t>(spec.has_upper ? spec.upper.count() : 0);
-    bounds.resize(4);
-    put_bounds_header(bounds, b);
-    if (spec.has_lower) bounds.insert(bounds.end(), spec.lower.entries().begin(), spec.lower.entries().end());
-    if (spec.has_upper) bounds.insert(bounds.end(), spec.upper.entries().begin(), spec.upper.entries().end());
-  }
-  for (const ScanSpec::Predicate& p : spec.filter) {
-    const std::size_t at = filter.size();
-    filter.resize(at + 4 + value_entry_bytes(frame::kMaxFrameBytes / 4));
-    ValueRef v = RowView(p.value.entries()).value(p.column);
-    const std::size_t n = put_predicate(std::span(filter).subspan(at), p.column, p.op, v.is_null, v.bytes);
-    filter.resize(at + n);
-  }
+  encode_scan_conditions(spec);
   ScanReq req;
   req.api_conn = scan.handle_;
   req.scan_id = scan.scan_id_;
@@ -702,8 +767,8 @@ Result<Scan*> Connection::scan(const ScanSpec& spec) {
   req.index_id = spec.index ? spec.index->index_id : 0;
   req.flags = spec.index ? kScanFlagOrderedIndex : 0;
   req.batch_rows = spec.batch_rows;
-  req.bounds = bounds;
-  req.filter = filter;
+  req.bounds = scan_bounds_;
+  req.filter = scan_filter_;
   req.columns = std::as_bytes(std::span(spec.columns));
   // A scan that fails here is never handed out, so nobody will close it.
   const auto fail = [&](const Status& why) {

@@ -22,6 +22,11 @@
 //
 // Threads: a Connection and everything it hands out belong to one thread at
 // a time. Use one Connection (one API node id) per thread.
+//
+// Hot path: defining key operations, execute/execute_async and poll (which
+// dispatches the node's answers) run per operation; once their buffers have
+// grown to the largest batch they allocate nothing. Connecting, schema
+// calls and starting a scan are not on it.
 #pragma once
 
 #include <cstdint>
@@ -361,7 +366,32 @@ class Connection {
   // Receives one batch of frames and dispatches them. Returns false if the
   // link is down.
   bool receive_once();
+  // Hands a signal from the data node to its handler below. Bytes from the
+  // node are checked there: one that does not decode, or names what the
+  // transaction does not have, is a protocol_fault, never an assertion.
   void dispatch(const engine::Signal& signal);
+  // One handler per signal. Answers to key operations:
+  void on_tc_key_conf(const engine::Signal& s);
+  void on_key_data(const engine::Signal& s);  // kKeyData and kKeyDataConf
+  void on_key_data_train(const engine::Signal& s);
+  void on_tc_key_ref(const engine::Signal& s);
+  void on_tc_rollback_conf(const engine::Signal& s);
+  void on_tc_abort_rep(const engine::Signal& s);
+  // tx's batch got an answer; `conf`: it carried the batch's TcKeyConf,
+  // which says the batch sends data_messages KeyData. Completes tx once the
+  // conf and all of those are in.
+  void batch_answered(Transaction& tx, bool conf, uint32_t data_messages);
+  // Scans: on_scan_answer finds the open scan an answer is for and passes
+  // it to the handler of its kind, which returns false after a protocol
+  // fault.
+  void on_scan_answer(const engine::Signal& s);
+  bool on_scan_rows(Scan& scan, const engine::Signal& s);
+  bool on_scan_conf(Scan& scan, const engine::Signal& s);
+  bool on_scan_ref(Scan& scan, const engine::Signal& s);
+  // Registration and schema answers.
+  void on_api_reg_conf(const engine::Signal& s);
+  void on_schema_ref(const engine::Signal& s);
+  void on_schema_answer(const engine::Signal& s);
   // Receives until done() (a callable returning bool) holds: false if
   // timeout_ms passes first, or the link went down and done() still does
   // not hold. Inline, so the predicate is called directly. The deadline is
@@ -382,7 +412,9 @@ class Connection {
   // looked at every 64th poll when busy polling; with PollMode::kSleep,
   // sleeps until frames arrive.
   bool wait_for_more(uint64_t& deadline, uint32_t timeout_ms, uint32_t polls);
-  Transaction* transaction_of(uint32_t handle);
+  // The executing transaction an answer with this api_conn and transaction
+  // id is for; nullptr for a late answer (its handle recycled, or given up).
+  Transaction* executing(uint32_t handle, engine::protocol::TxId tx);
   // start_transaction() beyond ConnectOptions.max_transactions.
   Transaction& refused_transaction();
   // Gives a closed refused transaction back to its pool.
@@ -433,6 +465,9 @@ class Connection {
   std::vector<std::unique_ptr<Transaction>> refused_;
   std::vector<uint32_t> free_refused_;
   std::vector<std::unique_ptr<Scan>> scans_;
+  // Encodes spec's bounds and filter, as ScanReq carries them, into
+  // scan_bounds_ and scan_filter_.
+  void encode_scan_conditions(const ScanSpec& spec);
   std::vector<std::byte> scan_bounds_;  // scan(): the request's bounds and filter, reused
   std::vector<std::byte> scan_filter_;
   int in_flight_ = 0;
