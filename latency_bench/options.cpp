@@ -75,6 +75,15 @@ Command command_of(const Options& o, const ParseState& f) {
   return Command::kAccess;
 }
 
+// The command whose help `latency_bench WORD --help` asks for; kHelp: all.
+Command help_topic(std::string_view command_word) {
+  if (command_word == "access") return Command::kAccess;
+  if (command_word == "throughput") return Command::kThroughput;
+  if (command_word == "ping") return Command::kPing;
+  if (command_word == "ping-all" || command_word == "all") return Command::kPingAll;
+  return Command::kHelp;
+}
+
 // Each option given must apply to the command (its descriptor's commands).
 Status check_scopes(Command command, std::span<const std::string_view> given) {
   for (std::string_view name : given) {
@@ -181,7 +190,10 @@ Result<Options> parse_options(std::span<const std::string> args, std::span<const
   state.transporters = transporters;
   for (std::size_t i = 0; i < args.size(); ++i) {
     if (Status s = parse_one(args, i, state); !s) return s;
-    if (state.options.command == Command::kHelp) return std::move(state.options);
+    if (state.options.command == Command::kHelp) {
+      state.options.help_for = help_topic(state.command_word);
+      return std::move(state.options);
+    }
   }
   if (Status s = settle(state); !s) return s;
   return std::move(state.options);
@@ -206,12 +218,18 @@ namespace {
 constexpr std::size_t kHelpWidth = 104;      // columns --help wraps at
 constexpr std::size_t kHelpTextColumn = 23;  // where an option's description starts
 
-constexpr std::pair<HelpSection, std::string_view> kHelpSections[] = {
-    {HelpSection::kDatabase, "options of access and throughput"},
-    {HelpSection::kAccess, "options of access"},
-    {HelpSection::kThroughput, "options of throughput"},
-    {HelpSection::kPing, "options of ping"},
-    {HelpSection::kEvery, "options of every command"},
+struct HelpSectionTitle {
+  HelpSection section;
+  std::string_view title;
+  CommandSet commands;  // whose per-command --help shows it
+};
+constexpr HelpSectionTitle kHelpSections[] = {
+    {HelpSection::kDatabase, "options of access and throughput", command_set({Command::kAccess, Command::kThroughput})},
+    {HelpSection::kAccess, "options of access", command_bit(Command::kAccess)},
+    {HelpSection::kThroughput, "options of throughput", command_bit(Command::kThroughput)},
+    {HelpSection::kPing, "options of ping",
+     command_set({Command::kPing, Command::kPingAll, Command::kServer, Command::kClient})},
+    {HelpSection::kEvery, "options of every command", kEveryCommand},
 };
 
 // `text` with every `mark` replaced by `with`.
@@ -261,10 +279,11 @@ void append_option_help(std::string& out, const OptionSpec& spec, const OptionHe
   append_wrapped(out, std::move(head), text);
 }
 
-// Every section of the option table, in order.
-std::string options_help(std::span<const std::string> transporters) {
+// The sections of the option table that `command` reads, in order.
+std::string options_help(std::span<const std::string> transporters, Command command) {
   std::string out;
-  for (const auto& [section, title] : kHelpSections) {
+  for (const auto& [section, title, commands] : kHelpSections) {
+    if (command != Command::kHelp && (commands & command_bit(command)) == 0) continue;
     out += std::string(title) + ":\n";
     for (const OptionSpec& spec : option_table())
       for (const OptionHelp& help : spec.help)
@@ -293,7 +312,8 @@ std::string usage_help() {
   t += "                                          streaming, with the floors: one table ('all' works too)\n";
   t += "  latency_bench --server [OPTIONS]        echo side for a ping from another machine (-server)\n";
   t += "  latency_bench --client HOST [OPTIONS]   measuring side against a server on HOST (-client HOST)\n\n";
-  t += "Without a command word, --stream, --size or --link-param mean ping; anything else means access.\n\n";
+  t += "Without a command word, --stream, --size or --link-param mean ping; anything else means access.\n";
+  t += "'latency_bench COMMAND --help' lists only the options that COMMAND reads.\n\n";
   return t;
 }
 
@@ -320,8 +340,8 @@ std::string examples_help() {
 
 }  // namespace
 
-std::string help_text(std::span<const std::string> transporters) {
-  return usage_help() + options_help(transporters) + examples_help();
+std::string help_text(std::span<const std::string> transporters, Command command) {
+  return usage_help() + options_help(transporters, command) + examples_help();
 }
 
 }  // namespace fjord::bench

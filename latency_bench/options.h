@@ -64,8 +64,9 @@ struct PeerArgs {
 
 struct Options {
   Command command = Command::kAccess;
-  std::string transporter;   // empty: from --config, else "tcp" (access: every transporter available)
-  uint64_t size_bytes = 64;  // payload per message
+  Command help_for = Command::kHelp;  // --help after a command word: that command's help only
+  std::string transporter;            // empty: from --config, else "tcp" (access: every transporter available)
+  uint64_t size_bytes = 64;           // payload per message
   bool size_given = false;
   uint64_t iterations = 0;       // 0: the mode's default (default_iterations())
   uint64_t warmup = UINT64_MAX;  // UINT64_MAX: a tenth of the iterations, at least 100
@@ -117,7 +118,9 @@ uint64_t effective_warmup(const Options& options);
 // The name a command is typed as: "access", "throughput", "ping", "ping-all".
 const char* command_name(Command command) noexcept;
 
-// The --help text (every user option, the commands, examples, exit codes).
-std::string help_text(std::span<const std::string> transporters);
+// The --help text (the commands, the options, examples, exit codes). With
+// a command (`latency_bench ping --help`), only the options sections that
+// command reads; kHelp: every section.
+std::string help_text(std::span<const std::string> transporters, Command command = Command::kHelp);
 
 }  // namespace fjord::bench

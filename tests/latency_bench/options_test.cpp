@@ -406,5 +406,32 @@ TEST(LatencyBenchOptionTable, EveryScopedOptionIsRefusedByTheOtherCommands) {
   EXPECT_GE(refused, 30);
 }
 
+TEST(LatencyBenchOptionTable, HelpAfterACommandShowsThatCommandsOptions) {
+  EXPECT_EQ(parse({"--help"})->help_for, Command::kHelp);
+  EXPECT_EQ(parse({"throughput", "--help"})->help_for, Command::kThroughput);
+  EXPECT_EQ(parse({"all", "-h"})->help_for, Command::kPingAll);
+  const std::string throughput = help_text(kBuiltIn, Command::kThroughput);
+  for (const char* shown : {"--duration", "--rows", "--transporter", "--poll", "options of every command"})
+    EXPECT_NE(throughput.find(shown), std::string::npos) << shown;
+  for (const char* hidden : {"options of ping", "\n  --stream", "\n  --link-param", "options of access:"})
+    EXPECT_EQ(throughput.find(hidden), std::string::npos) << hidden;
+  const std::string ping = help_text(kBuiltIn, Command::kPing);
+  for (const char* shown : {"--stream", "--size", "--port", "--cpus"})
+    EXPECT_NE(ping.find(shown), std::string::npos) << shown;
+  for (const char* hidden : {"\n  --rows", "\n  --duration", "\n  --plot"})
+    EXPECT_EQ(ping.find(hidden), std::string::npos) << hidden;
+  for (const OptionSpec& spec : option_table()) {
+    for (const OptionHelp& entry : spec.help) {
+      if (entry.section == HelpSection::kNone) continue;
+      const Command reader = entry.section == HelpSection::kThroughput ? Command::kThroughput
+                             : entry.section == HelpSection::kPing     ? Command::kPing
+                                                                       : Command::kAccess;
+      const std::string head = spec.alias.size() == 2 ? std::string(spec.alias) + ", " : "";
+      EXPECT_NE(help_text(kBuiltIn, reader).find("\n  " + head + std::string(spec.name)), std::string::npos)
+          << spec.name << " in the help of a command that reads it";
+    }
+  }
+}
+
 }  // namespace
 }  // namespace fjord::bench
