@@ -27,7 +27,7 @@ std::string cell_text(const AccessCell* cell) {
   return format_us(cell->per_row_ns.p50_ns) + " / " + format_us(cell->per_row_ns.p99_ns);
 }
 
-std::string header_lines(const AccessReport& r) {  // NOLINT(readability-function-size)
+std::string header_lines(const AccessReport& r) {
   const AccessConditions& c = r.conditions;
   std::string out = c.title + "\n";
   out += "data node: " + c.node + "\n";

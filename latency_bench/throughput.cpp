@@ -410,7 +410,9 @@ double ThroughputResult::operations_per_s() const {
 
 ThroughputResult run_throughput(std::vector<std::unique_ptr<api::Connection>>& connections,
                                 const std::vector<AccessTable>& tables, const ThroughputPlan& p, Progress& progress) {
-  FJORD_ASSERT(connections.size() == p.executors && tables.size() == p.executors && p.definers > 0);
+  FJORD_ASSERT(connections.size() == p.executors);
+  FJORD_ASSERT(tables.size() == p.executors);
+  FJORD_ASSERT(p.definers > 0);
   Shared shared(p);
   for (uint32_t i = 0; i < p.definers * p.executors; ++i)
     shared.rings.push_back(std::make_unique<RequestRing>(p.queue_capacity));
