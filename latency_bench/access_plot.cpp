@@ -33,11 +33,11 @@ bool ends_with(const std::string& text, const std::string& suffix) {
 }
 
 // The inline data block: one line per method, three columns (p50, p50, p99)
-// per transporter and per seed figure; "?" where there is none.
+// per transporter and per NDB 2004 reference figure; "?" where there is none.
 std::string data_block(const AccessReport& r, const std::vector<const TransporterColumn*>& measured) {
   std::string out = "$access << EOD\n# method";
   for (const TransporterColumn* t : measured) out += " " + t->name + "_p50 " + t->name + "_low " + t->name + "_p99";
-  out += " seed_tcp seed_tcp_low seed_tcp_high seed_sci seed_sci_low seed_sci_high\n";
+  out += " ndb2004_tcp ndb2004_tcp_low ndb2004_tcp_high ndb2004_sci ndb2004_sci_low ndb2004_sci_high\n";
   for (AccessMethod method : kAccessMethods) {
     std::string label = access_method_label(method);
     out += "\"" + label + "\"";
@@ -51,9 +51,9 @@ std::string data_block(const AccessReport& r, const std::vector<const Transporte
       for (const std::string& v : {p50, p50, number(static_cast<double>(c->per_row_ns.p99_ns) / 1000.0)})
         out.append(" ").append(v);
     }
-    const SeedFigure seed = seed_figure(method);
-    for (double us : {seed.tcp_us, seed.sci_us}) {
-      const std::string v = seed.known ? number(us) : "?";
+    const ReferenceFigure reference = reference_figure(method);
+    for (double us : {reference.tcp_us, reference.sci_us}) {
+      const std::string v = reference.known ? number(us) : "?";
       for (int i = 0; i < 3; ++i) out.append(" ").append(v);
     }
     out += "\n";
@@ -74,7 +74,7 @@ std::string access_plot_script(const AccessReport& r, const std::string& output_
   s += "set title " +
        quoted("fjord access methods: microseconds per row (bars p50, whiskers p99), " +
               std::to_string(r.conditions.rows) + " rows of " + std::to_string(r.conditions.row_bytes) +
-              " B, batches of " + std::to_string(r.conditions.batch) + "; seed: NDB 2004, TCP vs SCI sockets") +
+              " B, batches of " + std::to_string(r.conditions.batch) + "; NDB 2004 from the " + kReferenceSource) +
        "\n";
   s += "set ylabel 'microseconds per row (log scale)'\n";
   s += "set logscale y\nset grid ytics\nset datafile missing '?'\n";
@@ -90,8 +90,8 @@ std::string access_plot_script(const AccessReport& r, const std::string& output_
          quoted("fjord " + t->name);
     column += 3;
   }
-  const char* seeds[] = {"seed: TCP/IP sockets", "seed: SCI sockets"};
-  for (const char* title : seeds) {
+  const char* references[] = {"NDB 2004 TCP", "NDB 2004 SCI"};
+  for (const char* title : references) {
     s += std::string(column == 2 ? "" : ", ") + "$access using " + std::to_string(column) + ":" +
          std::to_string(column + 1) + ":" + std::to_string(column + 2) + (column == 2 ? ":xtic(1)" : "") + " title " +
          quoted(title) + " fill pattern 4";

@@ -18,7 +18,8 @@ std::string method_row_label(AccessMethod method, uint64_t rows_per_sample) {
   return label;
 }
 
-std::string seed_text(double us) { return printf_string("%.0f", us); }
+std::string reference_text(double us) { return printf_string("%.0f", us); }
+constexpr int kReferenceWidth = 12;  // "NDB 2004 TCP"
 
 std::string cell_text(const AccessCell* cell) {
   if (!cell) return "-";
@@ -26,7 +27,7 @@ std::string cell_text(const AccessCell* cell) {
   return format_us(cell->per_row_ns.p50_ns) + " / " + format_us(cell->per_row_ns.p99_ns);
 }
 
-std::string header_lines(const AccessReport& r) {  // NOLINT(readability-function-size)
+std::string header_lines(const AccessReport& r) {
   const AccessConditions& c = r.conditions;
   std::string out = c.title + "\n";
   out += "data node: " + c.node + "\n";
@@ -60,15 +61,15 @@ std::string main_table(const AccessReport& r) {
     if (t.outcome == Outcome::kMeasured) measured.push_back(&t);
   std::string out = printf_string("\n%-*s", kMethodWidth, "us per row, p50 / p99");
   for (const TransporterColumn* t : measured) out += printf_string(" %*s", kCellWidth, t->name.c_str());
-  out += printf_string(" %9s %9s\n", "seed TCP", "seed SCI");
+  out += printf_string(" %*s %*s\n", kReferenceWidth, "NDB 2004 TCP", kReferenceWidth, "NDB 2004 SCI");
   for (AccessMethod method : kAccessMethods) {
     uint64_t rows = rows_per_sample(method, r.conditions.batch, r.conditions.rows);
     std::string line = printf_string("%-*s", kMethodWidth, method_row_label(method, rows).c_str());
     for (const TransporterColumn* t : measured)
       line += printf_string(" %*s", kCellWidth, cell_text(r.cell(t->name, method)).c_str());
-    const SeedFigure seed = seed_figure(method);
-    line += printf_string(" %9s %9s", seed.known ? seed_text(seed.tcp_us).c_str() : "-",
-                          seed.known ? seed_text(seed.sci_us).c_str() : "-");
+    const ReferenceFigure reference = reference_figure(method);
+    line += printf_string(" %*s %*s", kReferenceWidth, reference.known ? reference_text(reference.tcp_us).c_str() : "-",
+                          kReferenceWidth, reference.known ? reference_text(reference.sci_us).c_str() : "-");
     out += line + "\n";
   }
   std::string on_cpu = printf_string("%-*s", kMethodWidth, "lowest on-cpu share of a row");
@@ -193,7 +194,7 @@ std::string format_access_table(const AccessReport& r) {
   out += comparisons(r);
   out += memory_and_load(r);
   if (!r.targets.empty()) {
-    out += "\ntargets (issue 4), evaluated on this run:\n";
+    out += "\ntargets, evaluated on this run:\n";
     for (const RunTarget& t : r.targets) out += format_target_line(t);
   }
   if (!r.notes.empty()) {

@@ -1,6 +1,6 @@
-// What an access run found, and how it is printed: the seed-style table
-// (access methods down, transporters across, µs per row p50 / p99, the
-// seed's TCP and SCI figures beside them), one JSON object, and a gnuplot
+// What an access run found, and how it is printed: NDB's access-method table
+// (access methods down, transporters across, µs per row p50 / p99, NDB
+// 2004's TCP and SCI figures beside them), one JSON object, and a gnuplot
 // script for --plot. Also the shared pieces of the throughput report:
 // targets with absolute limits or limits derived from a comparison.
 //
@@ -76,7 +76,7 @@ struct LoadFigure {
   std::string transporter;
 };
 
-// A target from the issue, evaluated on this run: ours against a limit that
+// A target, evaluated on this run: what ours measured against a limit that
 // is absolute ("<= 2 us") or derived from a comparison ("bare TCP + 3 us").
 struct RunTarget {
   std::string text;  // "serial pk read over shm, median round trip <= 2 us"
@@ -130,12 +130,13 @@ struct AccessReport {
 std::string format_access_table(const AccessReport& report);
 // {"mode":"access", "conditions":{...}, "machine":{...}, "transporters":[...],
 //  "results":[{"transporter","access","batch","rows_per_sample","samples","rows","status",
-//              "us_per_row":{"p50","p99","p999","max","min","mean"},"seed_us_per_row":{...}}...],
+//              "us_per_row":{"p50","p99","p999","max","min","mean"},
+//              "reference_us_per_row":{"source","tcp","sci"} or null}...],
 //  "compare":[...], "memory":{...}, "load":{...}, "targets":[...], "notes":[...]}
 std::string format_access_json(const AccessReport& report);
 
 // A gnuplot script that draws µs per row (log scale) by access method:
-// one bar per transporter at p50 with a whisker to p99, and the seed's TCP
+// one bar per transporter at p50 with a whisker to p99, and NDB 2004's TCP
 // and SCI figures as bars beside them; the data is inline. The terminal
 // follows the file name (.png: pngcairo, .svg: svg).
 std::string access_plot_script(const AccessReport& report, const std::string& output_path);

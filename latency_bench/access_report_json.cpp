@@ -57,14 +57,15 @@ void write_cell(JsonWriter& w, const AccessCell& c) {
     write_latency_us_json(w, c.per_row_ns);
     write_usage(w, c.usage);
   }
-  const SeedFigure seed = seed_figure(c.method);
-  w.key("seed_us_per_row");
-  if (seed.known) {
+  const ReferenceFigure reference = reference_figure(c.method);
+  w.key("reference_us_per_row");
+  if (reference.known) {
     w.begin_object();
+    w.field("source", kReferenceSource);
     w.key("tcp");
-    w.value(seed.tcp_us);
+    w.value(reference.tcp_us);
     w.key("sci");
-    w.value(seed.sci_us);
+    w.value(reference.sci_us);
     w.end_object();
   } else {
     w.null();

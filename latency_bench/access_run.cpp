@@ -212,7 +212,7 @@ const char* access_method_label(AccessMethod method) noexcept {
   return "?";
 }
 
-SeedFigure seed_figure(AccessMethod method) noexcept {
+ReferenceFigure reference_figure(AccessMethod method) noexcept {
   switch (method) {
     case AccessMethod::kSerialPk: return {true, 400, 160};
     case AccessMethod::kBatchedPk: return {true, 28, 22};

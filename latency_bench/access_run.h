@@ -1,4 +1,4 @@
-// The access methods of NDB's testReadPerf (seed 004), measured through the
+// The access methods of NDB's testReadPerf, measured through the
 // API against the access table (access_table.h), in microseconds per row:
 //
 //   serial pk      one primary-key read per execute(Commit): start, read, execute, close
@@ -6,7 +6,7 @@
 //   serial uk      one read through the unique index per execute(Commit)
 //   batched uk     K unique-index reads, one execute(Commit)
 //   indexed eq-bound  an ordered-index scan with lower = upper = x (inclusive), returning the one
-//                  row: the set-up cost of a range scan (the seed's "scans returning a single record")
+//                  row: the set-up cost of a range scan (NDB's "scans returning a single record")
 //   index range    an ordered-index scan over [x, x+K-1], returning K rows
 //   full scan      a scan of the whole table
 //
@@ -49,19 +49,22 @@ inline constexpr std::array<AccessMethod, 7> kAccessMethods = {
 
 // "serial_pk", "batched_pk", ... (JSON and plot keys).
 const char* access_method_key(AccessMethod method) noexcept;
-// The seed's row names: "Serial pk access", ..., and ours for the full scan.
+// NDB's row names: "Serial pk access", ..., and ours for the full scan.
 const char* access_method_label(AccessMethod method) noexcept;
 
-// The seed's table (MySQL Cluster manual, SCI Sockets section): µs per row,
-// batches of 20, 2 data nodes on 2 dual-CPU AMD MP1900+ machines, TCP/IP
-// sockets and SCI sockets. Reference figures printed beside ours; none for
-// the full scan (the seed describes it but gives no figure).
-struct SeedFigure {
+// The reference figures printed beside ours: NDB's access-method table of
+// 2004 from the MySQL Cluster manual's SCI Sockets page, µs per row over
+// TCP/IP sockets and over SCI sockets. None for the full scan (the page
+// describes it but gives no figure).
+inline constexpr const char* kReferenceSource = "MySQL Cluster manual, SCI Sockets page";
+inline constexpr const char* kReferenceConditions =
+    "2 data nodes on 2 dual-CPU AMD MP1900+ machines, batches of 20, TCP/IP sockets and SCI sockets";
+struct ReferenceFigure {
   bool known = false;
   double tcp_us = 0;
   double sci_us = 0;
 };
-SeedFigure seed_figure(AccessMethod method) noexcept;
+ReferenceFigure reference_figure(AccessMethod method) noexcept;
 
 struct AccessPlan {
   uint64_t iterations = 10'000;  // samples per method (full scan: full_scans)

@@ -1,7 +1,7 @@
 // `latency_bench` / `latency_bench access`: the access-method table of NDB's
 // testReadPerf over every transporter available (or --transporter, or the
-// link of --config), beside the seed's figures, with --compare's redis and
-// bare-TCP rows, the memory the table took, and the targets.
+// link of --config), beside NDB 2004's figures, with --compare's redis and
+// bare-TCP rows, the memory the table took, and the targets for each.
 #include <cstdio>
 
 #include "access_report.h"
@@ -35,7 +35,7 @@ std::string title(const Options& o, const ClusterTarget& t) {
   for (const TargetEndpoint& e : t.endpoints) names += (names.empty() ? "" : ", ") + e.transporter;
   return std::string("latency_bench access: NDB testReadPerf's access methods over ") + names +
          (o.config_path.empty() ? "" : " (" + t.endpoints.front().link + " of " + o.config_path + ")") +
-         ", microseconds per row, seed 004's figures beside them";
+         ", microseconds per row, NDB 2004's figures beside them";
 }
 
 AccessConditions conditions(const Options& o, const RunContext& ctx, const ClusterTarget& t, const AccessPlan& p) {
@@ -69,10 +69,10 @@ ComparisonRow bare_tcp_row(const Options& o) {
 }
 
 // Serial pk reads and the bare TCP floor their target is judged against, in
-// kFloorSlices alternating slices. This host's round-trip latencies move
-// between states within a run (docs/benchmarks.md: the bare TCP floor at
-// 6.8 us in one run, 10-13 us in others): a floor measured seconds after
-// the reads, as a block of its own, may compare two different states. Each
+// kFloorSlices alternating slices. A host's round-trip latency can move
+// between states within one run (power states, interrupt placement, other
+// work), so a floor measured seconds after the reads, as a block of its
+// own, may compare two different states. Each
 // slice of reads has its own warm-up (the node's thread slept meanwhile);
 // each slice of the floor its own echo process on the node's CPU.
 MethodResult serial_pk_beside_floor(api::Connection& conn, const AccessTable& table, const Options& o,
@@ -122,8 +122,7 @@ MethodResult serial_pk_beside_floor(api::Connection& conn, const AccessTable& ta
 // The cache-line mailbox between the two CPUs (two processes, the echo on
 // the node's CPU while the node waits), measured just `when` ("before",
 // "after") a transporter's rows: the host's cross-core state, which moves
-// by itself (docs/benchmarks.md, "The machine") and with it every shm
-// figure.
+// by itself (power states, other work) and every shm figure with it.
 ComparisonRow mailbox_row(const RunContext& ctx, const std::string& when, const std::string& transporter,
                           Progress& progress) {
   ComparisonRow row;
@@ -291,10 +290,11 @@ void add_notes(AccessReport& r) {
   r.notes = {
       "us per row = a sample's time / the rows it returned; p50 / p99 over samples. A sample is one",
       "execute(Commit) (serial: 1 read, batched: K reads of random rows) or one whole scan (open, read every",
-      "row, close). Indexed eq-bound: ordered-index scan with lower = upper bound, one row (the seed's set-up",
+      "row, close). Indexed eq-bound: ordered-index scan with lower = upper bound, one row (NDB's set-up",
       "cost of a range scan). Index range: ordered-index scan over K consecutive keys. Full scan: every row.",
       "Every returned row is checked (id, unique key, ordered key; key reads also the filler).",
-      "Seed (MySQL Cluster manual, 2004): 2 data nodes on 2 dual-CPU AMD MP1900+ machines, batches of 20;",
+      std::string("NDB 2004 TCP and NDB 2004 SCI: NDB's own figures of 2004, from the ") + kReferenceSource + ":",
+      std::string(kReferenceConditions) + ";",
       "ours: one data node, this machine. The ratio, not the year, is the point.",
   };
 }

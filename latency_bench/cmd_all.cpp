@@ -15,7 +15,7 @@ namespace fjord::bench {
 namespace {
 
 constexpr uint64_t kNsPerSecond = 1'000'000'000ULL;
-constexpr std::size_t kStreamPayloadBytes = 4096;  // the streaming target is for 4 KB messages
+constexpr std::size_t kStreamPayloadBytes = 4096;  // the streaming target is for 4 KB messages
 
 // Two processes spinning on one CPU take turns by time slice, so with a
 // single CPU only sleeping rows mean anything unless --poll busy insists.

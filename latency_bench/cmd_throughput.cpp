@@ -14,10 +14,10 @@ namespace fjord::bench {
 namespace {
 
 constexpr uint64_t kNsPerMs = 1'000'000ULL;
-constexpr uint32_t kRedisPipeline = 32;  // the "redis-benchmark -P 32"
+constexpr uint32_t kRedisPipeline = 32;  // redis-benchmark -P 32: redis at its pipelined best
 constexpr uint32_t kRedisClients = 4;
 constexpr uint64_t kRedisMaxKeys = 1'000'000;
-constexpr uint64_t kRedisRequests = 1'000'000;  // about a second at redis's pipelined rate here
+constexpr uint64_t kRedisRequests = 1'000'000;  // a second or so at redis's pipelined rate
 constexpr double kTargetReadsPerS = 5e6;        // NDB's "> 5 million key lookups per second" per data node
 
 ThroughputPlan plan_of(const Options& o, const RunContext& ctx) {
@@ -74,7 +74,7 @@ void add_targets(const Options& o, ThroughputReport& r) {
         rate, "the node has " + std::to_string(r.conditions.ldm_threads) + " LDM threads (or did not say)"));
   else
     // flexAsynch, where the figure comes from, bundles many lookups per
-    // round trip (seeds/000_*): say how many this run did.
+    // round trip: say how many this run did.
     r.targets.push_back(evaluated_target(
         rate, reads_per_s / 1e6, kTargetReadsPerS / 1e6, "M reads/s",
         std::string(r.conditions.node_layout.find("single") != std::string::npos

@@ -18,8 +18,9 @@ struct TargetSpec {
   uint64_t only_size;  // 0: any message size
 };
 
-// The targets. Latency targets compare RTT medians; the streaming
-// target compares payload GB/s.
+// The targets, each relative to a floor or peer tool of the same run.
+// Latency targets compare RTT medians; the streaming target compares
+// payload GB/s.
 constexpr TargetSpec kTargets[] = {
     {"shm RTT p50, busy-poll <= 1.5x the 2-process mailbox", "shm", "fjord.shm.busy", "floor.mailbox", 1.5, false,
      false, 0},

@@ -1,5 +1,6 @@
 // --compare: which floors and peer tools a run is compared with, and the
-// issue's targets ("Transport core", item 10) evaluated on the rows.
+// targets evaluated on the rows: each a limit on one of our rows relative to
+// a floor or peer tool measured in the same run.
 //
 //   busy-poll round trips    mailbox, bare TCP (non-blocking), ucx posix, ucx tcp
 //   sleeping round trips     bare TCP (blocking), sockperf ping-pong --tcp
@@ -35,7 +36,7 @@ struct ComparePlan {
 std::vector<Row> measure_comparisons(const ComparePlan& plan, Progress& progress);
 
 // The same one at a time, for runs that measure a floor right after the row
-// it judges (this machine's cross-core latency drifts between levels over
+// it judges (a host's cross-core latency can drift between levels over
 // seconds, so a ratio is only fair between neighbours in time).
 std::vector<std::string> comparison_keys(const ComparePlan& plan);  // display order
 Row measure_comparison(const std::string& key, const ComparePlan& plan, Progress& progress);

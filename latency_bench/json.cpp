@@ -46,7 +46,9 @@ void JsonWriter::before_value() {
 }
 
 void JsonWriter::key(std::string_view name) {
-  FJORD_ASSERT(!stack_.empty() && stack_.back().is_object && !stack_.back().key_pending);
+  FJORD_ASSERT(!stack_.empty());
+  FJORD_ASSERT(stack_.back().is_object);
+  FJORD_ASSERT(!stack_.back().key_pending);
   Level& level = stack_.back();
   if (level.has_items) out_ += ',';
   level.has_items = true;
@@ -63,7 +65,9 @@ void JsonWriter::begin_object() {
 }
 
 void JsonWriter::end_object() {
-  FJORD_ASSERT(!stack_.empty() && stack_.back().is_object && !stack_.back().key_pending);
+  FJORD_ASSERT(!stack_.empty());
+  FJORD_ASSERT(stack_.back().is_object);
+  FJORD_ASSERT(!stack_.back().key_pending);
   stack_.pop_back();
   out_ += '}';
 }
@@ -75,7 +79,8 @@ void JsonWriter::begin_array() {
 }
 
 void JsonWriter::end_array() {
-  FJORD_ASSERT(!stack_.empty() && !stack_.back().is_object);
+  FJORD_ASSERT(!stack_.empty());
+  FJORD_ASSERT(!stack_.back().is_object);
   stack_.pop_back();
   out_ += ']';
 }

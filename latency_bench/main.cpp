@@ -21,7 +21,7 @@ int run_main(int argc, char** argv) {
   auto options = parse_options(args, transporters);
   if (!options) return usage_error(options.status().message());
   if (options->command == Command::kHelp) {
-    std::fputs(help_text(transporters).c_str(), stdout);
+    std::fputs(help_text(transporters, options->help_for).c_str(), stdout);
     return 0;
   }
   // Transporters log connects and disconnects at info level; a benchmark

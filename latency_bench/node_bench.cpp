@@ -24,7 +24,7 @@
 // starts when the one before is answered, as latency_bench's serial and
 // batched samples do: nothing overlaps one transaction's memory misses with
 // another's work, so ns_per_read at 1 M rows against 1,000 rows is what the
-// misses add to a batch (docs/benchmarks.md, fifteenth session).
+// misses add to a batch.
 //
 // The node is a single-threaded runtime (NDB's ndbd) holding TC(0) and
 // LDM(0); a driver block stands in for the API node on the same thread, so
@@ -431,8 +431,8 @@ void BM_StorageReadFloor(benchmark::State& state) {
 BENCHMARK(BM_StorageReadFloor)->Arg(1)->Arg(20)->UseManualTime()->Iterations(3);
 
 // What a line from memory costs here, alone and overlapped: the floor under
-// a batched read's buckets and rows at 1 M rows (docs/benchmarks.md, tenth
-// session). Arg 0: each load's address comes from the one before (latency);
+// a batched read's buckets and rows at 1 M rows. Arg 0: each load's address
+// comes from the one before (latency);
 // Arg K: K random lines issued together, then the next K (throughput of
 // overlapped misses).
 void BM_MemoryFloor(benchmark::State& state) {

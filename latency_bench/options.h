@@ -1,5 +1,7 @@
 // latency_bench's command line: the options, their parsing (with error texts
-// that name the option and the accepted values) and the --help text.
+// that name the option and the accepted values) and the --help text, all
+// derived from the option table (option_table.h), plus the checks that
+// concern several options at once.
 //
 // Slow path (start-up); one thread; pure functions of their arguments, so the
 // tests in tests/latency_bench/ pin every message.
@@ -39,8 +41,12 @@ inline constexpr uint32_t kDefaultRowBytes = 100;  // NDB's "key lookups of arou
 inline constexpr uint32_t kKeyColumnBytes = 24;    // id, unique key and ordered key: 8 bytes each
 inline constexpr uint32_t kMinRowBytes = kKeyColumnBytes + 8;
 inline constexpr uint32_t kMaxRowBytes = kKeyColumnBytes + 8000;  // the filler is one column (kMaxColumnBytes)
-inline constexpr uint32_t kDefaultAccessBatch = 20;               // the seed's batches of 20 records
+inline constexpr uint32_t kDefaultAccessBatch = 20;               // NDB's access table used batches of 20 records
+inline constexpr uint32_t kDefaultThroughputBatch = 1;
 inline constexpr uint32_t kDefaultStreamBatch = 32;
+inline constexpr uint64_t kDefaultTimeoutS = 10;
+inline constexpr uint64_t kDefaultDurationMs = 5000;
+inline constexpr uint32_t kDefaultInFlight = 64;
 inline constexpr uint32_t kMaxExecutors = 8;  // API node ids the embedded node's config provides per transporter
 inline constexpr uint32_t kMaxDefiners = 16;
 inline constexpr uint32_t kMaxInFlight = 1024;  // ConnectOptions.max_transactions
@@ -58,8 +64,9 @@ struct PeerArgs {
 
 struct Options {
   Command command = Command::kAccess;
-  std::string transporter;   // empty: from --config, else "tcp" (access: every transporter available)
-  uint64_t size_bytes = 64;  // payload per message
+  Command help_for = Command::kHelp;  // --help after a command word: that command's help only
+  std::string transporter;            // empty: from --config, else "tcp" (access: every transporter available)
+  uint64_t size_bytes = 64;           // payload per message
   bool size_given = false;
   uint64_t iterations = 0;       // 0: the mode's default (default_iterations())
   uint64_t warmup = UINT64_MAX;  // UINT64_MAX: a tenth of the iterations, at least 100
@@ -75,11 +82,11 @@ struct Options {
   uint32_t batch = kDefaultStreamBatch;
   bool batch_given = false;
   std::string config_path;
-  std::vector<std::string> link_params;  // KEY=VALUE lines added to the generated link section
-  std::string host;                      // --client HOST
-  uint16_t port = kDefaultPort;          // --server/--client
-  std::string peer_host = "localhost";   // --server: where the client connects from
-  uint64_t timeout_s = 10;               // waiting for a peer to connect or answer
+  std::vector<std::string> link_params;   // KEY=VALUE lines added to the generated link section
+  std::string host;                       // --client HOST
+  uint16_t port = kDefaultPort;           // --server/--client
+  std::string peer_host = "localhost";    // --server: where the client connects from
+  uint64_t timeout_s = kDefaultTimeoutS;  // waiting for a peer to connect or answer
   PeerArgs peer;
   // access and throughput
   uint64_t rows = kDefaultRows;
@@ -90,12 +97,12 @@ struct Options {
   bool start_node = false;     // --start-node: start fjord-datanode for --config's data node here
   std::string plot_path;       // --plot FILE (.png or .svg), access only
   // throughput
-  uint64_t duration_ms = 5000;
+  uint64_t duration_ms = kDefaultDurationMs;
   uint32_t definers = 1;
   uint32_t executors = 1;
-  uint32_t in_flight = 64;      // transactions in flight per executor
-  uint32_t read_percent = 100;  // --mix READ/UPDATE
-  uint64_t rate_per_s = 0;      // --rate: 0 = closed loop
+  uint32_t in_flight = kDefaultInFlight;  // transactions in flight per executor
+  uint32_t read_percent = 100;            // --mix READ/UPDATE
+  uint64_t rate_per_s = 0;                // --rate: 0 = closed loop
 };
 
 // Parses the arguments after the program name. `transporters` are the names
@@ -111,7 +118,9 @@ uint64_t effective_warmup(const Options& options);
 // The name a command is typed as: "access", "throughput", "ping", "ping-all".
 const char* command_name(Command command) noexcept;
 
-// The --help text (every user option, the commands, examples, exit codes).
-std::string help_text(std::span<const std::string> transporters);
+// The --help text (the commands, the options, examples, exit codes). With
+// a command (`latency_bench ping --help`), only the options sections that
+// command reads; kHelp: every section.
+std::string help_text(std::span<const std::string> transporters, Command command = Command::kHelp);
 
 }  // namespace fjord::bench

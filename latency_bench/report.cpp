@@ -153,7 +153,7 @@ std::string format_table(const Report& report) {
       if (row.metric == Metric::kThroughput) out += throughput_line(row);
   }
   if (!report.targets.empty()) {
-    out += "\ntargets (issue \"Transport core\"), evaluated on this run:\n";
+    out += "\ntargets, each against a floor or peer tool of this run:\n";
     for (const TargetCheck& t : report.targets) out += target_line(t);
   }
   out +=

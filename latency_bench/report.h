@@ -73,7 +73,7 @@ struct Row {
   std::optional<CpuUsage> usage;  // of this process while it measured (not for peer tools)
 };
 
-// One of the targets, evaluated on this run's rows.
+// One target (compare.h), evaluated on this run's rows.
 struct TargetCheck {
   std::string text;  // "shm RTT p50, busy-poll <= 1.5x the two-process mailbox"
   bool evaluated = false;

@@ -20,9 +20,9 @@ namespace {
 
 constexpr uint64_t kProgressSliceNs = 50'000'000;
 // The longest a definer sleeps on a full ring: pop wakes it once half the
-// ring is taken; this bounds the wait if that wake-up is missed. (A fixed
-// sleep of 1 ms, what this was alone, capped closed-loop runs at about 3.6 M
-// operations/s: a ring of 4096 lasts 1.1 ms at that rate.)
+// ring is taken; this only bounds the wait if that wake-up is missed. The
+// wake-up must pace the definer, not this sleep: at a few million
+// operations/s a ring of 4096 drains in about this long.
 constexpr uint64_t kFullRingSleepNs = 1'000'000;
 constexpr uint64_t kExecutorSliceNs = 100'000;
 constexpr uint64_t kOpenLoopAheadNs = 500'000;  // open loop: how far ahead of its time an operation is queued
@@ -113,11 +113,10 @@ bool queue(Shared& shared, RequestRing& ring, const KeyRequest& request, Definer
 // scheduled times (open loop): everything due within kOpenLoopAheadNs is
 // queued, then the definer sleeps until the next is due within half of
 // that, and the executor sends each when it is due. (Sleeping until each
-// operation's own time, as this did, woke the definer every few
-// microseconds at high rates: a thread that is runnable that often takes
-// half the CPU it shares with the executor, which then lost the CPU for
-// whole time slices, and open-loop latencies of milliseconds at 200 k
-// operations/s were the harness's own.)
+// operation's own time would wake the definer every few microseconds at
+// high rates: a thread that is runnable that often takes half the CPU it
+// shares with the executor, which then loses the CPU for whole time
+// slices, and the open-loop latencies would be the harness's own.)
 DefinerResult run_definer(Shared& shared, uint32_t index) {
   const ThroughputPlan& p = shared.plan;
   pin(p.cpu);
@@ -411,7 +410,9 @@ double ThroughputResult::operations_per_s() const {
 
 ThroughputResult run_throughput(std::vector<std::unique_ptr<api::Connection>>& connections,
                                 const std::vector<AccessTable>& tables, const ThroughputPlan& p, Progress& progress) {
-  FJORD_ASSERT(connections.size() == p.executors && tables.size() == p.executors && p.definers > 0);
+  FJORD_ASSERT(connections.size() == p.executors);
+  FJORD_ASSERT(tables.size() == p.executors);
+  FJORD_ASSERT(p.definers > 0);
   Shared shared(p);
   for (uint32_t i = 0; i < p.definers * p.executors; ++i)
     shared.rings.push_back(std::make_unique<RequestRing>(p.queue_capacity));

@@ -1,4 +1,4 @@
-// flexAsynch in spirit (seed 000): definer threads prepare key operations
+// NDB's flexAsynch in spirit: definer threads prepare key operations
 // and hand them to executor threads through bounded single-producer/
 // single-consumer queues (one per definer-executor pair, as NDB's job
 // buffers); each executor owns one api::Connection (one API node id) and

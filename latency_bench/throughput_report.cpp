@@ -168,7 +168,7 @@ std::string format_throughput_table(const ThroughputReport& r) {
       out += "\ncompare: redis-benchmark: " + std::string(outcome_name(r.redis.outcome)) + ": " + r.redis.reason + "\n";
   }
   if (!r.targets.empty()) {
-    out += "\ntargets (issue 4), evaluated on this run:\n";
+    out += "\ntargets, evaluated on this run:\n";
     for (const RunTarget& t : r.targets) out += format_target_line(t);
   }
   if (!r.notes.empty()) {

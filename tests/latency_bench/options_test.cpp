@@ -4,8 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <string>
 #include <vector>
+
+#include "option_table.h"
 
 namespace fjord::bench {
 namespace {
@@ -22,7 +25,7 @@ std::string error_of(std::vector<std::string> args) {
   return o.status().message();
 }
 
-TEST(LatencyBenchOptions, NoArgumentsRunsTheAccessTableWithTheSeedsDefaults) {
+TEST(LatencyBenchOptions, NoArgumentsRunsTheAccessTableWithNdbsDefaults) {
   auto o = parse({});
   ASSERT_TRUE(o);
   EXPECT_EQ(o->command, Command::kAccess);
@@ -36,7 +39,7 @@ TEST(LatencyBenchOptions, NoArgumentsRunsTheAccessTableWithTheSeedsDefaults) {
   EXPECT_FALSE(o->poll_given);
 }
 
-TEST(LatencyBenchOptions, ThePingTableMovedToPingAll) {
+TEST(LatencyBenchOptions, ThePingTableIsPingAll) {
   for (const char* word : {"ping-all", "all"}) {
     auto o = parse({word});
     ASSERT_TRUE(o) << word;
@@ -295,6 +298,139 @@ TEST(LatencyBenchOptions, CombinationsThatCannotMeanAnything) {
             "--cpus: --server and --client run one process here; give one CPU (e.g. --cpus 1)");
   EXPECT_EQ(error_of({"ping", "--config", "c.ini", "--link-param", "Checksum=1"}),
             "--link-param adds to the generated link section; with --config, edit the file instead");
+}
+
+// The option table: every descriptor's checks and help come from its fields.
+
+// A value each option accepts, for the tests that need one.
+std::string good_value(const OptionSpec& spec) {
+  static const std::map<std::string_view, std::string> kCustom = {
+      {"--transporter", "tcp"}, {"--duration", "1"},   {"--mix", "50/50"},   {"--rate", "10k"},
+      {"--link-param", "A=B"},  {"--size", "64"},      {"--plot", "a.svg"},  {"--poll", "busy"},
+      {"--cpus", "0,1"},        {"--config", "c.ini"}, {"--peer-host", "h"}, {"--client", "h"}};
+  if (!spec.what.empty()) return std::to_string(spec.min == 0 ? 1 : spec.min);
+  const auto it = kCustom.find(spec.name);
+  return it == kCustom.end() ? "x" : it->second;
+}
+
+TEST(LatencyBenchOptionTable, EveryRangeErrorNamesTheOptionAndTheRange) {
+  int numbers = 0;
+  for (const OptionSpec& spec : option_table()) {
+    if (spec.what.empty()) continue;
+    ++numbers;
+    const std::string name(spec.name);
+    const std::string range = "from " + std::to_string(spec.min) + " to " + std::to_string(spec.max);
+    const std::string above = std::to_string(spec.max + 1);
+    EXPECT_EQ(error_of({name, above}), name + ": '" + above + "' is not " + std::string(spec.what) + " " + range);
+    if (spec.min > 0) {
+      const std::string below = std::to_string(spec.min - 1);
+      EXPECT_EQ(error_of({name + "=" + below}),
+                name + ": '" + below + "' is not " + std::string(spec.what) + " " + range);
+    }
+    EXPECT_EQ(error_of({name, "many"}), name + ": 'many' is not " + std::string(spec.what) + " " + range);
+  }
+  EXPECT_GE(numbers, 14) << "every plain number option is in the table";
+}
+
+TEST(LatencyBenchOptionTable, EveryCheckedValueErrorNamesTheOptionAndWhatItAccepts) {
+  for (const OptionSpec& spec : option_table()) {
+    if (!spec.what.empty() || spec.accepts.empty()) continue;
+    const std::string name(spec.name);
+    EXPECT_EQ(error_of({name, "?!"}), name + ": '?!' is not " + accepts_text(spec)) << name;
+    EXPECT_EQ(accepts_text(spec).find('{'), std::string::npos) << name << ": every placeholder is filled in";
+  }
+  EXPECT_EQ(error_of({"--rate", "200M"}),
+            "--rate: '200M' is not a rate per second from 1 to 100000000 (examples: 50000, 200k, 1.5M, 200k/s)");
+}
+
+TEST(LatencyBenchOptionTable, UnknownOptionsAreNamed) {
+  EXPECT_EQ(find_option("--rowz"), nullptr);
+  EXPECT_EQ(error_of({"--rowz", "5"}), "unknown option '--rowz'");
+  EXPECT_EQ(error_of({"access", "--rows=5", "--Rows=5"}), "unknown option '--Rows'");
+  for (const OptionSpec& spec : option_table()) {
+    EXPECT_EQ(find_option(spec.name), &spec);
+    if (!spec.alias.empty()) {
+      EXPECT_EQ(find_option(spec.alias), &spec);
+    }
+  }
+}
+
+TEST(LatencyBenchOptionTable, HelpListsEveryOptionWithItsRangeAndDefault) {
+  const std::string help = help_text(kBuiltIn);
+  for (const OptionSpec& spec : option_table()) {
+    const std::string name(spec.name);
+    const bool internal = name.starts_with("--x-peer-");
+    const bool mode = name == "--server" || name == "--client";
+    if (internal) {
+      EXPECT_EQ(help.find(name), std::string::npos) << name << " is internal";
+      continue;
+    }
+    EXPECT_NE(help.find(mode ? std::string(spec.alias) : name + " "), std::string::npos) << name;
+    for (const OptionHelp& entry : spec.help) {
+      if (entry.section == HelpSection::kNone) continue;
+      EXPECT_NE(help.find(std::string(entry.text.substr(0, 20))), std::string::npos) << name;
+    }
+    if (!spec.what.empty()) {
+      EXPECT_NE(help.find(std::to_string(spec.max)), std::string::npos) << name << "'s range";
+    }
+  }
+  EXPECT_NE(help.find("--x-peer- are internal"), std::string::npos);
+  EXPECT_NE(help.find("rows in the table: a number from 1 to 100000000; default 100000"), std::string::npos);
+  EXPECT_NE(help.find("default 11860"), std::string::npos);
+  EXPECT_NE(help.find("at most 32728"), std::string::npos);
+  std::size_t widest = 0;
+  for (std::size_t at = 0, end = 0; at < help.size(); at = end + 1) {
+    end = help.find('\n', at);
+    if (end == std::string::npos) end = help.size();
+    if (help.compare(at, 16, "  latency_bench ") != 0) widest = std::max(widest, end - at);
+  }
+  EXPECT_LE(widest, 104u) << "option lines wrap";
+}
+
+TEST(LatencyBenchOptionTable, EveryScopedOptionIsRefusedByTheOtherCommands) {
+  const std::pair<const char*, Command> kWords[] = {{"access", Command::kAccess},
+                                                    {"throughput", Command::kThroughput},
+                                                    {"ping", Command::kPing},
+                                                    {"ping-all", Command::kPingAll}};
+  int refused = 0;
+  for (const OptionSpec& spec : option_table()) {
+    if (spec.commands == kEveryCommand) continue;
+    for (const auto& [word, command] : kWords) {
+      if ((spec.commands & command_bit(command)) != 0) continue;
+      ++refused;
+      std::vector<std::string> args = {word, std::string(spec.name)};
+      if (!spec.value_name.empty()) args.push_back(good_value(spec));
+      EXPECT_EQ(error_of(args), std::string(spec.name) + " applies to " + scope_text(spec) + ", not to " + word);
+    }
+  }
+  EXPECT_GE(refused, 30);
+}
+
+TEST(LatencyBenchOptionTable, HelpAfterACommandShowsThatCommandsOptions) {
+  EXPECT_EQ(parse({"--help"})->help_for, Command::kHelp);
+  EXPECT_EQ(parse({"throughput", "--help"})->help_for, Command::kThroughput);
+  EXPECT_EQ(parse({"all", "-h"})->help_for, Command::kPingAll);
+  const std::string throughput = help_text(kBuiltIn, Command::kThroughput);
+  for (const char* shown : {"--duration", "--rows", "--transporter", "--poll", "options of every command"})
+    EXPECT_NE(throughput.find(shown), std::string::npos) << shown;
+  for (const char* hidden : {"options of ping", "\n  --stream", "\n  --link-param", "options of access:"})
+    EXPECT_EQ(throughput.find(hidden), std::string::npos) << hidden;
+  const std::string ping = help_text(kBuiltIn, Command::kPing);
+  for (const char* shown : {"--stream", "--size", "--port", "--cpus"})
+    EXPECT_NE(ping.find(shown), std::string::npos) << shown;
+  for (const char* hidden : {"\n  --rows", "\n  --duration", "\n  --plot"})
+    EXPECT_EQ(ping.find(hidden), std::string::npos) << hidden;
+  for (const OptionSpec& spec : option_table()) {
+    for (const OptionHelp& entry : spec.help) {
+      if (entry.section == HelpSection::kNone) continue;
+      const Command reader = entry.section == HelpSection::kThroughput ? Command::kThroughput
+                             : entry.section == HelpSection::kPing     ? Command::kPing
+                                                                       : Command::kAccess;
+      const std::string head = spec.alias.size() == 2 ? std::string(spec.alias) + ", " : "";
+      EXPECT_NE(help_text(kBuiltIn, reader).find("\n  " + head + std::string(spec.name)), std::string::npos)
+          << spec.name << " in the help of a command that reads it";
+    }
+  }
 }
 
 }  // namespace

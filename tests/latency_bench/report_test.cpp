@@ -110,6 +110,8 @@ TEST(LatencyBenchReport, TableLabelsRoundTripsConditionsAndMissingPeers) {
   EXPECT_NE(table.find("not installed: sockperf is not on PATH"), std::string::npos) << table;
   EXPECT_NE(table.find("tcp RTT p50, busy-poll <= 1.1x bare non-blocking TCP"), std::string::npos) << table;
   EXPECT_NE(table.find("= 1.06x (limit <= 1.10x)  met"), std::string::npos) << table;
+  EXPECT_NE(table.find("\ntargets, each against a floor or peer tool of this run:\n"), std::string::npos) << table;
+  EXPECT_EQ(table.find("issue"), std::string::npos) << table;
   EXPECT_EQ(table.find("streaming, one way"), std::string::npos) << "no streaming rows, no streaming section";
   EXPECT_NE(table.find("on-cpu"), std::string::npos);
   EXPECT_NE(table.find("   75%"), std::string::npos) << table;
