@@ -19,8 +19,8 @@ namespace fjord::engine {
 namespace {
 
 constexpr uint32_t kToLinkBit = 0x8000'0000u;
-constexpr uint64_t kMaxSleepNs = 100'000'000;  // wake at least this often to check for stop
-constexpr uint32_t kMaxFramesPerLinkPoll = 512;
+using tuning::kMaxFramesPerLinkPoll;
+using tuning::kMaxSleepNs;
 
 // Spilled signals keep the job buffer's entry layout (envelope + frame).
 void write_envelope(std::byte* at, std::size_t frame_bytes, NodeId sender_node) {
@@ -241,11 +241,9 @@ uint64_t WorkerThread::idle(uint64_t start) {
   const uint64_t spin_ns = uint64_t{plan_.spintime_us} * 1000;
   if (spin_ns > 0) {
     // A poll of every input is several times cheaper than a clock read or
-    // a pause. Either would dominate the time to notice a signal, so pause
-    // every 8th poll (kind to an SMT
-    // sibling, and the spin still yields the core's pipeline now and then)
-    // and read the clock every 64th. On finding input, return that reading
-    // (at most 64 polls old) rather than read the clock again.
+    // a pause; either would dominate the time to notice a signal, so both
+    // come only every few polls (tuning.h). On finding input, return the
+    // last clock reading rather than read the clock again.
     uint64_t now = start;
     uint64_t polls = 0;
     bool found = false;
@@ -254,12 +252,12 @@ uint64_t WorkerThread::idle(uint64_t start) {
         found = true;
         break;
       }
-      if ((++polls & 7) == 0) cpu_relax();
-      if ((polls & 63) == 0) now = monotonic_ns();
-      if ((polls & 4095) == 0)  // publish now and then: a spin phase may last long
-        bump(counters_.idle_polls, 4096);
+      if ((++polls & (tuning::kSpinPollsPerPause - 1)) == 0) cpu_relax();
+      if ((polls & (tuning::kSpinPollsPerClockRead - 1)) == 0) now = monotonic_ns();
+      if ((polls & (tuning::kSpinPollsPerPublish - 1)) == 0)  // publish now and then: a spin phase may last long
+        bump(counters_.idle_polls, tuning::kSpinPollsPerPublish);
     }
-    bump(counters_.idle_polls, (polls & 4095) + 1);
+    bump(counters_.idle_polls, (polls & (tuning::kSpinPollsPerPublish - 1)) + 1);
     bump(counters_.spin_ns, now - start);
     if (found) return now;
     start = now;

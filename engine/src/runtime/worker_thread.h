@@ -182,7 +182,8 @@ class alignas(kCacheLineBytes) WorkerThread {
   // Keeps `node` in the links flushed every loop until a flush completes.
   void keep_flushing(NodeId node);
   // Spins, then sleeps, from `start_ns` (now) until input arrives; returns
-  // the time it stopped (a reading at most 64 polls old after a spin).
+  // the time it stopped (after a spin, a reading at most
+  // tuning::kSpinPollsPerClockRead polls old).
   uint64_t idle(uint64_t start_ns);
   bool has_pending_input(uint64_t now_ns);
   void sleep_until(uint64_t deadline_ns);
