@@ -25,6 +25,7 @@ Result<JobBuffer> JobBuffer::create(std::size_t capacity_bytes, int numa_node) {
   out.base_ = out.memory_.data();
   out.capacity_ = size;
   out.mask_ = size - 1;
+  out.write_limit_ = size;  // nothing written, nothing read
   out.hot_ = HotWindow(size, kHotWindowBytes);
   return out;
 }
@@ -32,15 +33,15 @@ Result<JobBuffer> JobBuffer::create(std::size_t capacity_bytes, int numa_node) {
 uint64_t JobBuffer::maybe_rewind(uint64_t w) noexcept {
   const uint64_t offset = w & mask_;
   const bool back = hot_.go_back_now(w, offset, [this, w] {
-    cached_read_ = read_.load(std::memory_order_acquire);  // P2
-    return w - cached_read_;
+    write_limit_ = read_.load(std::memory_order_acquire) + capacity_;  // P2
+    return w + capacity_ - write_limit_;
   });
   if (!back) return w;
   const uint64_t lap_end = HotWindow::lap_end(w, offset, capacity_);
   // The consumer keeps up: everything unread lies past this lap's first
   // bytes, so the envelope zeroed at the lap's end (the ring's start again)
   // is free.
-  FJORD_ASSERT(lap_end + sizeof(Envelope) - cached_read_ <= capacity_);
+  FJORD_ASSERT(lap_end + sizeof(Envelope) <= write_limit_);
   const Envelope gap{static_cast<uint32_t>(lap_end - w), kNoNode, kGapEntry};
   word_at(lap_end).store(0, std::memory_order_relaxed);
   word_at(w).store(std::bit_cast<uint64_t>(gap), std::memory_order_release);  // P1
@@ -61,7 +62,7 @@ JobBuffer& JobBuffer::operator=(JobBuffer&& other) noexcept {
   mask_ = std::exchange(other.mask_, 0);
   write_.store(other.write_.load(std::memory_order_relaxed), std::memory_order_relaxed);
   read_.store(other.read_.load(std::memory_order_relaxed), std::memory_order_relaxed);
-  cached_read_ = other.cached_read_;
+  write_limit_ = other.write_limit_;
   hot_ = other.hot_;
   gap_end_.store(other.gap_end_.load(std::memory_order_relaxed), std::memory_order_relaxed);
   gap_bytes_.store(other.gap_bytes_.load(std::memory_order_relaxed), std::memory_order_relaxed);

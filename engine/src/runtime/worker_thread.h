@@ -80,7 +80,7 @@ class MarkedList {
     marks_.assign(indices, 0);
     list_.reserve(indices);
   }
-  void add(Index index) {
+  [[gnu::always_inline]] void add(Index index) {
     if (marks_[index]) return;
     marks_[index] = 1;
     // Each index at most once: the reserved capacity holds them all.
@@ -174,11 +174,11 @@ class alignas(kCacheLineBytes) WorkerThread {
   // Thread `thread` is woken at the end of this loop: it has new input from
   // us. Not this thread itself, which looks at its own queues before it
   // sleeps.
-  void wake_later(uint32_t thread) {
+  [[gnu::always_inline]] void wake_later(uint32_t thread) {
     if (thread != index_) wake_list_.add(thread);
   }
   // The link to `node` is flushed in step 4 of this loop: we wrote to it.
-  void flush_later(NodeId node) { flush_list_.add(node); }
+  [[gnu::always_inline]] void flush_later(NodeId node) { flush_list_.add(node); }
   // Keeps `node` in the links flushed every loop until a flush completes.
   void keep_flushing(NodeId node);
   // Spins, then sleeps, from `start_ns` (now) until input arrives; returns

@@ -37,9 +37,10 @@
 //   C2  consumer: store-release read_ (after it stopped reading the bytes).
 //   P2  producer: load-acquire read_ -- pairs with C2: the producer does not
 //       overwrite bytes the consumer may still be reading.
-// The producer caches read_ and reloads it (P2) only when its cached view
-// says full, so the consumer's line moves only then. write_ is the
-// producer's own position, published relaxed for statistics only.
+// The producer caches read_ (as write_limit_, the position it may write up
+// to) and reloads it (P2) only when its cached view says full, so the
+// consumer's line moves only then. write_ is the producer's own position,
+// published relaxed for statistics only.
 #pragma once
 
 #include <algorithm>
@@ -93,12 +94,11 @@ class JobBuffer {
     uint64_t w = write_.load(std::memory_order_relaxed);
     if (hot_.due(w)) [[unlikely]]
       w = maybe_rewind(w);
-    if (w + need - cached_read_ > capacity_) {
-      cached_read_ = read_.load(std::memory_order_acquire);  // P2
-      if (w + need - cached_read_ > capacity_) return {};
+    if (w + need > write_limit_) {
+      write_limit_ = read_.load(std::memory_order_acquire) + capacity_;  // P2
+      if (w + need > write_limit_) return {};
     }
-    return {base_ + (w & mask_) + sizeof(Envelope),
-            static_cast<std::size_t>(capacity_ - (w - cached_read_) - need + frame_bytes)};
+    return {base_ + (w & mask_) + sizeof(Envelope), static_cast<std::size_t>(write_limit_ - w - 2 * sizeof(Envelope))};
   }
   // Publishes the frame of `frame_bytes` written into the last reservation
   // (a reserve() of at least frame_bytes, nothing reserved or committed
@@ -109,20 +109,23 @@ class JobBuffer {
     const uint64_t next = w + entry_bytes(frame_bytes);
     // Within the reservation: the entry and the envelope zeroed after it lie
     // in space the consumer released.
-    FJORD_ASSERT_MSG(next + sizeof(Envelope) - cached_read_ <= capacity_, "commit beyond the reservation");
-    word_at(next).store(0, std::memory_order_relaxed);
+    FJORD_ASSERT_MSG(next + sizeof(Envelope) <= write_limit_, "commit beyond the reservation");
+    std::byte* const entry = base_ + (w & mask_);
+    // The next envelope, through the mirror when the entry ends past the ring.
+    word_at(entry + entry_bytes(frame_bytes)).store(0, std::memory_order_relaxed);
     const Envelope e{static_cast<uint32_t>(entry_bytes(frame_bytes)), sender_node, 0};
-    word_at(w).store(std::bit_cast<uint64_t>(e), std::memory_order_release);  // P1
+    word_at(entry).store(std::bit_cast<uint64_t>(e), std::memory_order_release);  // P1
     write_.store(next, std::memory_order_relaxed);
   }
   // Free bytes as the producer last saw them (may be stale-low, never high),
   // not counting a gap the consumer has yet to step over.
   std::size_t free_bytes_hint() const noexcept {
-    const uint64_t used = write_.load(std::memory_order_relaxed) - cached_read_;
-    return static_cast<std::size_t>(capacity_ - (used - pending_gap_bytes(cached_read_)));
+    const uint64_t read = write_limit_ - capacity_;
+    const uint64_t used = write_.load(std::memory_order_relaxed) - read;
+    return static_cast<std::size_t>(capacity_ - (used - pending_gap_bytes(read)));
   }
   std::size_t free_bytes() noexcept {
-    cached_read_ = read_.load(std::memory_order_acquire);  // P2
+    write_limit_ = read_.load(std::memory_order_acquire) + capacity_;  // P2
     return free_bytes_hint();
   }
 
@@ -183,8 +186,9 @@ class JobBuffer {
     return read < gap_end_.load(std::memory_order_relaxed) ? gap_bytes_.load(std::memory_order_relaxed) : 0;
   }
 
-  std::atomic_ref<uint64_t> word_at(uint64_t position) const noexcept {
-    return std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(base_ + (position & mask_)));
+  std::atomic_ref<uint64_t> word_at(uint64_t position) const noexcept { return word_at(base_ + (position & mask_)); }
+  static std::atomic_ref<uint64_t> word_at(std::byte* at) noexcept {
+    return std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(at));
   }
 
   MirroredMap memory_;
@@ -192,8 +196,8 @@ class JobBuffer {
   uint64_t capacity_ = 0;
   uint64_t mask_ = 0;
   alignas(kCacheLineBytes) std::atomic<uint64_t> write_{0};  // the producer's line
-  uint64_t cached_read_ = 0;
-  HotWindow hot_;  // maybe_rewind() when write_ gets to hot_.due()
+  uint64_t write_limit_ = 0;  // read_ as the producer last loaded it (P2), plus capacity_
+  HotWindow hot_;             // maybe_rewind() when write_ gets to hot_.due()
   // The last gap: the position after it, and its size. Written by the
   // producer; relaxed, as used_bytes() reads them from other threads.
   std::atomic<uint64_t> gap_end_{0};
