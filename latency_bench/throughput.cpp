@@ -346,49 +346,11 @@ void coordinate(Shared& shared, std::size_t threads, Progress& progress) {
 
 }  // namespace
 
-RequestRing::RequestRing(uint32_t capacity_pow2) : slots_(capacity_pow2), mask_(capacity_pow2 - 1) {
-  FJORD_ASSERT(capacity_pow2 >= 2 && (capacity_pow2 & (capacity_pow2 - 1)) == 0);
-}
-
-bool RequestRing::push(const KeyRequest& request) noexcept {
-  const uint64_t tail = tail_.load(std::memory_order_relaxed);  // only we write it
-  if (tail - head_cache_ == slots_.size()) {
-    // P1 pairs with C2: the consumer's release of head_ means it is done
-    // reading every slot below it, so those slots may be overwritten.
-    head_cache_ = head_.load(std::memory_order_acquire);
-    if (tail - head_cache_ == slots_.size()) return false;
-  }
-  slots_[tail & mask_] = request;
-  // P2 pairs with C1: the slot's contents are visible before the new tail.
-  tail_.store(tail + 1, std::memory_order_release);
-  return true;
-}
-
-bool RequestRing::pop(KeyRequest& request) noexcept {
-  const uint64_t head = head_.load(std::memory_order_relaxed);  // only we write it
-  if (head == tail_cache_) {
-    // C1 pairs with P2: the slot below the tail we read is written.
-    tail_cache_ = tail_.load(std::memory_order_acquire);
-    if (head == tail_cache_) return false;
-  }
-  request = slots_[head & mask_];
-  // C2 pairs with P1: the slot has been read before the producer may reuse it.
-  head_.store(head + 1, std::memory_order_release);
-  // W: a producer asleep on the full ring is woken once half of it is free
-  // (its tail read afresh: the cached one may be far behind, and a wake-up
-  // per pop would follow). Relaxed: a wake-up missed here costs the
-  // producer its timeout, no more.
-  if (producer_waiting_.load(std::memory_order_relaxed) != 0 &&
-      tail_.load(std::memory_order_relaxed) - (head + 1) <= slots_.size() / 2)
-    wake();
-  return true;
-}
-
 void RequestRing::wait_for_room(uint64_t timeout_ns) noexcept {
   producer_waiting_.store(1, std::memory_order_seq_cst);
   // Half the ring taken already (between the failed push and the store
   // above)? Then no sleep. The futex sleeps only while the word is still 1.
-  if (tail_.load(std::memory_order_relaxed) - head_.load(std::memory_order_seq_cst) > slots_.size() / 2) {
+  if (queue_.size_hint(std::memory_order_seq_cst) > queue_.capacity() / 2) {
     const timespec ts{static_cast<time_t>(timeout_ns / 1'000'000'000), static_cast<long>(timeout_ns % 1'000'000'000)};
     ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(&producer_waiting_), FUTEX_WAIT_PRIVATE, 1, &ts, nullptr, 0);
   }

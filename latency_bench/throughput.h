@@ -30,7 +30,9 @@
 
 #include "access_table.h"
 #include "fjord/api/api.h"
+#include "fjord/base/cache.h"
 #include "fjord/base/histogram.h"
+#include "fjord/base/spsc_queue.h"
 #include "machine.h"
 #include "progress.h"
 
@@ -43,13 +45,23 @@ struct KeyRequest {
   bool update = false;
 };
 
-// A bounded single-producer/single-consumer queue of KeyRequests.
-// push() only from the producer thread, pop() only from the consumer.
+// A bounded single-producer/single-consumer queue of KeyRequests
+// (fjord/base/spsc_queue.h), with a sleep for a producer that finds it full.
+// push() and wait_for_room() only from the producer thread, pop() only from
+// the consumer; wake() from anyone.
 class RequestRing {
  public:
-  explicit RequestRing(uint32_t capacity_pow2);
-  bool push(const KeyRequest& request) noexcept;  // false when full
-  bool pop(KeyRequest& request) noexcept;         // false when empty
+  explicit RequestRing(uint32_t capacity_pow2) : queue_(capacity_pow2) {}
+  bool push(const KeyRequest& request) noexcept { return queue_.push(request); }  // false when full
+  bool pop(KeyRequest& request) noexcept {                                        // false when empty
+    if (!queue_.pop(request)) return false;
+    // W: a producer asleep on the full ring is woken once half of it is free
+    // (the tail read afresh: the consumer's cached one may be far behind, and
+    // a wake-up per pop would follow). Relaxed: a wake-up missed here costs
+    // the producer its timeout, no more.
+    if (producer_waiting_.load(std::memory_order_relaxed) != 0 && queue_.size_hint() <= queue_.capacity() / 2) wake();
+    return true;
+  }
   // The producer, having found the ring full: sleeps until the consumer
   // has taken half of it (pop wakes it then), wake() is called, or
   // `timeout_ns` passed (the bound if a wake-up is missed: the consumer
@@ -58,18 +70,11 @@ class RequestRing {
   void wake() noexcept;
 
  private:
-  std::vector<KeyRequest> slots_;
-  uint64_t mask_;
-  // Producer's line: tail_ (written by the producer), and its cached copy of head_.
-  alignas(64) std::atomic<uint64_t> tail_{0};
-  uint64_t head_cache_ = 0;
-  // Consumer's line: head_ (written by the consumer), and its cached copy of tail_.
-  alignas(64) std::atomic<uint64_t> head_{0};
-  uint64_t tail_cache_ = 0;
+  SpscQueue<KeyRequest> queue_;
   // 1 while the producer sleeps in wait_for_room (a futex word). Its own
   // line: the consumer reads it on every pop, the producer writes it
   // only when the ring is full.
-  alignas(64) std::atomic<uint32_t> producer_waiting_{0};
+  alignas(kCacheLineBytes) std::atomic<uint32_t> producer_waiting_{0};
 };
 
 struct ThroughputPlan {

@@ -36,7 +36,8 @@ union ControlBuffer {
 }  // namespace
 
 Status send_fds(int socket, std::span<const int> fds, DeadlineNs deadline) {
-  FJORD_ASSERT(!fds.empty() && fds.size() <= kMaxPassedFds);
+  FJORD_ASSERT(!fds.empty());
+  FJORD_ASSERT(fds.size() <= kMaxPassedFds);
   char byte = kFdMessageByte;
   iovec iov{&byte, 1};
   ControlBuffer control{};
@@ -64,7 +65,8 @@ Status send_fds(int socket, std::span<const int> fds, DeadlineNs deadline) {
 }
 
 Status receive_fds(int socket, std::span<UniqueFd> out, DeadlineNs deadline) {
-  FJORD_ASSERT(!out.empty() && out.size() <= kMaxPassedFds);
+  FJORD_ASSERT(!out.empty());
+  FJORD_ASSERT(out.size() <= kMaxPassedFds);
   char byte = 0;
   iovec iov{&byte, 1};
   ControlBuffer control{};

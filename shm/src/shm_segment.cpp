@@ -59,7 +59,8 @@ Status Segment::map_all(std::size_t ring_bytes) {
 }
 
 Result<Segment> Segment::create(std::size_t ring_bytes) {
-  FJORD_ASSERT(ring_bytes > 0 && ring_bytes % page_size() == 0);
+  FJORD_ASSERT(ring_bytes > 0);
+  FJORD_ASSERT(ring_bytes % page_size() == 0);
   Segment s;
   s.memfd_.reset(::memfd_create("fjord-shm", MFD_CLOEXEC | MFD_ALLOW_SEALING));
   if (!s.memfd_.valid()) return io_error("memfd_create", errno);

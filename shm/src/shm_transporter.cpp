@@ -36,7 +36,9 @@ std::size_t pressure_refresh_bytes(const transport::LinkConfig& config, std::siz
 
 Result<std::unique_ptr<transport::Transporter>> ShmTransporter::create(transport::LinkConfig config, NodeId self,
                                                                        Resources resources) {
-  FJORD_ASSERT(resources.life_line.valid() && resources.receive_event.valid() && resources.send_event.valid());
+  FJORD_ASSERT(resources.life_line.valid());
+  FJORD_ASSERT(resources.receive_event.valid());
+  FJORD_ASSERT(resources.send_event.valid());
   UniqueFd epoll(::epoll_create1(EPOLL_CLOEXEC));
   if (!epoll.valid()) return io_error("epoll_create1", errno);
   // Level-triggered: readable while a wake-up token is unread or the life
@@ -81,7 +83,8 @@ ShmTransporter::~ShmTransporter() {
 // ---- send side ------------------------------------------------------------
 
 std::span<std::byte> ShmTransporter::reserve(std::size_t min_bytes) {
-  FJORD_ASSERT(min_bytes > 0 && min_bytes <= frame::kMaxFrameBytes);
+  FJORD_ASSERT(min_bytes > 0);
+  FJORD_ASSERT(min_bytes <= frame::kMaxFrameBytes);
   if (!is_up()) return {};
   std::span<std::byte> space = tx_.reserve(min_bytes);
   if (space.empty()) on_ring_full();

@@ -9,8 +9,8 @@
 namespace fjord::engine {
 
 Result<JobBuffer> JobBuffer::create(std::size_t capacity_bytes, int numa_node) {
-  // A power of two so that position = index & mask; at least 64 KB.
-  std::size_t size = std::bit_ceil(std::max<std::size_t>(round_up_to_pages(capacity_bytes), 64 << 10));
+  // A power of two so that position = index & mask.
+  std::size_t size = std::bit_ceil(std::max(round_up_to_pages(capacity_bytes), tuning::kJobBufferMinBytes));
   // An entry's length (a gap's too) is a 32-bit field of its envelope.
   if (size > (std::size_t{1} << 31))
     return Status(StatusCode::kInvalidArgument, "job buffer of " + std::to_string(capacity_bytes) +
@@ -25,34 +25,30 @@ Result<JobBuffer> JobBuffer::create(std::size_t capacity_bytes, int numa_node) {
   out.base_ = out.memory_.data();
   out.capacity_ = size;
   out.mask_ = size - 1;
-  out.hot_bytes_ = size >= 4 * kHotWindowBytes ? kHotWindowBytes : size;
-  out.rewind_check_at_ = out.hot_bytes_;
+  out.write_limit_ = size;  // nothing written, nothing read
+  out.hot_ = HotWindow(size, kHotWindowBytes);
   return out;
 }
 
 uint64_t JobBuffer::maybe_rewind(uint64_t w) noexcept {
   const uint64_t offset = w & mask_;
-  const uint64_t lap_start = w - offset;
-  if (offset < hot_bytes_) {  // a new lap began the usual way: look again a window into it
-    rewind_check_at_ = lap_start + hot_bytes_;
-    return w;
-  }
-  cached_read_ = read_.load(std::memory_order_acquire);  // P2
-  // Go back only while the consumer keeps up: a quarter of the window unread
-  // at most. Then everything unread lies past this lap's first bytes, so the
-  // envelope zeroed at the lap's end (the ring's start again) is free.
-  if (w - cached_read_ > hot_bytes_ / 4) {
-    rewind_check_at_ = w + hot_bytes_ / 4;
-    return w;
-  }
-  const uint64_t lap_end = lap_start + capacity_;
+  const bool back = hot_.go_back_now(w, offset, [this, w] {
+    write_limit_ = read_.load(std::memory_order_acquire) + capacity_;  // P2
+    return w + capacity_ - write_limit_;
+  });
+  if (!back) return w;
+  const uint64_t lap_end = HotWindow::lap_end(w, offset, capacity_);
+  // The consumer keeps up: everything unread lies past this lap's first
+  // bytes, so the envelope zeroed at the lap's end (the ring's start again)
+  // is free.
+  FJORD_ASSERT(lap_end + sizeof(Envelope) <= write_limit_);
   const Envelope gap{static_cast<uint32_t>(lap_end - w), kNoNode, kGapEntry};
   word_at(lap_end).store(0, std::memory_order_relaxed);
   word_at(w).store(std::bit_cast<uint64_t>(gap), std::memory_order_release);  // P1
   gap_bytes_.store(lap_end - w, std::memory_order_relaxed);
   gap_end_.store(lap_end, std::memory_order_relaxed);
   write_.store(lap_end, std::memory_order_relaxed);
-  rewind_check_at_ = lap_end + hot_bytes_;
+  hot_.went_back(lap_end);
   return lap_end;
 }
 
@@ -66,9 +62,8 @@ JobBuffer& JobBuffer::operator=(JobBuffer&& other) noexcept {
   mask_ = std::exchange(other.mask_, 0);
   write_.store(other.write_.load(std::memory_order_relaxed), std::memory_order_relaxed);
   read_.store(other.read_.load(std::memory_order_relaxed), std::memory_order_relaxed);
-  cached_read_ = other.cached_read_;
-  hot_bytes_ = other.hot_bytes_;
-  rewind_check_at_ = other.rewind_check_at_;
+  write_limit_ = other.write_limit_;
+  hot_ = other.hot_;
   gap_end_.store(other.gap_end_.load(std::memory_order_relaxed), std::memory_order_relaxed);
   gap_bytes_.store(other.gap_bytes_.load(std::memory_order_relaxed), std::memory_order_relaxed);
   return *this;

@@ -19,8 +19,8 @@ namespace fjord::engine {
 namespace {
 
 constexpr uint32_t kToLinkBit = 0x8000'0000u;
-constexpr uint64_t kMaxSleepNs = 100'000'000;  // wake at least this often to check for stop
-constexpr uint32_t kMaxFramesPerLinkPoll = 512;
+using tuning::kMaxFramesPerLinkPoll;
+using tuning::kMaxSleepNs;
 
 // Spilled signals keep the job buffer's entry layout (envelope + frame).
 void write_envelope(std::byte* at, std::size_t frame_bytes, NodeId sender_node) {
@@ -38,8 +38,8 @@ std::size_t frame_bytes_of(std::span<const uint32_t> data, std::span<const std::
 }  // namespace
 
 // Inline (always_inline in the class): every signal between blocks comes
-// through here, and a call with its six arguments cost as much as the
-// packing (runtime_bench's trivial signals: 35.7 -> 41 M/s inline).
+// through here, and a call with its six arguments costs as much as the
+// packing itself.
 inline void WorkerThread::place_local(uint32_t thread, NodeId sender_node, const frame::SignalHeader& header,
                                       std::span<const uint32_t> data,
                                       std::span<const std::span<const std::byte>> sections) {
@@ -104,10 +104,8 @@ Status WorkerThread::init() {
     ev.data.u32 = UINT32_MAX;  // the waker's eventfd
     if (::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, waker_.event_fd(), &ev) != 0) return io_error("epoll_ctl", errno);
   }
-  wake_marks_.assign(shared_.threads.size(), 0);
-  wake_list_.reserve(shared_.threads.size());
-  flush_marks_.assign(kMaxNodeId + 1, 0);
-  flush_list_.reserve(kMaxNodeId + 1);
+  wake_list_.init(shared_.threads.size());
+  flush_list_.init(kMaxNodeId + 1);
   pending_flush_.reserve(kMaxNodeId + 1);
   links_.reserve(kMaxNodeId + 1);
   adopt_pending_.reserve(kMaxNodeId + 1);
@@ -191,8 +189,8 @@ void WorkerThread::run() {
     step_started_ns_.store(loop_now_ns_, std::memory_order_relaxed);
     // Signals the wait found in a job buffer run first: the thread that
     // sent them may be waiting for the answer, and the steps before
-    // executing cost a round trip between two threads a tenth of its time
-    // when the hand-off itself is fast (docs/benchmarks.md).
+    // executing are a large share of a round trip between two threads when
+    // the hand-off itself is fast.
     const bool early = signals_waiting_ && may_execute();
     signals_waiting_ = false;
     bool work = early && execute_batch();
@@ -220,6 +218,7 @@ bool WorkerThread::adopt_pending_links() {
   adopt_flag_.store(false, std::memory_order_relaxed);
   for (NodeId node : adopt_pending_) {
     LinkSlot& slot = shared_.links[node];
+    FJORD_ASSERT(links_.size() < links_.capacity());  // one slot per node id, reserved by init()
     links_.push_back(node);
     epoll_event ev{};
     ev.events = EPOLLIN;
@@ -229,10 +228,9 @@ bool WorkerThread::adopt_pending_links() {
       FJORD_LOG_WARN("thread %s: epoll_ctl for node %u failed: %s", name().c_str(), node, std::strerror(errno));
     for (Block* b : shared_.node_event_blocks) {
       const uint32_t data[] = {node};
-      place_local(static_cast<uint32_t>(shared_.thread_of(b->ref())), shared_.options.self,
-                  {runtime_signals::kNodeConnected, b->ref(), b->ref(), 0}, data, {});
-      wake_marks_[shared_.thread_of(b->ref())] = 1;
-      wake_list_.push_back(static_cast<uint32_t>(shared_.thread_of(b->ref())));
+      const auto dest = static_cast<uint32_t>(shared_.thread_of(b->ref()));
+      place_local(dest, shared_.options.self, {runtime_signals::kNodeConnected, b->ref(), b->ref(), 0}, data, {});
+      wake_later(dest);
     }
   }
   adopt_pending_.clear();
@@ -242,12 +240,10 @@ bool WorkerThread::adopt_pending_links() {
 uint64_t WorkerThread::idle(uint64_t start) {
   const uint64_t spin_ns = uint64_t{plan_.spintime_us} * 1000;
   if (spin_ns > 0) {
-    // A poll of every input costs 10-20 ns here; a clock read and a pause
-    // cost about 60 ns each (measured on this host). Both would dominate
-    // the time to notice a signal, so pause every 8th poll (kind to an SMT
-    // sibling, and the spin still yields the core's pipeline now and then)
-    // and read the clock every 64th. On finding input, return that reading
-    // (at most 64 polls old) rather than read the clock again.
+    // A poll of every input is several times cheaper than a clock read or
+    // a pause; either would dominate the time to notice a signal, so both
+    // come only every few polls (tuning.h). On finding input, return the
+    // last clock reading rather than read the clock again.
     uint64_t now = start;
     uint64_t polls = 0;
     bool found = false;
@@ -256,12 +252,12 @@ uint64_t WorkerThread::idle(uint64_t start) {
         found = true;
         break;
       }
-      if ((++polls & 7) == 0) cpu_relax();
-      if ((polls & 63) == 0) now = monotonic_ns();
-      if ((polls & 4095) == 0)  // publish now and then: a spin phase may last long
-        bump(counters_.idle_polls, 4096);
+      if ((++polls & (tuning::kSpinPollsPerPause - 1)) == 0) cpu_relax();
+      if ((polls & (tuning::kSpinPollsPerClockRead - 1)) == 0) now = monotonic_ns();
+      if ((polls & (tuning::kSpinPollsPerPublish - 1)) == 0)  // publish now and then: a spin phase may last long
+        bump(counters_.idle_polls, tuning::kSpinPollsPerPublish);
     }
-    bump(counters_.idle_polls, (polls & 4095) + 1);
+    bump(counters_.idle_polls, (polls & (tuning::kSpinPollsPerPublish - 1)) + 1);
     bump(counters_.spin_ns, now - start);
     if (found) return now;
     start = now;
@@ -383,10 +379,7 @@ bool WorkerThread::poll_one_link(NodeId node) {
       }
       std::memcpy(space.data(), batch.bytes.data() + at, frame_len);
       q.commit(frame_len, node);
-      if (!wake_marks_[static_cast<std::size_t>(dest)]) {
-        wake_marks_[static_cast<std::size_t>(dest)] = 1;
-        wake_list_.push_back(static_cast<uint32_t>(dest));
-      }
+      wake_later(static_cast<uint32_t>(dest));
       at += frame_len;
       consumed = at;
       ++frames;
@@ -414,10 +407,7 @@ void WorkerThread::link_went_down(NodeId node) {
     const int dest = shared_.thread_of(b->ref());
     place_local(static_cast<uint32_t>(dest), shared_.options.self,
                 {runtime_signals::kNodeDisconnected, b->ref(), b->ref(), 0}, data, {});
-    if (!wake_marks_[static_cast<std::size_t>(dest)]) {
-      wake_marks_[static_cast<std::size_t>(dest)] = 1;
-      wake_list_.push_back(static_cast<uint32_t>(dest));
-    }
+    wake_later(static_cast<uint32_t>(dest));
   }
   if (shared_.options.on_link_down) shared_.options.on_link_down(std::move(dead));
 }
@@ -432,10 +422,7 @@ bool WorkerThread::run_timers() {
     FJORD_ASSERT_MSG(dest >= 0, "delayed signal to a block that does not exist");
     place_local(static_cast<uint32_t>(dest), shared_.options.self, {d.signal_number, d.to, d.from, 0},
                 {d.data, d.words}, {});
-    if (!wake_marks_[static_cast<std::size_t>(dest)]) {
-      wake_marks_[static_cast<std::size_t>(dest)] = 1;
-      wake_list_.push_back(static_cast<uint32_t>(dest));
-    }
+    wake_later(static_cast<uint32_t>(dest));
     work = true;
   }
   return work;
@@ -542,10 +529,7 @@ inline bool WorkerThread::send(Block& from, Address to, uint16_t signal_number, 
   const auto thread = static_cast<uint32_t>(dest);
   place_local(thread, shared_.options.self, header, data, sections);
   // After the commit: a thread waiting for this signal sees it sooner.
-  if (thread != index_ && !wake_marks_[thread]) {
-    wake_marks_[thread] = 1;
-    wake_list_.push_back(thread);
-  }
+  wake_later(thread);
   return true;
 }
 
@@ -571,10 +555,7 @@ bool WorkerThread::place_remote(NodeId node, const frame::SignalHeader& header, 
     if (!space.empty()) {
       t->commit(frame::pack_frame_sized(space.data(), wire_len, header, data, sections, checksum), 1);
       slot.send_lock.unlock();
-      if (!flush_marks_[node]) {
-        flush_marks_[node] = 1;
-        flush_list_.push_back(node);
-      }
+      flush_later(node);
       return true;
     }
     slot.send_lock.unlock();
@@ -584,10 +565,7 @@ bool WorkerThread::place_remote(NodeId node, const frame::SignalHeader& header, 
   write_envelope(space.data(), frame_len, shared_.options.self);
   frame::pack_frame_sized(space.data() + sizeof(Envelope), frame_len, header, data, sections, false);
   bump(counters_.spill_events);
-  if (!flush_marks_[node]) {
-    flush_marks_[node] = 1;
-    flush_list_.push_back(node);
-  }
+  flush_later(node);
   return true;
 }
 
@@ -601,10 +579,7 @@ bool WorkerThread::copy_to_destination(Destination destination, std::span<const 
     if (space.empty()) return false;
     std::memcpy(space.data(), frame_bytes.data(), frame_bytes.size());
     q.commit(frame_bytes.size(), envelope.sender_node);
-    if (!wake_marks_[destination.index] && destination.index != index_) {
-      wake_marks_[destination.index] = 1;
-      wake_list_.push_back(destination.index);
-    }
+    wake_later(destination.index);
     return true;
   }
   const auto node = static_cast<NodeId>(destination.index);
@@ -637,10 +612,7 @@ bool WorkerThread::copy_to_destination(Destination destination, std::span<const 
     }
   }
   slot.send_lock.unlock();
-  if (placed && t && !flush_marks_[node]) {
-    flush_marks_[node] = 1;
-    flush_list_.push_back(node);
-  }
+  if (placed && t) flush_later(node);
   return placed;
 }
 
@@ -674,16 +646,11 @@ void WorkerThread::send_delayed(Block& from, uint32_t delay_ms, BlockRef to, uin
 bool WorkerThread::flush_links() {
   bool work = false;
   // Links we wrote to this loop, and links whose last flush was partial.
-  for (NodeId node : flush_list_) {
-    flush_marks_[node] = 0;
-    if (std::find(pending_flush_.begin(), pending_flush_.end(), node) == pending_flush_.end())
-      pending_flush_.push_back(node);
-  }
-  flush_list_.clear();
+  flush_list_.drain([this](NodeId node) { keep_flushing(node); });
   const bool delegate = plan_.nosend && !shared_.send_threads.empty();
   if (plan_.type == ThreadType::kSend && !shared_.options.single_threaded) {
     for (NodeId n = 1; n <= kMaxNodeId; ++n)
-      if (shared_.links[n].needs_flush.exchange(false, std::memory_order_acq_rel)) pending_flush_.push_back(n);
+      if (shared_.links[n].needs_flush.exchange(false, std::memory_order_acq_rel)) keep_flushing(n);
   }
   for (std::size_t i = 0; i < pending_flush_.size();) {
     const NodeId node = pending_flush_[i];
@@ -710,12 +677,15 @@ bool WorkerThread::flush_links() {
   return work;
 }
 
+void WorkerThread::keep_flushing(NodeId node) {
+  if (std::find(pending_flush_.begin(), pending_flush_.end(), node) != pending_flush_.end()) return;
+  // Each node at most once: the reserved capacity holds them all.
+  FJORD_ASSERT(pending_flush_.size() < pending_flush_.capacity());
+  pending_flush_.push_back(node);
+}
+
 void WorkerThread::wake_destinations() {
-  for (uint32_t t : wake_list_) {
-    wake_marks_[t] = 0;
-    shared_.threads[t]->waker().wake();
-  }
-  wake_list_.clear();
+  wake_list_.drain([this](uint32_t thread) { shared_.threads[thread]->waker().wake(); });
 }
 
 ThreadStats WorkerThread::stats_snapshot() const {

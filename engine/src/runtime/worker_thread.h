@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "fjord/base/assert.h"
 #include "fjord/base/cache.h"
 #include "fjord/base/clock.h"
 #include "fjord/base/fd.h"
@@ -67,6 +68,40 @@ struct Destination {
 };
 
 struct RuntimeShared;
+
+// Small indices (thread indices, node ids) gathered during one loop, each
+// once, in the order first added; then handed out together and forgotten.
+// The wake-up list and the flush list of a worker. Sized by init() for
+// every index, so add() never allocates. One thread only; hot path.
+template <typename Index>
+class MarkedList {
+ public:
+  void init(std::size_t indices) {
+    marks_.assign(indices, 0);
+    list_.reserve(indices);
+  }
+  [[gnu::always_inline]] void add(Index index) {
+    if (marks_[index]) return;
+    marks_[index] = 1;
+    // Each index at most once: the reserved capacity holds them all.
+    FJORD_ASSERT(list_.size() < list_.capacity());
+    list_.push_back(index);
+  }
+  // Calls take(index) for every index added since the last drain, in order,
+  // and empties the list.
+  template <typename Take>
+  void drain(Take&& take) {
+    for (Index index : list_) {
+      marks_[index] = 0;
+      take(index);
+    }
+    list_.clear();
+  }
+
+ private:
+  LineVector<uint8_t> marks_;  // [index]: in list_
+  LineVector<Index> list_;
+};
 
 // Aligned to whole cache lines, like everything a worker writes in its loop
 // (its LineVectors, its blocks), so no other thread's data shares a line.
@@ -136,8 +171,19 @@ class alignas(kCacheLineBytes) WorkerThread {
   bool drain_spill();
   bool flush_links();
   void wake_destinations();
+  // Thread `thread` is woken at the end of this loop: it has new input from
+  // us. Not this thread itself, which looks at its own queues before it
+  // sleeps.
+  [[gnu::always_inline]] void wake_later(uint32_t thread) {
+    if (thread != index_) wake_list_.add(thread);
+  }
+  // The link to `node` is flushed in step 4 of this loop: we wrote to it.
+  [[gnu::always_inline]] void flush_later(NodeId node) { flush_list_.add(node); }
+  // Keeps `node` in the links flushed every loop until a flush completes.
+  void keep_flushing(NodeId node);
   // Spins, then sleeps, from `start_ns` (now) until input arrives; returns
-  // the time it stopped (a reading at most 64 polls old after a spin).
+  // the time it stopped (after a spin, a reading at most
+  // tuning::kSpinPollsPerClockRead polls old).
   uint64_t idle(uint64_t start_ns);
   bool has_pending_input(uint64_t now_ns);
   void sleep_until(uint64_t deadline_ns);
@@ -173,11 +219,9 @@ class alignas(kCacheLineBytes) WorkerThread {
   std::vector<NodeId> adopt_pending_;  // guarded by adopt_mutex_
   std::atomic<bool> adopt_flag_{false};
 
-  LineVector<uint8_t> wake_marks_;  // [thread]: we queued work for it this loop
-  LineVector<uint32_t> wake_list_;
-  LineVector<uint8_t> flush_marks_;  // [node]: we wrote to its link this loop
-  LineVector<NodeId> flush_list_;
-  LineVector<NodeId> pending_flush_;  // links whose flush returned kPending
+  MarkedList<uint32_t> wake_list_;    // threads we queued work for this loop
+  MarkedList<NodeId> flush_list_;     // links we wrote to this loop
+  LineVector<NodeId> pending_flush_;  // links whose flush returned kPending, each once
   uint64_t loop_now_ns_ = 0;
   uint32_t rr_next_queue_ = 0;
   bool signals_waiting_ = false;  // has_pending_input() found a job buffer with data
@@ -201,8 +245,8 @@ struct alignas(kCacheLineBytes) RuntimeShared {
   uint32_t injector_row = 0;  // producer index used by Runtime::inject
   std::mutex inject_mutex;
   // route[block * route_stride + instance] = thread index, or -1: one array,
-  // so finding a signal's thread is one load (it was a chain of four, the
-  // largest single cost of a send). Written only by add_block, before start.
+  // so finding a signal's thread is one load, not a chain of dependent ones
+  // (the routing is on every send). Written only by add_block, before start.
   LineVector<int> route;
   uint32_t route_stride = 0;              // instances per block number
   LineVector<uint32_t> receiver_threads;  // recv threads, or the single thread

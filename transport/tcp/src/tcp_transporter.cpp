@@ -19,16 +19,20 @@ TcpTransporter::TcpTransporter(transport::LinkConfig config, NodeId self, Unique
     : Transporter(std::move(config), self),
       socket_(std::move(socket)),
       send_ring_(std::move(send_ring)),
-      receive_ring_(std::move(receive_ring)) {
+      receive_ring_(std::move(receive_ring)),
+      send_hot_(send_ring_.size(), kHotWindowBytes),
+      receive_hot_(receive_ring_.size(), kHotWindowBytes) {
   FJORD_ASSERT(socket_.valid());
-  FJORD_ASSERT(send_ring_.size() >= 2 * frame::kMaxFrameBytes && receive_ring_.size() >= 2 * frame::kMaxFrameBytes);
+  FJORD_ASSERT(send_ring_.size() >= 2 * frame::kMaxFrameBytes);
+  FJORD_ASSERT(receive_ring_.size() >= 2 * frame::kMaxFrameBytes);
   note_connect();
 }
 
 TcpTransporter::~TcpTransporter() = default;
 
 std::span<std::byte> TcpTransporter::reserve(std::size_t min_bytes) {
-  FJORD_ASSERT(min_bytes > 0 && min_bytes <= frame::kMaxFrameBytes);
+  FJORD_ASSERT(min_bytes > 0);
+  FJORD_ASSERT(min_bytes <= frame::kMaxFrameBytes);
   if (!is_up()) return {};
   std::size_t free_bytes = send_ring_.size() - send_buffer_used();
   if (free_bytes < min_bytes) {
@@ -67,9 +71,8 @@ FlushStatus TcpTransporter::flush() {
                                                    " failed: " + std::strerror(errno)));
     return FlushStatus::kDown;
   }
-  // All sent and nothing reserved: go back to the ring's start.
-  if (reserved_ == 0 && committed_ % send_ring_.size() >= kHotWindowBytes)
-    committed_ = sent_ = lap_end(sent_, send_ring_);
+  // All sent and nothing reserved: the ring is empty and may go back to its start.
+  if (reserved_ == 0) committed_ = sent_ = restart_point(send_hot_, committed_, send_ring_.size());
   note_send_buffer_level();
   return FlushStatus::kFlushed;
 }
@@ -125,9 +128,9 @@ void TcpTransporter::scan_received() {
 
 ReceiveBatch TcpTransporter::receive() {
   if (scanned_ == released_ && !eof_) {
-    // All taken, no partial frame: the next bytes go at the ring's start.
-    if (filled_ == released_ && filled_ % receive_ring_.size() >= kHotWindowBytes)
-      filled_ = scanned_ = released_ = lap_end(filled_, receive_ring_);
+    // All taken, no partial frame: the ring is empty and may go back to its start.
+    if (filled_ == released_)
+      filled_ = scanned_ = released_ = restart_point(receive_hot_, filled_, receive_ring_.size());
     fill_receive_ring();
     scan_received();
   }
@@ -146,6 +149,15 @@ void TcpTransporter::release(std::size_t bytes) {
     while (cursor.next(view)) --scanned_frames_;
   }
   released_ += bytes;
+}
+
+uint64_t TcpTransporter::restart_point(HotWindow& hot, uint64_t position, std::size_t ring_bytes) noexcept {
+  if (!hot.due(position)) return position;
+  const uint64_t offset = position % ring_bytes;
+  if (!hot.go_back_now(position, offset, [] { return uint64_t{0}; })) return position;  // empty: nothing unread
+  const uint64_t lap_start = HotWindow::lap_end(position, offset, ring_bytes);
+  hot.went_back(lap_start);
+  return lap_start;
 }
 
 bool TcpTransporter::arm_wakeup() {

@@ -10,15 +10,15 @@
 // thread only (send side or receive side).
 //
 // A ring that empties kHotWindowBytes or more into a lap goes back to its
-// start (its counters move on to the next lap), so a link that keeps up
-// works in the same 64 KB instead of walking megabytes of lines that left
-// the cache: `latency_bench ping --transporter tcp --size 64`, rings of 64 KB
-// against 2 MB, p50 10.56-10.62 against 10.75-10.82 us, p99 47-48 against
-// 58-71 us (three interleaved pairs, 2026-11-25).
+// start (its counters move on to the next lap: fjord/base/hot_window.h), so
+// a link that keeps up works in the same window of lines instead of walking
+// megabytes of lines that left the cache.
 #pragma once
 
 #include "fjord/base/fd.h"
+#include "fjord/base/hot_window.h"
 #include "fjord/base/mirrored_map.h"
+#include "fjord/base/tuning.h"
 #include "fjord/transport/transporter.h"
 
 namespace fjord::tcp {
@@ -48,9 +48,10 @@ class TcpTransporter final : public transport::Transporter {
   // (the link is then declared down).
   void fill_receive_ring();
   void scan_received();
-  // The counter of the next lap's start after `at`.
-  static uint64_t lap_end(uint64_t at, const MirroredMap& ring) { return at - at % ring.size() + ring.size(); }
-  static constexpr std::size_t kHotWindowBytes = 64 << 10;
+  // For a ring empty at `position`: where it goes on, the next lap's start
+  // once past the hot window, else `position`.
+  static uint64_t restart_point(HotWindow& hot, uint64_t position, std::size_t ring_bytes) noexcept;
+  static constexpr std::size_t kHotWindowBytes = tuning::kTcpHotWindowBytes;
 
   UniqueFd socket_;
   MirroredMap send_ring_;
@@ -59,11 +60,13 @@ class TcpTransporter final : public transport::Transporter {
   uint64_t sent_ = 0;
   uint64_t committed_ = 0;
   std::size_t reserved_ = 0;  // size of the outstanding reservation, for commit's check
+  HotWindow send_hot_;
   // Receive side: released_ <= scanned_ <= filled_ <= released_ + ring size.
   uint64_t released_ = 0;
   uint64_t scanned_ = 0;
   uint64_t filled_ = 0;
   uint32_t scanned_frames_ = 0;  // frames in [released_, scanned_)
+  HotWindow receive_hot_;
   bool eof_ = false;
 };
 

@@ -10,24 +10,18 @@
 #include <cstdint>
 
 #include "fjord/base/status.h"
+#include "fjord/base/tuning.h"
 #include "fjord/transport/registry.h"
 
 namespace fjord::shm {
 
-// Tunables of the data path, each with why it has its value.
-
-// Empty receive polls between two life-line checks while busy polling: a
-// poll(2) costs ~0.5 us, an empty poll ~20-50 ns, so this keeps the check
-// under 1% of a polling thread while noticing a SIGKILLed peer within about
-// a millisecond of polling.
-inline constexpr uint32_t kLifeLineEmptyPolls = 4096;
-// Refused reservations (peer ring full) between two life-line checks: a
-// dead reader never frees space, so a pure sender notices death this way.
-inline constexpr uint32_t kLifeLineFullReserves = 1024;
-// Longest futex sleep before the life line is checked again: bounds how long
-// a sleeping receiver takes to notice a SIGKILLed peer (no one wakes the
-// futex then); NDB's receive threads wake every 10 ms too.
-inline constexpr uint64_t kSleepSliceNs = 10'000'000;
+// Tunables of the data path (why each has its value: fjord/base/tuning.h).
+// Empty receive polls between two life-line checks while busy polling.
+inline constexpr uint32_t kLifeLineEmptyPolls = tuning::kShmLifeLineEmptyPolls;
+// Refused reservations (peer ring full) between two life-line checks.
+inline constexpr uint32_t kLifeLineFullReserves = tuning::kShmLifeLineFullReserves;
+// Longest futex sleep before the life line is checked again.
+inline constexpr uint64_t kSleepSliceNs = tuning::kShmSleepSliceNs;
 
 Status register_shm_transporter(transport::TransporterRegistry& registry);
 

@@ -31,26 +31,16 @@
 //
 // The consumer, on finding a batch, prefetches its further lines (up to
 // kPrefetchBatchBytes) before it reads any of them, so they cross from the
-// producer's cache together rather than one dependent miss after another
-// (batched reads over SHM, 20 per execute: 0.64-0.66 -> 0.60-0.62 us/row in
-// three interleaved pairs, docs/benchmarks.md). 64 lines, not 16: the 2.6 KB
-// answer to 20 reads of 100-byte rows is 41 lines, and the lines past the
-// 16th came one after another (0.32-0.35 -> 0.29-0.31 us/row at 1 M rows,
-// five interleaved pairs, 2026-11-25).
+// producer's cache together rather than one dependent miss after another.
 //
-// Going back to the start (the hot window), as the job buffers do
-// (engine/runtime/job_buffer.h): a ring walked end to end (4 MB by default)
-// writes each line a lap after it was last read, when it has left both
-// cores' caches. So once the producer is kHotWindowBytes into a lap with at
+// Going back to the start (the hot window, fjord/base/hot_window.h, as the
+// job buffers do): once the producer is kHotWindowBytes into a lap with at
 // most a quarter of that unread, it publishes a gap (an envelope whose
 // length has kGapBit, running exactly to the lap's end, its next slot zeroed
 // first as Z1 does for a batch) and goes on at the ring's start. The consumer
 // steps over a gap and releases it at once; a gap of any other length is
-// corrupt. A consumer that falls behind keeps the producer walking the whole
-// ring. used_bytes() leaves out a gap not yet stepped over, so the pressure
-// levels do not see one. Serial pk reads at 1 M rows 1.015-1.079 -> 0.943-
-// 1.023 us, batched 0.190-0.207 -> 0.178-0.205 us/row (four interleaved
-// pairs, 2026-11-25).
+// corrupt. used_bytes() leaves out a gap not yet stepped over, so the
+// pressure levels do not see one.
 //
 // The consumer's read index (shared, on its own line) returns space to the
 // producer. The producer caches it and re-reads it only when its cached view
@@ -93,26 +83,27 @@
 
 #include "fjord/base/assert.h"
 #include "fjord/base/cache.h"
+#include "fjord/base/hot_window.h"
+#include "fjord/base/tuning.h"
 
 namespace fjord::shm {
 
 inline constexpr std::size_t kEnvelopeBytes = 8;
 inline constexpr std::size_t kBatchAlignBytes = kCacheLineBytes;
-// Bytes past the next envelope whose lines the producer takes ahead of use
-// (one store per line). Two lines cover the next small message; more only
-// adds stores per publish (docs/benchmarks.md has the measurements).
-inline constexpr std::size_t kZeroAheadBytes = 2 * kCacheLineBytes;
-// Lines of a newly seen batch the consumer asks for at once (4 KB: the
-// stream prefetcher did not fetch lines held by the other core in time).
-inline constexpr std::size_t kPrefetchBatchBytes = 64 * kCacheLineBytes;
+// The ring's knobs (why each has its value: fjord/base/tuning.h).
+// Bytes past the next envelope whose lines the producer takes ahead of use.
+inline constexpr std::size_t kZeroAheadBytes = tuning::kShmZeroAheadBytes;
+// Lines of a newly seen batch the consumer asks for at once.
+inline constexpr std::size_t kPrefetchBatchBytes = tuning::kShmPrefetchBatchBytes;
 // The hot window: while the consumer keeps up, the producer goes back to the
 // ring's start once it is this far into a lap (see "Going back to the start").
-inline constexpr std::size_t kHotWindowBytes = 128 << 10;
+inline constexpr std::size_t kHotWindowBytes = tuning::kShmHotWindowBytes;
 // An envelope's length with this bit set is a gap: no frames, only the rest
 // of the lap to step over (a length never reaches it: rings are <= 2^31 bytes
 // and a batch leaves at least a line free).
 inline constexpr uint32_t kGapBit = 1u << 31;
-static_assert(kEnvelopeBytes <= kBatchAlignBytes && kZeroAheadBytes % kBatchAlignBytes == 0);
+static_assert(kEnvelopeBytes <= kBatchAlignBytes);
+static_assert(kZeroAheadBytes % kBatchAlignBytes == 0);
 
 // The envelope word: the batch's length in the low half, its sequence number
 // (1, 2, ... modulo 2^32) in the high half. Never 0 for a published batch,
@@ -138,6 +129,13 @@ static_assert(std::atomic<uint64_t>::is_always_lock_free, "indices must be lock-
 static_assert(sizeof(SpscRingIndices) == kCacheLineBytes, "one cache line");
 
 namespace detail {
+// A ring's capacity: at least two batch lines, whole lines, and at most 2^31
+// bytes (the envelope's length is 32 bits, its top bit marks a gap).
+inline void assert_valid_capacity(std::size_t capacity) noexcept {
+  FJORD_ASSERT(capacity >= 2 * kBatchAlignBytes);
+  FJORD_ASSERT(capacity % kBatchAlignBytes == 0);
+  FJORD_ASSERT(capacity <= (1ULL << 31));
+}
 inline std::atomic<uint64_t>& envelope_at(std::byte* p) noexcept {
   FJORD_ASSERT(reinterpret_cast<uintptr_t>(p) % alignof(std::atomic<uint64_t>) == 0);
   return *reinterpret_cast<std::atomic<uint64_t>*>(p);
@@ -155,13 +153,12 @@ class SpscRingProducer {
   // `data` is the start of a mirrored mapping of 2 * capacity bytes whose
   // halves are the same memory, line-aligned; the ring must be empty.
   SpscRingProducer(SpscRingIndices* indices, std::byte* data, std::size_t capacity) noexcept
-      : indices_(indices), data_(data), capacity_(capacity) {
-    FJORD_ASSERT(indices != nullptr && data != nullptr);
-    FJORD_ASSERT(capacity >= 2 * kBatchAlignBytes && capacity % kBatchAlignBytes == 0 && capacity <= (1ULL << 31));
+      : indices_(indices), data_(data), capacity_(capacity), hot_(capacity, kHotWindowBytes) {
+    FJORD_ASSERT(indices != nullptr);
+    FJORD_ASSERT(data != nullptr);
+    detail::assert_valid_capacity(capacity);
     FJORD_ASSERT(reinterpret_cast<uintptr_t>(data) % kBatchAlignBytes == 0);
     corrupt_ = indices->read_index.load(std::memory_order_acquire) != 0;  // P2: the ring starts empty
-    // A ring under four windows never goes back early.
-    rewind_check_at_ = capacity >= 4 * kHotWindowBytes ? kHotWindowBytes : UINT64_MAX;
   }
   SpscRingProducer(const SpscRingProducer&) = delete;
   SpscRingProducer& operator=(const SpscRingProducer&) = delete;
@@ -214,7 +211,7 @@ class SpscRingProducer {
     if (open_position_ >= capacity_) open_position_ -= capacity_;
     open_ = next;
     batch_bytes_ = 0;
-    if (open_ >= rewind_check_at_ && open_position_ >= kHotWindowBytes) [[unlikely]]
+    if (hot_.due(open_)) [[unlikely]]
       maybe_rewind();
     return bytes;
   }
@@ -259,14 +256,17 @@ class SpscRingProducer {
     return last_envelope > end ? static_cast<std::size_t>(last_envelope - end) : 0;
   }
 
-  // At a lap position of kHotWindowBytes or more, with no batch open: if the
-  // consumer has at most a quarter of the window left to read, publishes a
-  // gap over the rest of the lap and goes on at the ring's start; else looks
-  // again a quarter window later.
+  // Where hot_ is due, with no batch open: if the producer is past the window
+  // and the consumer has at most a quarter of it left to read, publishes a
+  // gap over the rest of the lap and goes on at the ring's start; else hot_
+  // sets when to look again.
   void maybe_rewind() noexcept {
-    rewind_check_at_ = open_ + kHotWindowBytes / 4;
-    if (open_ - cached_read_ > kHotWindowBytes / 4 && (!refresh() || open_ - cached_read_ > kHotWindowBytes / 4))
-      return;
+    const bool back = hot_.go_back_now(open_, open_position_, [this]() -> uint64_t {
+      // The consumer's line is read (P2) only when the cached view says behind.
+      if (open_ - cached_read_ <= hot_.max_unread_bytes()) return open_ - cached_read_;
+      return refresh() ? open_ - cached_read_ : UINT64_MAX;
+    });
+    if (!back) return;
     const std::size_t rest = capacity_ - open_position_;  // the gap: envelope and the rest of the lap
     const uint64_t lap_end = open_ + rest;
     // The next envelope goes at the lap's end, in space the consumer released
@@ -282,7 +282,7 @@ class SpscRingProducer {
     open_ = lap_end;
     open_position_ = 0;
     zero_ahead(open_, data_);
-    rewind_check_at_ = open_ + kHotWindowBytes;
+    hot_.went_back(open_);
   }
 
   // Takes the lines after `next` (free space only) before they are needed:
@@ -306,7 +306,7 @@ class SpscRingProducer {
   uint64_t cached_read_ = 0;       // the consumer's index as last read (P2)
   uint64_t zeroed_ = 0;            // lines below this offset were taken ahead
   std::size_t reserved_ = 0;       // size of the outstanding reservation
-  uint64_t rewind_check_at_ = 0;   // maybe_rewind() once open_ gets here (never: UINT64_MAX)
+  HotWindow hot_;                  // maybe_rewind() once open_ gets to hot_.due()
   uint64_t gap_end_ = 0;           // the last gap: the offset after it ...
   uint64_t gap_bytes_ = 0;         // ... and its length, envelope included
   uint32_t sequence_ = 0;          // of the last published batch
@@ -319,8 +319,9 @@ class SpscRingConsumer {
   SpscRingConsumer() = default;
   SpscRingConsumer(SpscRingIndices* indices, const std::byte* data, std::size_t capacity) noexcept
       : indices_(indices), data_(data), capacity_(capacity) {
-    FJORD_ASSERT(indices != nullptr && data != nullptr);
-    FJORD_ASSERT(capacity >= 2 * kBatchAlignBytes && capacity % kBatchAlignBytes == 0 && capacity <= (1ULL << 31));
+    FJORD_ASSERT(indices != nullptr);
+    FJORD_ASSERT(data != nullptr);
+    detail::assert_valid_capacity(capacity);
     FJORD_ASSERT(reinterpret_cast<uintptr_t>(data) % kBatchAlignBytes == 0);
   }
   SpscRingConsumer(const SpscRingConsumer&) = delete;

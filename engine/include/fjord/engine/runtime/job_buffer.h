@@ -16,19 +16,14 @@
 // zero (fresh pages) and every commit zeroes the envelope after its entry
 // before publishing its own.
 //
-// Going back to the start (the hot window). A ring walked end to end keeps
-// every line of it in play: each line the producer comes back to a lap later
-// has left both cores' caches, and a signal through a 1 MB buffer took 290
-// ns round trip against 160 through a 64 KB one (runtime_bench queue_only,
-// docs/benchmarks.md). So while the consumer keeps up, the producer does not
-// walk the whole ring: once its position is kHotWindowBytes into a lap and
-// at most a quarter of that is unread, it publishes a gap entry (flag
-// kGapEntry) that covers the rest of the lap and goes on at the ring's
-// start. The consumer steps over gaps (entry_at), so they are never seen as
-// signals. A consumer that falls behind keeps the producer walking the
-// whole ring, all of its capacity in use; the bytes of a gap not yet stepped
-// over are left out of free_bytes()/used_bytes(), which congestion and the
-// statistics read. Buffers under 4x the window never go back early.
+// Going back to the start (the hot window, fjord/base/hot_window.h): while
+// the consumer keeps up, the producer keeps to the ring's first
+// kHotWindowBytes. Once it is that far into a lap with at most a quarter of
+// the window unread, it publishes a gap entry (flag kGapEntry) that covers
+// the rest of the lap and goes on at the ring's start. The consumer steps
+// over gaps (entry_at), so they are never seen as signals. The bytes of a
+// gap not yet stepped over are left out of free_bytes()/used_bytes(), which
+// congestion and the statistics read.
 //
 // Threads: reserve/commit by the producer only; entry_at/consume/has_data by
 // the consumer only; capacity()/used_bytes() by anyone.
@@ -42,9 +37,10 @@
 //   C2  consumer: store-release read_ (after it stopped reading the bytes).
 //   P2  producer: load-acquire read_ -- pairs with C2: the producer does not
 //       overwrite bytes the consumer may still be reading.
-// The producer caches read_ and reloads it (P2) only when its cached view
-// says full, so the consumer's line moves only then. write_ is the
-// producer's own position, published relaxed for statistics only.
+// The producer caches read_ (as write_limit_, the position it may write up
+// to) and reloads it (P2) only when its cached view says full, so the
+// consumer's line moves only then. write_ is the producer's own position,
+// published relaxed for statistics only.
 #pragma once
 
 #include <algorithm>
@@ -54,9 +50,12 @@
 #include <cstdint>
 #include <span>
 
+#include "fjord/base/assert.h"
 #include "fjord/base/cache.h"
+#include "fjord/base/hot_window.h"
 #include "fjord/base/mirrored_map.h"
 #include "fjord/base/status.h"
+#include "fjord/base/tuning.h"
 #include "fjord/transport/types.h"
 
 namespace fjord::engine {
@@ -89,35 +88,44 @@ class JobBuffer {
   // Room for a frame of `frame_bytes` (a multiple of 8): a span of at least
   // that many bytes where the frame goes, or empty if the entry does not fit.
   std::span<std::byte> reserve(std::size_t frame_bytes) noexcept {
+    FJORD_ASSERT_MSG(frame_bytes % 8 == 0, "entries keep their envelopes 8-byte aligned");
     // The entry and the zeroed envelope after it must fit.
     const uint64_t need = entry_bytes(frame_bytes) + sizeof(Envelope);
     uint64_t w = write_.load(std::memory_order_relaxed);
-    if (w >= rewind_check_at_) [[unlikely]]
+    if (hot_.due(w)) [[unlikely]]
       w = maybe_rewind(w);
-    if (w + need - cached_read_ > capacity_) {
-      cached_read_ = read_.load(std::memory_order_acquire);  // P2
-      if (w + need - cached_read_ > capacity_) return {};
+    if (w + need > write_limit_) {
+      write_limit_ = read_.load(std::memory_order_acquire) + capacity_;  // P2
+      if (w + need > write_limit_) return {};
     }
-    return {base_ + (w & mask_) + sizeof(Envelope),
-            static_cast<std::size_t>(capacity_ - (w - cached_read_) - need + frame_bytes)};
+    return {base_ + (w & mask_) + sizeof(Envelope), static_cast<std::size_t>(write_limit_ - w - 2 * sizeof(Envelope))};
   }
-  // Publishes the frame of `frame_bytes` written into the last reservation.
+  // Publishes the frame of `frame_bytes` written into the last reservation
+  // (a reserve() of at least frame_bytes, nothing reserved or committed
+  // since).
   void commit(std::size_t frame_bytes, NodeId sender_node) noexcept {
+    FJORD_ASSERT_MSG(frame_bytes % 8 == 0, "entries keep their envelopes 8-byte aligned");
     const uint64_t w = write_.load(std::memory_order_relaxed);
     const uint64_t next = w + entry_bytes(frame_bytes);
-    word_at(next).store(0, std::memory_order_relaxed);
+    // Within the reservation: the entry and the envelope zeroed after it lie
+    // in space the consumer released.
+    FJORD_ASSERT_MSG(next + sizeof(Envelope) <= write_limit_, "commit beyond the reservation");
+    std::byte* const entry = base_ + (w & mask_);
+    // The next envelope, through the mirror when the entry ends past the ring.
+    word_at(entry + entry_bytes(frame_bytes)).store(0, std::memory_order_relaxed);
     const Envelope e{static_cast<uint32_t>(entry_bytes(frame_bytes)), sender_node, 0};
-    word_at(w).store(std::bit_cast<uint64_t>(e), std::memory_order_release);  // P1
+    word_at(entry).store(std::bit_cast<uint64_t>(e), std::memory_order_release);  // P1
     write_.store(next, std::memory_order_relaxed);
   }
   // Free bytes as the producer last saw them (may be stale-low, never high),
   // not counting a gap the consumer has yet to step over.
   std::size_t free_bytes_hint() const noexcept {
-    const uint64_t used = write_.load(std::memory_order_relaxed) - cached_read_;
-    return static_cast<std::size_t>(capacity_ - (used - pending_gap_bytes(cached_read_)));
+    const uint64_t read = write_limit_ - capacity_;
+    const uint64_t used = write_.load(std::memory_order_relaxed) - read;
+    return static_cast<std::size_t>(capacity_ - (used - pending_gap_bytes(read)));
   }
   std::size_t free_bytes() noexcept {
-    cached_read_ = read_.load(std::memory_order_acquire);  // P2
+    write_limit_ = read_.load(std::memory_order_acquire) + capacity_;  // P2
     return free_bytes_hint();
   }
 
@@ -143,8 +151,10 @@ class JobBuffer {
   bool has_data() noexcept {
     return word_at(read_.load(std::memory_order_relaxed)).load(std::memory_order_relaxed) != 0;
   }
-  // Gives back the bytes of whole entries the consumer is done with.
+  // Gives back the bytes of whole entries the consumer is done with (an
+  // offset past the last one, as entry_at walks).
   void consume(std::size_t bytes) noexcept {
+    FJORD_ASSERT_MSG(bytes % 8 == 0, "whole entries only");
     read_.store(read_.load(std::memory_order_relaxed) + bytes, std::memory_order_release);  // C2
   }
 
@@ -157,34 +167,37 @@ class JobBuffer {
     const uint64_t used = write_.load(std::memory_order_relaxed) - read;
     return static_cast<std::size_t>(std::min(used - std::min(used, pending_gap_bytes(read)), capacity_));
   }
-  // Where the producer goes back to the ring's start (bytes into a lap).
-  std::size_t hot_window_bytes() const noexcept { return static_cast<std::size_t>(hot_bytes_); }
+  // Where the producer goes back to the ring's start (bytes into a lap):
+  // the window, or the capacity for a buffer that never goes back early.
+  std::size_t hot_window_bytes() const noexcept {
+    return static_cast<std::size_t>(hot_.bytes() != 0 ? hot_.bytes() : capacity_);
+  }
 
   // The window a producer keeps to while its consumer keeps up.
-  static constexpr std::size_t kHotWindowBytes = 64 << 10;
+  static constexpr std::size_t kHotWindowBytes = tuning::kJobBufferHotWindowBytes;
 
  private:
-  // At `w`, rewind_check_at_ or later: goes back to the ring's start if the
-  // consumer keeps up (returns the new write position), else sets when to
-  // look again. Rare: once per window of bytes at most.
+  // At `w`, where hot_ is due: goes back to the ring's start if the consumer
+  // keeps up (returns the new write position), else hot_ sets when to look
+  // again. Rare: once per quarter window of bytes at most.
   uint64_t maybe_rewind(uint64_t w) noexcept;
   // The last gap's bytes if a consumer at `read` has not stepped over it.
   uint64_t pending_gap_bytes(uint64_t read) const noexcept {
     return read < gap_end_.load(std::memory_order_relaxed) ? gap_bytes_.load(std::memory_order_relaxed) : 0;
   }
 
-  std::atomic_ref<uint64_t> word_at(uint64_t position) const noexcept {
-    return std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(base_ + (position & mask_)));
+  std::atomic_ref<uint64_t> word_at(uint64_t position) const noexcept { return word_at(base_ + (position & mask_)); }
+  static std::atomic_ref<uint64_t> word_at(std::byte* at) noexcept {
+    return std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(at));
   }
 
   MirroredMap memory_;
   std::byte* base_ = nullptr;
   uint64_t capacity_ = 0;
   uint64_t mask_ = 0;
-  uint64_t hot_bytes_ = 0;  // kHotWindowBytes, or capacity_ (never rewind) for a small buffer
   alignas(kCacheLineBytes) std::atomic<uint64_t> write_{0};  // the producer's line
-  uint64_t cached_read_ = 0;
-  uint64_t rewind_check_at_ = 0;  // maybe_rewind() when write_ gets here
+  uint64_t write_limit_ = 0;  // read_ as the producer last loaded it (P2), plus capacity_
+  HotWindow hot_;             // maybe_rewind() when write_ gets to hot_.due()
   // The last gap: the position after it, and its size. Written by the
   // producer; relaxed, as used_bytes() reads them from other threads.
   std::atomic<uint64_t> gap_end_{0};

@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "fjord/base/status.h"
+#include "fjord/base/tuning.h"
 #include "fjord/engine/runtime/block.h"
 #include "fjord/engine/thread_config.h"
 #include "fjord/transport/transporter.h"
@@ -49,14 +50,15 @@ struct RuntimeOptions {
   // NDB's ndbd: one thread receives, executes every block and sends.
   // `threads` must then hold exactly one entry (its CPUs and spintime apply).
   bool single_threaded = false;
-  std::size_t job_buffer_bytes = 1 << 20;               // per (producer, consumer) thread pair
-  std::size_t local_queue_bytes = 4 << 20;              // each thread's queue to itself
-  std::size_t spill_bytes = 4 << 20;                    // each thread's overflow queue
-  uint32_t congestion_percent = 60;                     // receive threads stop reading above this fill
-  uint32_t batch_signals = 256;                         // signals executed per loop before sending
-  uint32_t timer_capacity = 4096;                       // pending delayed signals per thread
-  uint32_t watchdog_ms = 6000;                          // a thread stuck this long is reported (0 = off)
-  std::function<void(const std::string&)> on_watchdog;  // default: log an error
+  // Sizes and limits; the defaults and why they are what they are: tuning.h.
+  std::size_t job_buffer_bytes = tuning::kJobBufferBytes;    // per (producer, consumer) thread pair
+  std::size_t local_queue_bytes = tuning::kLocalQueueBytes;  // each thread's queue to itself
+  std::size_t spill_bytes = tuning::kSpillBytes;             // each thread's overflow queue
+  uint32_t congestion_percent = tuning::kCongestionPercent;  // receive threads stop reading above this fill
+  uint32_t batch_signals = tuning::kBatchSignals;            // signals executed per loop before sending
+  uint32_t timer_capacity = tuning::kTimerCapacity;          // pending delayed signals per thread
+  uint32_t watchdog_ms = 6000;                               // a thread stuck this long is reported (0 = off)
+  std::function<void(const std::string&)> on_watchdog;       // default: log an error
   // Called (on a runtime thread) when a link went down; the transporter is
   // handed back for destruction and the node may reconnect.
   std::function<void(std::unique_ptr<transport::Transporter>)> on_link_down;
