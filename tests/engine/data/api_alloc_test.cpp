@@ -8,7 +8,7 @@
 
 #include <vector>
 
-#include "cluster_harness.h"
+#include "node_cluster.h"
 #include "counting_new.h"
 
 namespace fjord::test {

@@ -11,7 +11,7 @@
 #include <thread>
 
 #include "builtin_transporters.h"
-#include "cluster_harness.h"
+#include "node_cluster.h"
 #include "fjord/api/api.h"
 #include "fjord/base/clock.h"
 #include "fjord/engine/cluster_config.h"
