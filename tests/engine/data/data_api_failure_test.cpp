@@ -83,8 +83,9 @@ class HeldTcpFactory final : public transport::TransporterFactory {
 // then closed: close() closes them at the node all the same, so their
 // records there (TC's, each partition's at its LDM) come back without a
 // disconnect, and the answers that come late, before or after close()
-// returned, are dropped. Before, close() sent nothing after a failure: after
-// MaxNoOfConcurrentScans such scans none opened until the connection closed.
+// returned, are dropped. Were close() to send nothing after a failure, such
+// scans would hold their records until the connection closed, and after
+// MaxNoOfConcurrentScans of them no scan would open.
 TEST_F(DataApiTest, ScansThatTimedOutAndWereClosedGiveTheirRecordsBack) {
   ClusterOptions options;
   options.extra_ndbd = "MaxNoOfConcurrentScans=2\n";

@@ -68,10 +68,10 @@ TEST_F(DataApiTest, ScansFullOrderedBoundedAndFiltered) {
   EXPECT_FALSE(refused.is_ok() && (*refused)->status().is_ok());
 }
 
-// A scan read to its end was taken for free before it was closed: the next
-// scan() handed out the same Scan object, so the first scan's close() (as
-// every caller does after its loop) closed the second one, which then
-// returned no rows and reported no error.
+// A scan read to its end stays its caller's until close(): were its Scan
+// object free before that, the next scan() could hand it out again, and the
+// first scan's close() (as every caller does after its loop) would close
+// the second one, which would then return no rows and no error.
 TEST_F(DataApiTest, AScanReadToItsEndStaysTheCallersUntilClosed) {
   ASSERT_TRUE(run([&](api::Transaction& tx) {
     for (uint64_t id = 0; id < 20; ++id) tx.insert(*table_, account(id, 1));
@@ -104,8 +104,9 @@ TEST_F(DataApiTest, AScanReadToItsEndStaysTheCallersUntilClosed) {
   EXPECT_LE(objects.size(), 2u);
 }
 
-// batch_rows outside what the node accepts (1..4096) came back as a bare
-// "4000: Malformed or inconsistent request".
+// batch_rows outside what the node accepts (1..4096) is refused by the API
+// with the range, not sent to come back as a bare "4000: Malformed or
+// inconsistent request".
 TEST_F(DataApiTest, AScanBatchSizeOutOfRangeIsRefusedNamingTheRange) {
   ASSERT_TRUE(run([&](api::Transaction& tx) { tx.insert(*table_, account(1, 1)); }));
   api::ScanSpec spec;
@@ -130,9 +131,9 @@ TEST_F(DataApiTest, AScanBatchSizeOutOfRangeIsRefusedNamingTheRange) {
   }
 }
 
-// A ScanSpec the node cannot run came back as a bare "4000: Malformed or
-// inconsistent request", and bounds given without an index were dropped
-// without a word: the scan returned every row.
+// A ScanSpec the node cannot run is refused naming what is wrong, not with
+// a bare "4000: Malformed or inconsistent request"; bounds given without an
+// index are refused too, not dropped (the scan would return every row).
 TEST_F(DataApiTest, AScanSpecTheNodeCannotRunIsRefusedNamingWhatIsWrong) {
   ASSERT_TRUE(run([&](api::Transaction& tx) {
     for (uint64_t id = 0; id < 10; ++id) tx.insert(*table_, account(id, static_cast<int64_t>(id)));
@@ -191,8 +192,8 @@ TEST_F(DataApiTest, AScanSpecTheNodeCannotRunIsRefusedNamingWhatIsWrong) {
 
 // A scan opens one LDM scan record per partition: the LDMs must have
 // MaxNoOfConcurrentScans x PartitionsPerTable of them for the TC's limit to
-// be the one a program meets (before, they had MaxNoOfConcurrentScans, so
-// with 2 and 8 partitions not even one full scan could open).
+// be the one a program meets (with only MaxNoOfConcurrentScans of them, 2
+// and 8 partitions, not even one full scan could open).
 TEST_F(DataApiTest, TheConcurrentScanLimitIsTheTcsAndALocalLimitIsNamedWhenHit) {
   const auto fill = [&] {
     ASSERT_TRUE(run([&](api::Transaction& tx) {

@@ -41,9 +41,9 @@ TEST_F(DataApiTest, SchemaIsCreatedDescribedAndDropped) {
 }
 
 // Limits the data node's table codec enforces (names of at most 128 bytes,
-// at most 64 indexes, no '$' in a table name) were not checked by the API,
-// so such a definition came back as a bare "4000: Malformed or
-// inconsistent request" that named nothing.
+// at most 64 indexes, no '$' in a table name) are checked by the API too,
+// so such a definition is refused naming the limit, not with a bare "4000:
+// Malformed or inconsistent request" that names nothing.
 TEST_F(DataApiTest, ADefinitionBeyondTheNodesLimitsIsRefusedNamingWhatIsWrong) {
   const auto refusal = [&](const engine::TableDef& t) {
     auto created = conn_->create_table(t);
@@ -78,9 +78,10 @@ TEST_F(DataApiTest, ADefinitionBeyondTheNodesLimitsIsRefusedNamingWhatIsWrong) {
 
 // A unique index lives in a hidden table named "table$index" whose columns
 // are the index's and then the primary key's, renamed "$pk$column". A
-// definition valid in itself could make that hidden table invalid (a name
-// too long, two columns of one name): DICT installed it anyway and every TC
-// and LDM asserted on it, taking the whole data node down.
+// definition valid in itself can make that hidden table invalid (a name
+// too long, two columns of one name): it is refused at create, since every
+// TC and LDM asserts on an invalid table, which would take the whole data
+// node down.
 TEST_F(DataApiTest, AUniqueIndexWhoseHiddenTableWouldBeInvalidIsRefusedAndTheNodeKeepsWorking) {
   const auto refusal = [&](const engine::TableDef& t) {
     auto created = conn_->create_table(t);
@@ -111,10 +112,10 @@ TEST_F(DataApiTest, AUniqueIndexWhoseHiddenTableWouldBeInvalidIsRefusedAndTheNod
   EXPECT_FALSE((*other)->get_table("clashing_names"));
 }
 
-// A unique index's hidden table ("table$index") is DICT's own: drop_table
-// did not know it, but get_table described it, and a program could then
-// write to it directly, so an insert of a value no row has was refused as a
-// duplicate (893).
+// A unique index's hidden table ("table$index") is DICT's own: get_table
+// and drop_table both answer that no such table exists, so a program cannot
+// write to it directly (an entry written there would make an insert of a
+// value no row has be refused as a duplicate, 893).
 TEST_F(DataApiTest, AUniqueIndexsHiddenTableIsNoTableOfTheApi) {
   auto hidden = conn_->get_table("accounts$by_email");
   EXPECT_FALSE(hidden);
@@ -180,10 +181,10 @@ TEST_F(DataApiTest, DroppingATableReturnsAllItsPagesEvenWithAScanAndWritesInFlig
 }
 
 // A transaction's uncommitted writes to a table that another connection
-// then dropped went nowhere, yet its commit reported success. The commit
-// now fails with 283, and the transaction ends aborted: its writes to a
-// table that stays are undone and their locks freed. A transaction that
-// only read the dropped table (with a lock) commits: its reads were true.
+// then dropped go nowhere, so its commit must not report success: it fails
+// with 283, and the transaction ends aborted: its writes to a table that
+// stays are undone and their locks freed. A transaction that only read the
+// dropped table (with a lock) commits: its reads were true.
 TEST_F(DataApiTest, ACommitAfterATableItWroteToWasDroppedFailsAndUndoesTheRest) {
   auto kept = conn_->create_table(accounts_def("kept"));
   ASSERT_TRUE(kept) << kept.status().to_string();
@@ -313,7 +314,7 @@ TEST_F(DataApiTest, EveryColumnTypeIsDescribedAsCreatedAndBoundedByAnOrderedScan
 
 // A write reports a row's unique-index columns (and primary key) to TC
 // twice, before and after, in one signal. A table whose unique columns
-// could not fit was created all the same, and every write to it was then
+// cannot fit is refused at create: created, every write to it would be
 // refused with a bare "4000: Malformed or inconsistent request".
 TEST_F(DataApiTest, ATableWhoseUniqueColumnsCannotBeReportedInOneSignalIsRefusedAtCreate) {
   engine::TableDef t;
@@ -359,10 +360,11 @@ TEST_F(DataApiTest, StaleTableVersionIsRefused) {
   tx.close();
 }
 
-// get_table() caches. When another connection dropped the table and
-// created it again differently, the cached definition's operations were
-// refused (723 or 241) but get_table() kept returning that same stale
-// definition, so the connection could never use the table again.
+// get_table() caches. When another connection drops the table and creates
+// it again differently, the cached definition's operations are refused
+// (723 or 241), and get_table() then fetches the new definition: were it to
+// keep returning the stale one, the connection could never use the table
+// again.
 TEST_F(DataApiTest, AStaleCachedDefinitionIsRefusedAndGetTableThenFetchesTheNewOne) {
   auto other_conn = cluster_->connect(51);
   ASSERT_TRUE(other_conn) << other_conn.status().to_string();
@@ -413,9 +415,9 @@ TEST_F(DataApiTest, AStaleCachedDefinitionIsRefusedAndGetTableThenFetchesTheNewO
   }
 }
 
-// create_table() added its definition to the cache beside any older one of
-// the same name (cached before another connection dropped the table), and
-// get_table() went on answering with the older one.
+// create_table() replaces any older definition of the same name in the
+// cache (cached before another connection dropped the table), so
+// get_table() answers with the one this connection created.
 TEST_F(DataApiTest, GetTableAnswersWithTheDefinitionThisConnectionCreatedLast) {
   auto other = cluster_->connect(51);
   ASSERT_TRUE(other) << other.status().to_string();

@@ -7,12 +7,12 @@
 namespace fjord::engine::ldm_test {
 namespace {
 
-// A transaction wrote to a table that DICT then dropped: the LDMs forgot
-// those writes with the table, yet the commit confirmed them. TC now
+// A transaction wrote to a table that DICT then dropped: the LDMs forget
+// those writes with the table, so a commit must not confirm them. TC
 // aborts such a transaction when the table is dropped (283, in a
 // TcAbortRep, before the commit that comes later is refused): its writes
 // to a table that stays are undone and its locks released. A transaction
-// that only read the dropped table, with a lock, commits as before.
+// that only read the dropped table, with a lock, commits.
 TEST(LdmWithTcTest, ATransactionThatWroteToADroppedTableIsAbortedAndTheRestUndone) {
   BlockCluster cluster;
   Api api(cluster);

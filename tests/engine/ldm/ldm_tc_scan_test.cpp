@@ -13,9 +13,9 @@ namespace {
 // request timeout: the node was slow) is remembered: once the round's
 // answers are in, TC closes the partitions still open and ends the scan,
 // counting the round's rows and messages so that the API knows what is still
-// on its way, and every record (TC's, the LDMs') is free again. Before, TC
-// ignored such a close and the records stayed until the API disconnected:
-// after MaxNoOfConcurrentScans of them no scan opened.
+// on its way, and every record (TC's, the LDMs') is free again. Ignored,
+// such a close would leave the records until the API disconnected, and
+// after MaxNoOfConcurrentScans of them no scan would open.
 TEST(LdmWithTcTest, AScanClosedWhileItsRoundRunsEndsWhenTheRoundIsInAndFreesItsRecords) {
   constexpr uint32_t kMaxScans = 2;
   BlockCluster cluster(Layout::kSeparate, 1000, 32768, 0, kMaxScans);  // a quiet TC timer: see signals_on

@@ -8,6 +8,7 @@
 #include <array>
 #include <cstdio>
 #include <fstream>
+#include <iterator>
 #include <set>
 
 #include "fjord/base/log.h"
@@ -358,12 +359,12 @@ TEST(LdmWithTcTest, WritesToAHiddenUniqueIndexTableFromAnApiAreRefused) {
   }
 }
 
-// TC took a missing hidden row, when it deleted one to keep a unique index
-// in step with its table, for a NULL that has none (it never deletes one
-// for a NULL), so an index that disagreed with its table went unnoticed and
-// the write went on. It is now an internal error (4349), logged, that
-// aborts the write's transaction. The disagreement is made by deleting a
-// hidden row through TC directly (the API is never given a hidden table).
+// A hidden row missing when TC deletes it to keep a unique index in step
+// with its table (it never deletes one for a NULL, so a missing row means
+// the index disagrees with its table) is an internal error (4349), logged,
+// that aborts the write's transaction, so the disagreement does not go
+// unnoticed. The test makes the disagreement by deleting a hidden row
+// straight at its LDM (the API is never given a hidden table).
 TEST(LdmWithTcTest, AHiddenRowMissingForItsTablesRowAbortsTheWriteThatFindsItAndIsLogged) {
   BlockCluster cluster;
   Api api(cluster);
