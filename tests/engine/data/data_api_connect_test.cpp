@@ -22,10 +22,7 @@ namespace {
 
 using api::ExecType;
 using api::Row;
-using engine::ColumnType;
-using engine::IndexKind;
 using engine::protocol::ErrorCode;
-using engine::protocol::LockMode;
 
 // A raw TCP connection to the data node's port (no handshake sent).
 UniqueFd connect_to_node_port(const TestCluster& cluster) {
@@ -42,8 +39,8 @@ UniqueFd connect_to_node_port(const TestCluster& cluster) {
 // scan, a stuck process) holds up neither API nodes connecting nor the
 // control socket.
 TEST_F(DataApiTest, ASilentPeerOnTheNodesPortHoldsUpNoConnection) {
-  std::vector<UniqueFd> silent;
-  for (int i = 0; i < 3; ++i) silent.push_back(connect_to_node_port(*cluster_));
+  std::vector<UniqueFd> silent(3);
+  for (UniqueFd& fd : silent) fd = connect_to_node_port(*cluster_);
   ASSERT_FALSE(HasFailure());
   std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the node has taken them
   const uint64_t t0 = monotonic_ns();

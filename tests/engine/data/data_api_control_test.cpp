@@ -28,9 +28,6 @@ namespace {
 using api::ExecType;
 using api::Row;
 using engine::ColumnType;
-using engine::IndexKind;
-using engine::protocol::ErrorCode;
-using engine::protocol::LockMode;
 
 // fjord-stats's path: the node's control socket answers each command, and
 // names what was wrong with a bad one.
@@ -346,8 +343,8 @@ std::string read_all(int fd) {
 TEST_F(DataApiTest, ASilentOrSlowControlClientHoldsUpNothing) {
   const std::string socket = cluster_->node().control_socket();
   ASSERT_EQ(socket[0], '@');
-  std::vector<UniqueFd> silent;
-  for (int i = 0; i < 3; ++i) silent.push_back(control_connection(socket));
+  std::vector<UniqueFd> silent(3);
+  for (UniqueFd& fd : silent) fd = control_connection(socket);
   const uint64_t t0 = monotonic_ns();
   auto pong = engine::control_request(socket, "ping", 1500);
   ASSERT_TRUE(pong) << pong.status().to_string();
@@ -377,8 +374,8 @@ TEST_F(DataApiTest, ASilentOrSlowControlClientHoldsUpNothing) {
 // ones are told so, and the node goes on answering.
 TEST_F(DataApiTest, TooManyWaitingControlClientsAreToldSo) {
   const std::string socket = cluster_->node().control_socket();
-  std::vector<UniqueFd> waiting;
-  for (int i = 0; i < 8; ++i) waiting.push_back(control_connection(socket));
+  std::vector<UniqueFd> waiting(8);
+  for (UniqueFd& fd : waiting) fd = control_connection(socket);
   auto refused = engine::control_request(socket, "ping", 1500);
   ASSERT_TRUE(refused) << refused.status().to_string();
   EXPECT_EQ(refused->rfind("error: too many control connections", 0), 0u) << *refused;

@@ -16,8 +16,6 @@ namespace {
 using api::ExecType;
 using api::Row;
 using engine::ColumnType;
-using engine::IndexKind;
-using engine::protocol::ErrorCode;
 using engine::protocol::LockMode;
 
 TEST_F(DataApiTest, EveryOperationTypeAndItsErrors) {

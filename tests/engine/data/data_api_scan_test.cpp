@@ -15,10 +15,6 @@ namespace {
 
 using api::ExecType;
 using api::Row;
-using engine::ColumnType;
-using engine::IndexKind;
-using engine::protocol::ErrorCode;
-using engine::protocol::LockMode;
 
 TEST_F(DataApiTest, ScansFullOrderedBoundedAndFiltered) {
   for (uint64_t base = 0; base < 400; base += 50)

@@ -240,7 +240,7 @@ TEST_F(DataApiTest, EveryColumnTypeIsDescribedAsCreatedAndBoundedByAnOrderedScan
                  {"vbin", ColumnType::kVarBinary, 5, true}, {"chr", ColumnType::kChar, 3, false},
                  {"vchr", ColumnType::kVarChar, 6, true}};
   def.primary_key = {0};
-  for (uint16_t c = 1; c < def.columns.size(); ++c)
+  for (uint16_t c = 1; c < static_cast<uint16_t>(def.columns.size()); ++c)
     def.indexes.push_back({"by_" + def.columns[c].name, IndexKind::kOrdered, {c}, 0});
   def.indexes.push_back({"by_u32_chr", IndexKind::kUnique, {2, 7}, 0});
   def.partitions = 3;
@@ -287,7 +287,7 @@ TEST_F(DataApiTest, EveryColumnTypeIsDescribedAsCreatedAndBoundedByAnOrderedScan
   ASSERT_TRUE(run([&](api::Transaction& tx) {
     for (int v = -20; v < 20; ++v) tx.insert(t, row_of(v));
   }));
-  for (uint16_t c = 1; c < def.columns.size(); ++c) {
+  for (uint16_t c = 1; c < static_cast<uint16_t>(def.columns.size()); ++c) {
     SCOPED_TRACE("column " + def.columns[c].name);
     const Row lo = row_of(-7), hi = row_of(11);
     for (const bool inclusive : {true, false}) {

@@ -112,7 +112,7 @@ class Harness {
     });
   }
   void sync_all() {
-    for (uint16_t i = 0; i < ldms_.size(); ++i) sync(i);
+    for (uint16_t i = 0; i < ldm_count(); ++i) sync(i);
   }
 
   storage::PagePool& pool() { return *pool_; }

@@ -8,6 +8,7 @@
 
 #include <array>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -30,6 +31,8 @@ struct TxResult {
   std::vector<uint32_t> train_ops;  // op_index of each KeyDataTrain record, in order
 };
 
+// Speaks for the API double: each call sends TC a request and waits in the
+// cluster's inbox for TC's answers to it.
 class Api {
  public:
   explicit Api(BlockCluster& cluster) : c_(cluster) {}
@@ -309,8 +312,9 @@ inline void expect_a_deadlock_victim(const TxResult& a, const TxResult& b) {
     }
 }
 
-// The hidden table of a unique index, as DICT makes it: the unique columns
-// and then the primary key, under the index's id and the table's version.
+// The hidden table of a unique index as a scan names it: by the index's id
+// and the table's version (a scan sends no more of the definition; its rows
+// are the unique columns and then the primary key).
 inline TableDef hidden_of(const TableDef& t, uint32_t index_id) {
   TableDef hidden = t;
   hidden.table_id = index_id;

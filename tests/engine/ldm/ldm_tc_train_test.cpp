@@ -140,6 +140,7 @@ TEST(LdmWithTcTest, ARunOfPlannedReadsFillsReplyAfterReplyAndStopsAtTheReadThatF
   };
 
   std::vector<Api::BatchOp> reads;
+  reads.reserve(here.size());
   for (const uint64_t id : here) reads.push_back(read(id));
   LdmStats before = cluster.ldm(0).stats();
   TxResult r = api.run_batch(t, reads, /*train=*/true);
@@ -317,6 +318,7 @@ TEST(LdmWithTcTest, AWholeTrainOfReadsAnswersAndFailsAsRecordByRecord) {
   const auto read = [&](uint64_t id) { return Api::BatchOp{OpType::kRead, LockMode::kCommitted, item_key(id), {}}; };
 
   std::vector<Api::BatchOp> reads;
+  reads.reserve(local.size());
   for (const uint64_t id : local) reads.push_back(read(id));
   LdmStats ldm_before = cluster.ldm(0).stats();
   TcStats tc_before = cluster.tc().stats();
