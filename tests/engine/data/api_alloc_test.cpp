@@ -8,8 +8,8 @@
 
 #include <vector>
 
-#include "cluster_harness.h"
 #include "counting_new.h"
+#include "node_cluster.h"
 
 namespace fjord::test {
 namespace {

@@ -11,13 +11,13 @@
 #include <thread>
 
 #include "builtin_transporters.h"
-#include "cluster_harness.h"
 #include "fjord/api/api.h"
 #include "fjord/base/clock.h"
 #include "fjord/engine/cluster_config.h"
 #include "fjord/engine/protocol.h"
 #include "fjord/transport/config_file.h"
 #include "fjord/transport/frame.h"
+#include "node_cluster.h"
 
 namespace fjord::test {
 namespace {

@@ -12,7 +12,7 @@
 #include <random>
 #include <set>
 
-#include "cluster_harness.h"
+#include "node_cluster.h"
 
 namespace fjord::test {
 namespace {

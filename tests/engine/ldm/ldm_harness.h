@@ -13,19 +13,17 @@
 
 #include <gtest/gtest.h>
 
-#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
-#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "../cluster/signal_capture.h"
 #include "../runtime/test_blocks.h"
 #include "fjord/engine/blocks/ldm.h"
 #include "fjord/engine/protocol.h"
@@ -38,84 +36,10 @@ using namespace protocol;
 
 inline constexpr uint16_t kRelay = runtime_signals::kFirstUser + 50;  // test -> TC double: forward
 inline constexpr NodeId kSelf = 1;
-inline constexpr std::chrono::seconds kWait{60};  // a hang, not a timing assertion
 
-// A captured signal, owning its frame.
-struct Captured {
-  NodeId sender_node = kNoNode;
-  std::vector<std::byte> frame;
-  uint16_t number() const { return signal().number(); }
-  Signal signal() const {
-    Signal s;
-    s.sender_node = sender_node;
-    frame::decode_validated(frame, s.view);
-    return s;
-  }
-};
-
-inline Captured capture(const Signal& s) {
-  Captured c;
-  c.sender_node = s.sender_node;
-  std::span<const std::byte> sections[frame::kMaxSections];
-  for (std::size_t i = 0; i < s.section_count(); ++i) sections[i] = s.section(i);
-  std::vector<uint32_t> words(s.word_count());
-  for (std::size_t i = 0; i < words.size(); ++i) words[i] = s.word(i);
-  c.frame.resize(frame::kMaxFrameBytes);
-  const std::size_t n = frame::pack_frame(c.frame, s.view.header, words, {sections, s.section_count()}, false);
-  c.frame.resize(n);
-  return c;
-}
-
-// A thread-safe queue of captured signals.
-class Inbox {
- public:
-  void push(Captured c) {
-    {
-      std::lock_guard lock(mutex_);
-      queue_.push_back(std::move(c));
-    }
-    cv_.notify_all();
-  }
-  // Removes and returns the first signal matching `pred`, waiting for it.
-  Captured take(const std::function<bool(const Captured&)>& pred) {
-    std::unique_lock lock(mutex_);
-    std::optional<Captured> found;
-    const bool ok = cv_.wait_for(lock, kWait, [&] {
-      for (auto it = queue_.begin(); it != queue_.end(); ++it)
-        if (pred(*it)) {
-          found = std::move(*it);
-          queue_.erase(it);
-          return true;
-        }
-      return false;
-    });
-    if (!ok) ADD_FAILURE() << "no matching signal arrived (a hang)";
-    return found.value_or(Captured{});
-  }
-  // Removes and returns matching signals already here (no waiting).
-  std::vector<Captured> drain(const std::function<bool(const Captured&)>& pred) {
-    std::lock_guard lock(mutex_);
-    std::vector<Captured> out;
-    for (auto it = queue_.begin(); it != queue_.end();) {
-      if (pred(*it)) {
-        out.push_back(std::move(*it));
-        it = queue_.erase(it);
-      } else {
-        ++it;
-      }
-    }
-    return out;
-  }
-  std::size_t size() const {
-    std::lock_guard lock(mutex_);
-    return queue_.size();
-  }
-
- private:
-  mutable std::mutex mutex_;
-  std::condition_variable cv_;
-  std::deque<Captured> queue_;
-};
+using test::capture;
+using test::Captured;
+using test::Inbox;
 
 struct HarnessOptions {
   uint16_t ldm_threads = 1;
@@ -188,7 +112,7 @@ class Harness {
     });
   }
   void sync_all() {
-    for (uint16_t i = 0; i < ldms_.size(); ++i) sync(i);
+    for (uint16_t i = 0; i < ldm_count(); ++i) sync(i);
   }
 
   storage::PagePool& pool() { return *pool_; }

@@ -507,9 +507,9 @@ TEST(LdmScanTest, BatchesOfManySizesReturnEveryRowOnce) {
 // A round that fills exactly at the partition's last row (or an ordered
 // scan's last entry within its bounds) reports the partition finished, so
 // the scan takes no further, empty, round; the LDM counts the rounds
-// (scan_rounds). Before, such a scan learned that it was done only from one
-// more round trip. 130 rows: a round of them takes three batches from the
-// cursor (kScanFetchRows).
+// (scan_rounds): the scan needs no further round trip to learn that it is
+// done. 130 rows: a round of them takes three batches from the cursor
+// (kScanFetchRows).
 TEST(LdmScanTest, ARoundThatEndsAtThePartitionsLastRowFinishesIt) {
   Db db({}, items_table(1));
   fill(db, 0, 130);

@@ -1,6 +1,7 @@
 // An in-process cluster for end-to-end tests: one data node (DataNode, its
 // own threads) and API connections over a chosen transporter (tcp, shm,
-// sim), from generated config text with fresh endpoints.
+// sim), from generated config text with fresh endpoints. Called from the
+// test's threads; the node runs on its own.
 #pragma once
 
 #include <memory>
@@ -34,11 +35,16 @@ class TestCluster {
   ~TestCluster();
 
   Result<std::unique_ptr<api::Connection>> connect(NodeId api_node = 50, api::PollMode mode = api::PollMode::kBusy);
+  // What connect() connects with, for a test that changes some of it.
+  api::ConnectOptions connect_options(NodeId api_node, api::PollMode mode = api::PollMode::kBusy) const;
   engine::DataNode& node() { return *node_; }
   const std::string& config_text() const { return config_; }
+  // The data node's TCP port (ServerPort) on 127.0.0.1.
+  uint16_t server_port() const { return port_; }
 
  private:
   std::string config_;
+  uint16_t port_ = 0;
   std::unique_ptr<engine::DataNode> node_;
 };
 

@@ -1,4 +1,4 @@
-#include "cluster_harness.h"
+#include "node_cluster.h"
 
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -16,7 +16,7 @@ uint16_t free_tcp_port() {
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   socklen_t len = sizeof a;
-  // Best effort, as before: a failed bind leaves the port 0.
+  // Best effort: a failed bind leaves the port 0, and the node's start fails.
   (void)::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
   ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
   ::close(fd);
@@ -51,7 +51,8 @@ std::string cluster_config_text(const ClusterOptions& o, uint16_t port) {
 
 Result<std::unique_ptr<TestCluster>> TestCluster::start(const ClusterOptions& o) {
   auto cluster = std::unique_ptr<TestCluster>(new TestCluster());
-  cluster->config_ = cluster_config_text(o, free_tcp_port());
+  cluster->port_ = free_tcp_port();
+  cluster->config_ = cluster_config_text(o, cluster->port_);
   engine::DataNodeOptions d;
   d.config_text = cluster->config_;
   d.node_id = 1;
@@ -68,13 +69,17 @@ TestCluster::~TestCluster() {
 }
 
 Result<std::unique_ptr<api::Connection>> TestCluster::connect(NodeId api_node, api::PollMode mode) {
+  return api::Connection::connect(connect_options(api_node, mode));
+}
+
+api::ConnectOptions TestCluster::connect_options(NodeId api_node, api::PollMode mode) const {
   api::ConnectOptions c;
   c.config_text = config_;
   c.node_id = api_node;
   c.registry = &tools::builtin_registry();
   c.poll_mode = mode;
   c.request_timeout_ms = 20000;
-  return api::Connection::connect(c);
+  return c;
 }
 
 }  // namespace fjord::test
