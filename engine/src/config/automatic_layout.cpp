@@ -38,7 +38,8 @@ AutomaticCounts counts_for(uint32_t cores, uint32_t cpus_per_core) {
   counts.tc = std::min(kTcThreadsMax, (counts.ldm * cpus_per_core + 3) / 4);
   counts.recv = std::min(kRecvThreadsMax, (counts.tc + 1) / 2);
   counts.send = std::min(kSendThreadsMax, counts.tc / 2);
-  FJORD_ASSERT(counts.tc >= 1 && counts.recv >= 1);
+  FJORD_ASSERT(counts.tc >= 1);
+  FJORD_ASSERT(counts.recv >= 1);
   return counts;
 }
 
