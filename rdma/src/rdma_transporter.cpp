@@ -46,8 +46,10 @@ RdmaTransporter::RdmaTransporter(transport::LinkConfig config, NodeId self, std:
       reported_receives_(queue_depth_),
       posted_receives_(queue_depth_),
       reposted_public_(queue_depth_) {
-  FJORD_ASSERT(r_->send_ring.size() == ring_bytes_ && r_->receive_ring.size() == ring_bytes_);
-  FJORD_ASSERT(peer_.ring_bytes == ring_bytes_ && peer_.queue_depth > 0);
+  FJORD_ASSERT(r_->send_ring.size() == ring_bytes_);
+  FJORD_ASSERT(r_->receive_ring.size() == ring_bytes_);
+  FJORD_ASSERT(peer_.ring_bytes == ring_bytes_);
+  FJORD_ASSERT(peer_.queue_depth > 0);
   // A credit write is due before the sender could be stuck for want of one
   // frame's space: a quarter ring + the largest record <= ring (ring >= 64 KB).
   FJORD_ASSERT(credit_release_bytes_ + frame::kMaxFrameBytes + wire::kRecordHeaderBytes + wire::kRecordTrailerBytes <=
@@ -68,7 +70,8 @@ RdmaTransporter::~RdmaTransporter() = default;
 // ---- send side -------------------------------------------------------------
 
 std::span<std::byte> RdmaTransporter::reserve(std::size_t min_bytes) {
-  FJORD_ASSERT(min_bytes > 0 && min_bytes <= frame::kMaxFrameBytes);
+  FJORD_ASSERT(min_bytes > 0);
+  FJORD_ASSERT(min_bytes <= frame::kMaxFrameBytes);
   if (!is_up() || !refresh_credits()) return {};
   // Room for frames from where the next one goes up to the ring's limit,
   // keeping the trailer's 8 bytes (and the header's, for a new record).

@@ -81,8 +81,8 @@ class RdmaTransporter final : public transport::Transporter {
   // kSlowCheckPeriodNs, reading the coarse clock once per kSlowCheckEvery
   // empty polls: a fault is seen within a few milliseconds (the coarse
   // clock moves once per kernel tick), at no measurable cost. (The precise
-  // clock cost 3.3 us per read in the soft-RoCE guest, whose clocksource is
-  // the HPET: a message arriving during one waited that long.)
+  // clock costs microseconds per read where the clocksource is the HPET, as
+  // in the soft-RoCE guest: a message arriving during one would wait.)
   static constexpr uint32_t kSlowCheckEvery = 64;
   static constexpr uint64_t kSlowCheckPeriodNs = 1'000'000;
   // A sender that never receives looks at the rdma_cm channel once per

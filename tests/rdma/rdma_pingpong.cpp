@@ -35,10 +35,10 @@ using namespace fjord;
 // Round trips are stamped with the CPU's cycle counter, as perftest stamps
 // its own (get_cycles()). In the soft-RoCE guest the clocksource is the HPET
 // (the guest's kernel finds its TSCs unsynchronized), so clock_gettime is a
-// system call and an emulated HPET read: 3.3 us, one of which sat inside
+// system call and an emulated HPET read, microseconds that would sit inside
 // every measured round trip. The counter's rate is calibrated against
 // CLOCK_MONOTONIC once. Like perftest, the thread is not pinned (pinning it
-// let the echo thread and rxe's kernel work share its CPU); QEMU derives
+// would make the echo thread and rxe's kernel work share its CPU); QEMU derives
 // every vCPU's counter from one clock, and a round trip whose end stamp is
 // below its start (counters that really differ) is not recorded but counted.
 // The clock is fjord::CycleClock (base/cycle_clock.h).

@@ -119,10 +119,10 @@ def medians(rounds):
 
 write_r, send_r, ping_r = perftest_rounds("ib_write_lat"), perftest_rounds("ib_send_lat"), pingpong_rounds()
 # The ratio of record is that of each tool's median over the rounds. Each
-# round's own ratio is printed beside it to show the spread: pairing the
-# tools round by round was tried as the figure of record (2026-11-22) and
-# spread more (0.46-2.10 in one CI run, median 1.62, where the medians gave
-# 1.17): the host's speed changes within a round, between the tools' runs.
+# round's own ratio is printed beside it to show the spread. Round-by-round
+# pairs are not the figure of record because the host's speed changes within
+# a round, between the tools' runs, so paired ratios spread more than the
+# ratio of medians.
 paired = sorted(ping_r[r][0] / (2 * write_r[r][0]) for r in ping_r if r in write_r)
 if write_r and send_r and ping_r:
     write, send, ping = medians(write_r), medians(send_r), medians(ping_r)

@@ -8,8 +8,10 @@
 // SIGINT. Exit codes: 0 stopped cleanly, 1 could not start, 2 bad usage.
 #include <signal.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <string>
 
 #include "builtin_transporters.h"
@@ -39,13 +41,18 @@ int usage_error(const std::string& message) {
   return 2;
 }
 
-}  // namespace
+// What the command line asks for.
+struct CommandLine {
+  fjord::engine::DataNodeOptions options;
+  bool print_layout = false;
+  bool quiet = false;
+  std::string log_file;  // empty: DataDir/ndb_<id>_out.log; "-": stderr only
+};
 
-int main(int argc, char** argv) {
-  using namespace fjord;
-  engine::DataNodeOptions options;
-  bool print_layout = false, quiet = false;
-  std::string log_file;
+// Fills `line` from argv. Returns the exit code when the program should stop
+// here (0 after --help, 2 on bad usage), nothing when it should run.
+std::optional<int> parse_command_line(int argc, char** argv, CommandLine& line) {
+  fjord::engine::DataNodeOptions& options = line.options;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     auto value = [&]() -> const char* { return i + 1 < argc ? argv[++i] : nullptr; };
@@ -61,70 +68,94 @@ int main(int argc, char** argv) {
       char* end = nullptr;
       const long id = v ? std::strtol(v, &end, 10) : 0;
       if (!v || *end != '\0' || id < 1 || id > 255) return usage_error("--node-id takes a node id in 1..255");
-      options.node_id = static_cast<NodeId>(id);
+      options.node_id = static_cast<fjord::NodeId>(id);
     } else if (arg == "--thread-config") {
       const char* v = value();
       if (!v) return usage_error("--thread-config needs a ThreadConfig string");
       options.thread_config = v;
-    } else if (arg == "--single-threaded") {
-      options.single_threaded = true;
-    } else if (arg == "--multi-threaded") {
-      options.single_threaded = false;
+    } else if (arg == "--single-threaded" || arg == "--multi-threaded") {
+      options.single_threaded = arg == "--single-threaded";
     } else if (arg == "--print-thread-config") {
-      print_layout = true;
+      line.print_layout = true;
     } else if (arg == "--log-file") {
       const char* v = value();
       if (!v) return usage_error("--log-file needs a path");
-      log_file = v;
+      line.log_file = v;
     } else if (arg == "--control-socket") {
       const char* v = value();
       if (!v) return usage_error("--control-socket needs a name");
       options.control_socket = v;
     } else if (arg == "--quiet") {
-      quiet = true;
+      line.quiet = true;
     } else {
       return usage_error("unknown option '" + arg + "'");
     }
   }
   if (options.config_path.empty()) return usage_error("--config is required");
-  if (options.node_id == kNoNode) return usage_error("--node-id is required");
-  options.registry = &tools::builtin_registry();
-  log_set_tag("ndbd");
+  if (options.node_id == fjord::kNoNode) return usage_error("--node-id is required");
+  return std::nullopt;
+}
 
-  // Signals go to the main thread only: block them before any thread starts.
+// SIGTERM and SIGINT go to the main thread only: blocked here, before any
+// thread starts (threads inherit the mask), and taken with sigwait().
+sigset_t block_stop_signals() {
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGTERM);
   sigaddset(&stop_signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  return stop_signals;
+}
 
-  auto node = engine::DataNode::create(options);
+// Sends the log where the command line or the node's DataDir says. False,
+// with the reason on stderr, when the log file cannot be opened.
+bool open_log(const fjord::engine::DataNode& node, const CommandLine& line) {
+  const fjord::NodeId id = line.options.node_id;
+  std::string path = line.log_file;
+  if (path.empty())
+    path = node.config().node(id)->params.get_string("DataDir") + "/ndb_" + std::to_string(id) + "_out.log";
+  if (path == "-") return true;
+  if (!fjord::log_set_file(path)) {
+    std::fprintf(stderr, "fjord-datanode: cannot open log file %s: %s\n", path.c_str(), std::strerror(errno));
+    return false;
+  }
+  if (line.quiet) fjord::log_set_stderr(false);
+  return true;
+}
+
+// Starts the node and runs it until SIGTERM or SIGINT. The exit code.
+int run_until_stopped(fjord::engine::DataNode& node, fjord::NodeId id, const sigset_t& stop_signals) {
+  if (fjord::Status s = node.start(); !s) {
+    FJORD_LOG_ERROR("could not start: %s", s.message().c_str());
+    return 1;
+  }
+  std::fprintf(stderr, "fjord-datanode: node %u running; stats: fjord-stats --node %u; stop with SIGTERM\n", id, id);
+  int signal_number = 0;
+  sigwait(&stop_signals, &signal_number);
+  FJORD_LOG_INFO("received %s: shutting down", signal_number == SIGTERM ? "SIGTERM" : "SIGINT");
+  node.stop();
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace fjord;
+  CommandLine line;
+  if (std::optional<int> exit_code = parse_command_line(argc, argv, line)) return *exit_code;
+  line.options.registry = &tools::builtin_registry();
+  log_set_tag("ndbd");
+  const sigset_t stop_signals = block_stop_signals();
+
+  auto node = engine::DataNode::create(line.options);
   if (!node) {
     std::fprintf(stderr, "fjord-datanode: %s\n", node.status().message().c_str());
     return 1;
   }
-  if (print_layout) {
+  if (line.print_layout) {
     std::fputs((*node)->layout_text().c_str(), stdout);
     return 0;
   }
-  if (log_file.empty()) {
-    const engine::NodeDef* self = (*node)->config().node(options.node_id);
-    log_file = self->params.get_string("DataDir") + "/ndb_" + std::to_string(options.node_id) + "_out.log";
-  }
-  if (log_file != "-" && !log_set_file(log_file)) {
-    std::fprintf(stderr, "fjord-datanode: cannot open log file %s: %s\n", log_file.c_str(), std::strerror(errno));
-    return 1;
-  }
-  if (quiet && log_file != "-") log_set_stderr(false);
-  if (Status s = (*node)->start(); !s) {
-    FJORD_LOG_ERROR("could not start: %s", s.message().c_str());
-    return 1;
-  }
-  std::fprintf(stderr, "fjord-datanode: node %u running; stats: fjord-stats --node %u; stop with SIGTERM\n",
-               options.node_id, options.node_id);
-  int signal_number = 0;
-  sigwait(&stop_signals, &signal_number);
-  FJORD_LOG_INFO("received %s: shutting down", signal_number == SIGTERM ? "SIGTERM" : "SIGINT");
-  (*node)->stop();
-  return 0;
+  if (!open_log(**node, line)) return 1;
+  return run_until_stopped(**node, line.options.node_id, stop_signals);
 }

@@ -113,7 +113,7 @@ if [ -f "$FUZZ_DIR/build.ninja" ]; then
   fi
 fi
 
-# 5. suites that need the soft-RoCE guest (added by the RDMA transporter)
+# 5. suites that need the soft-RoCE guest (the RDMA transporter's)
 if [ -x "$ROOT/tests/rdma/run_vm_checks.sh" ]; then
   if [ "${SKIP_VM:-0}" = 1 ]; then
     record SKIP rdma-vm "SKIP_VM=1"

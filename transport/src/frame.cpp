@@ -122,7 +122,9 @@ std::size_t pack_frame(std::span<std::byte> dest, const SignalHeader& header, st
 std::size_t pack_frame_sized(std::byte* p, std::size_t total, const SignalHeader& header,
                              std::span<const uint32_t> data, std::span<const std::span<const std::byte>> sections,
                              bool checksum) noexcept {
-  FJORD_ASSERT(header.signal_number != 0 && total >= kHeaderBytes && total % kFrameAlign == 0);
+  FJORD_ASSERT(header.signal_number != 0);
+  FJORD_ASSERT(total >= kHeaderBytes);
+  FJORD_ASSERT(total % kFrameAlign == 0);
   // Padding is zero: the frame's last 8 bytes (its end padding is at most 7,
   // or 3 before a checksum) and each section's last word are zeroed before
   // anything is copied, and the copies then overwrite what is not padding.
@@ -145,7 +147,8 @@ std::size_t pack_frame_sized(std::byte* p, std::size_t total, const SignalHeader
   }
   // `total` was frame_bytes_for() these parts: the end padding is 0-7 bytes.
   const std::size_t end = cursor + (checksum ? 4 : 0);
-  FJORD_ASSERT_MSG(end <= total && total - end < kFrameAlign, "pack_frame_sized: total is not this frame's length");
+  FJORD_ASSERT_MSG(end <= total, "pack_frame_sized: total is not this frame's length");
+  FJORD_ASSERT_MSG(total - end < kFrameAlign, "pack_frame_sized: total is not this frame's length");
   if (checksum) store32(p + total - 4, crc32c(p, total - 4));
   return total;
 }

@@ -58,7 +58,8 @@ DeadlineNs setup_deadline(DeadlineNs accept_deadline) {
 }
 
 std::vector<std::byte> encode_request(const HandshakeRequest& request) {
-  FJORD_ASSERT(request.type.size() <= kMaxTypeNameBytes && request.extra.size() <= kMaxHandshakeExtraBytes);
+  FJORD_ASSERT(request.type.size() <= kMaxTypeNameBytes);
+  FJORD_ASSERT(request.extra.size() <= kMaxHandshakeExtraBytes);
   Writer w;
   w.u32(kHandshakeRequestMagic);
   w.u16(kHandshakeVersion);

@@ -35,7 +35,9 @@ MirroredMap::~MirroredMap() {
 }
 
 Result<MirroredMap> MirroredMap::map(int fd, uint64_t offset, std::size_t size) {
-  FJORD_ASSERT(size > 0 && size % page_size() == 0 && offset % page_size() == 0);
+  FJORD_ASSERT(size > 0);
+  FJORD_ASSERT(size % page_size() == 0);
+  FJORD_ASSERT(offset % page_size() == 0);
   // Reserve 2*size of address space, then place the file range twice inside it.
   void* reserved = ::mmap(nullptr, 2 * size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (reserved == MAP_FAILED) return io_error("mmap reserve " + std::to_string(2 * size) + " bytes", errno);

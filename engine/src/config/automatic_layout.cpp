@@ -1,10 +1,11 @@
 // automatic_layout_for: the layout used when neither ThreadConfig nor
-// MaxNoOfExecutionThreads is given. It follows the starting point that NDB's
-// "run-time environment" notes recommend (seed 000_*, part 3): half the
-// cores for LDM threads without hyper-threading, about a quarter of the LDM
-// CPU resources for tc, about as much again for send and recv, the rest for
-// main, rep, io, wd and the OS; cpubind for the LDM threads, which run near
-// 100%, and one shared cpuset for the others so the OS can balance them.
+// MaxNoOfExecutionThreads is given. It follows the starting point that
+// "MySQL Cluster run-time environment, Part 3" (Mikael Ronström's blog,
+// 2013) recommends: half the cores for LDM threads without hyper-threading,
+// about a quarter of the LDM CPU resources for tc, about as much again for
+// send and recv, the rest for main, rep, io, wd and the OS; cpubind for the
+// LDM threads, which run near 100%, and one shared cpuset for the others so
+// the OS can balance them.
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -37,7 +38,8 @@ AutomaticCounts counts_for(uint32_t cores, uint32_t cpus_per_core) {
   counts.tc = std::min(kTcThreadsMax, (counts.ldm * cpus_per_core + 3) / 4);
   counts.recv = std::min(kRecvThreadsMax, (counts.tc + 1) / 2);
   counts.send = std::min(kSendThreadsMax, counts.tc / 2);
-  FJORD_ASSERT(counts.tc >= 1 && counts.recv >= 1);
+  FJORD_ASSERT(counts.tc >= 1);
+  FJORD_ASSERT(counts.recv >= 1);
   return counts;
 }
 

@@ -13,8 +13,9 @@ namespace fjord::engine {
 namespace {
 
 // MaxNoOfExecutionThreads -> thread counts, columns in the order NDB's
-// table uses. Rows 9..72: the table of mt_thr_config.cpp (computeThreadConfig)
-// as printed in seed 000_* (NDB 7.4). Rows 2..8: the switch in the same
+// table uses. Rows 9..72: the table of NDB 7.4's mt_thr_config.cpp
+// (computeThreadConfig), also printed in "MySQL Cluster run-time environment,
+// Part 2" (Mikael Ronström's blog, 2013). Rows 2..8: the switch in the same
 // function's caller, THRConfig::do_parse: 2-3 give 1 ldm, 4-6 give 2, 7-8
 // give 4, with 1 recv and neither tc nor send threads. Later NDB versions
 // changed rows 20-23 and 40-47 to 10 and 20 LDM threads; those counts are not

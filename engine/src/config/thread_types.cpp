@@ -1,6 +1,7 @@
-// Per-type limits. Sources: NDB 7.4 as described in seed 000_* (ldm counts,
-// tc up to 32, send and recv up to 16, main and rep exactly one, io and wd
-// counts ignored, spintime only on ldm/tc/main/rep/send/recv) and
+// Per-type limits. Sources: NDB 7.4 as described in "MySQL Cluster run-time
+// environment, Part 2" (Mikael Ronström's blog, 2013: ldm counts, tc up to
+// 32, send and recv up to 16, main and rep exactly one, io and wd counts
+// ignored, spintime only on ldm/tc/main/rep/send/recv) and
 // mysql-server storage/ndb/src/kernel/vm/mt_thr_config.cpp (handle_spec:
 // nosend only on main, ldm, tc and rep; tc and send may be 0 threads).
 #include "thread_types.h"

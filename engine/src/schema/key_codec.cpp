@@ -178,7 +178,8 @@ KeyCodec KeyCodec::for_index(const TableDef& table, const IndexDef& index) {
 
 KeyCodec::KeyCodec(std::string owner, std::vector<Column> columns)
     : owner_(std::move(owner)), columns_(std::move(columns)) {
-  FJORD_ASSERT(!columns_.empty() && columns_.size() <= kMaxKeyColumns);
+  FJORD_ASSERT(!columns_.empty());
+  FJORD_ASSERT(columns_.size() <= kMaxKeyColumns);
   bool integer_key = true;
   for (const Column& column : columns_) {
     const ColumnType type = column.def.type;
@@ -291,7 +292,8 @@ Status KeyCodec::decode_error(uint32_t column, const char* what) const {
 
 Result<uint32_t> KeyCodec::decode(std::span<const std::byte> key, std::span<std::byte> scratch,
                                   std::span<ValueRef> values) const {
-  FJORD_ASSERT(scratch.size() >= key.size() && values.size() >= columns_.size());
+  FJORD_ASSERT(scratch.size() >= key.size());
+  FJORD_ASSERT(values.size() >= columns_.size());
   std::size_t in = 0;
   std::size_t out = 0;
   uint32_t decoded = 0;

@@ -25,7 +25,8 @@ static_assert(sizeof(uint32_t) * 6 % alignof(uint64_t) == 0, "the bitmap follows
 BlockArena::BlockArena(PagePool& pool, uint32_t block_bytes, uint32_t alignment)
     : directory_(pool), block_bytes_(block_bytes), partial_head_(kNoLocal) {
   FJORD_ASSERT(block_bytes >= sizeof(uint32_t));
-  FJORD_ASSERT(std::has_single_bit(alignment) && block_bytes % alignment == 0);
+  FJORD_ASSERT(std::has_single_bit(alignment));
+  FJORD_ASSERT(block_bytes % alignment == 0);
   const auto header_for = [&](uint32_t blocks) {
     const uint32_t raw = sizeof(PageHeader) + 8 * ((blocks + 63) / 64);
     return (raw + alignment - 1) / alignment * alignment;

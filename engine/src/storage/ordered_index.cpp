@@ -18,14 +18,17 @@ OrderedIndex::OrderedIndex(PagePool& pool, uint32_t max_key_bytes, const KeySour
       max_key_bytes_(max_key_bytes),
       prefix_bytes_(std::min(max_key_bytes, inline_key_bytes)),
       entry_bytes_(prefix_bytes_ + static_cast<uint32_t>(sizeof(RowId))) {
-  FJORD_ASSERT(max_key_bytes > 0 && max_key_bytes <= kMaxKeyBytes);
-  FJORD_ASSERT(inline_key_bytes > 0 && inline_key_bytes <= kMaxInlineKeyBytes);
+  FJORD_ASSERT(max_key_bytes > 0);
+  FJORD_ASSERT(max_key_bytes <= kMaxKeyBytes);
+  FJORD_ASSERT(inline_key_bytes > 0);
+  FJORD_ASSERT(inline_key_bytes <= kMaxInlineKeyBytes);
   FJORD_ASSERT_MSG(keys_inline() || keys != nullptr, "keys longer than the inline prefix need a KeySource");
   leaf_capacity_ = (kNodeBytes - sizeof(NodeHeader)) / entry_bytes_;
   internal_capacity_ = (kNodeBytes - sizeof(NodeHeader) - sizeof(BlockId)) / (entry_bytes_ + sizeof(BlockId));
   separators_offset_ = sizeof(NodeHeader) + (internal_capacity_ + 1) * sizeof(BlockId);
   // Half-full nodes keep at least 7 entries: a leaf never empties on one erase.
-  FJORD_ASSERT(leaf_capacity_ >= 15 && internal_capacity_ >= 15);
+  FJORD_ASSERT(leaf_capacity_ >= 15);
+  FJORD_ASSERT(internal_capacity_ >= 15);
 }
 
 RowId OrderedIndex::row_of(const std::byte* entry) const {
@@ -41,7 +44,8 @@ uint32_t OrderedIndex::min_count(BlockId node) const {
 // ---- insert -----------------------------------------------------------------
 
 Status OrderedIndex::insert(std::span<const std::byte> key, RowId row) {
-  FJORD_ASSERT(key.size() <= max_key_bytes_ && row != kNoRow);
+  FJORD_ASSERT(key.size() <= max_key_bytes_);
+  FJORD_ASSERT(row != kNoRow);
   if (root_ == kNoBlock) {
     Result<BlockId> root = arena_.allocate();
     if (!root.is_ok()) return root.status();

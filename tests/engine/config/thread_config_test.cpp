@@ -1,7 +1,8 @@
-// ThreadConfig: the configurations from NDB's notes (seed 000_*) parse to the
-// documented layouts, every MaxNoOfExecutionThreads row maps to NDB's counts,
-// bad strings fail with exact messages, canonical text round-trips, and the
-// automatic rule gives the documented layouts on fake machines.
+// ThreadConfig: the configurations from "MySQL Cluster run-time environment"
+// (Mikael Ronström's blog, 2013) parse to the documented layouts, every
+// MaxNoOfExecutionThreads row maps to NDB's counts, bad strings fail with
+// exact messages, canonical text round-trips, and the automatic rule gives
+// the documented layouts on fake machines.
 #include "fjord/engine/thread_config.h"
 
 #include <gtest/gtest.h>
@@ -130,7 +131,7 @@ void expect_round_trip(const ThreadLayout& layout) {
   EXPECT_EQ(format_thread_config(*again), text);
 }
 
-// ---- configurations from NDB's notes -------------------------------------
+// ---- configurations from the run-time environment blog -------------------
 
 const char* const kBoundExample =
     "ldm={count=4,cpubind=0-3,spintime=50},tc={count=2,cpubind=4-5,realtime=1},send={count=2,cpubind=6-7},"
@@ -468,9 +469,9 @@ struct ExecutionThreadsRow {
   uint32_t n, ldm, tc, send, recv;
 };
 
-// The table as printed in seed 000_* (MaxNoOfExecutionThreads, ldm, tc, send,
-// recv), and NDB's small rows from THRConfig::do_parse.
-const ExecutionThreadsRow kSeedTable[] = {
+// The table of NDB 7.4's mt_thr_config.cpp (MaxNoOfExecutionThreads, ldm, tc,
+// send, recv), and NDB's small rows from THRConfig::do_parse.
+const ExecutionThreadsRow kNdbTable[] = {
     {2, 1, 0, 0, 1},     {3, 1, 0, 0, 1},    {4, 2, 0, 0, 1},    {5, 2, 0, 0, 1},    {6, 2, 0, 0, 1},
     {7, 4, 0, 0, 1},     {8, 4, 0, 0, 1},    {9, 4, 2, 0, 1},    {10, 4, 2, 1, 1},   {11, 4, 3, 1, 1},
     {12, 6, 2, 1, 1},    {13, 6, 3, 1, 1},   {14, 6, 3, 1, 2},   {15, 6, 3, 2, 2},   {16, 8, 3, 1, 2},
@@ -489,7 +490,7 @@ const ExecutionThreadsRow kSeedTable[] = {
 };
 
 TEST(MaxNoOfExecutionThreadsTest, EveryRowMapsToItsCounts) {
-  for (const ExecutionThreadsRow& row : kSeedTable) {
+  for (const ExecutionThreadsRow& row : kNdbTable) {
     SCOPED_TRACE("MaxNoOfExecutionThreads=" + std::to_string(row.n));
     Result<ThreadLayout> layout = layout_from_max_execution_threads(row.n);
     ASSERT_TRUE(layout.is_ok()) << layout.status().to_string();
@@ -649,7 +650,7 @@ TEST(AutomaticLayoutTest, SixtyFourCores) {
   expect_round_trip(*smt);
 }
 
-// The notes' worked example: 24 CPU threads (12 cores x 2) give 6 LDM
+// The blog's worked example: 24 CPU threads (12 cores x 2) give 6 LDM
 // threads without hyper-threading and 3 tc threads.
 TEST(AutomaticLayoutTest, NotesExampleOfTwelveCoresWithHyperThreading) {
   Result<ThreadLayout> layout = automatic_layout_for(fake_machine(12, 2));

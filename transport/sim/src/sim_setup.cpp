@@ -277,7 +277,8 @@ class SimFactory final : public transport::TransporterFactory {
   }
 
   Result<std::unique_ptr<Transporter>> connect(NodeId self, const LinkConfig& link, DeadlineNs deadline) override {
-    FJORD_ASSERT(link.type == kName && link.involves(self));
+    FJORD_ASSERT(link.type == kName);
+    FJORD_ASSERT(link.involves(self));
     const NodeId server = link.server_node;
     if (server == self)
       return Status(StatusCode::kInvalidArgument,

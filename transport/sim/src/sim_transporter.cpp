@@ -25,7 +25,8 @@ SimTransporter::SimTransporter(transport::LinkConfig config, NodeId self, std::s
       rx_(wire_->pipe(1 - side)),
       random_(direction_seed(wire_->faults().seed, side)) {
   FJORD_ASSERT(side == 0 || side == 1);
-  FJORD_ASSERT(tx_.capacity() >= 2 * frame::kMaxFrameBytes && rx_.capacity() >= 2 * frame::kMaxFrameBytes);
+  FJORD_ASSERT(tx_.capacity() >= 2 * frame::kMaxFrameBytes);
+  FJORD_ASSERT(rx_.capacity() >= 2 * frame::kMaxFrameBytes);
   note_connect();
 }
 
@@ -38,7 +39,8 @@ SimTransporter::~SimTransporter() {
 // ---- send side ------------------------------------------------------------
 
 std::span<std::byte> SimTransporter::reserve(std::size_t min_bytes) {
-  FJORD_ASSERT(min_bytes > 0 && min_bytes <= frame::kMaxFrameBytes);
+  FJORD_ASSERT(min_bytes > 0);
+  FJORD_ASSERT(min_bytes <= frame::kMaxFrameBytes);
   if (!is_up()) return {};
   if (wire_->broken()) {
     take_down_from_wire();

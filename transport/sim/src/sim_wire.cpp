@@ -10,14 +10,16 @@ namespace fjord::sim {
 
 SimPipe::SimPipe(MirroredMap ring, UniqueFd receiver_event)
     : ring_(std::move(ring)), receiver_event_(std::move(receiver_event)) {
-  FJORD_ASSERT(ring_.size() > 0 && receiver_event_.valid());
+  FJORD_ASSERT(ring_.size() > 0);
+  FJORD_ASSERT(receiver_event_.valid());
 }
 
 void SimPipe::publish(uint64_t end, uint32_t hold_polls) {
   bool wake = false;
   {
     std::lock_guard lock(mutex_);
-    FJORD_ASSERT(end > published_ && end - released_ <= ring_.size());
+    FJORD_ASSERT(end > published_);
+    FJORD_ASSERT(end - released_ <= ring_.size());
     if (hold_polls == 0 && held_count_ == 0) {
       delivered_ = end;
     } else if (held_count_ == kMaxHeldBatches) {
@@ -65,7 +67,8 @@ uint64_t SimPipe::poll(bool deliver_all) {
 
 void SimPipe::release(uint64_t released_end) {
   std::lock_guard lock(mutex_);
-  FJORD_ASSERT(released_end >= released_ && released_end <= delivered_);
+  FJORD_ASSERT(released_end >= released_);
+  FJORD_ASSERT(released_end <= delivered_);
   released_ = released_end;
 }
 

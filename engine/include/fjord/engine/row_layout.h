@@ -50,7 +50,8 @@ class RowLayout {
   // has record_bytes() bytes and the column exists. Inline over a compact
   // copy of the slots: every column a read returns passes through it.
   ValueRef get(std::span<const std::byte> record, uint32_t column) const {
-    FJORD_ASSERT(record.size() == record_bytes_ && column < reads_.size());
+    FJORD_ASSERT(record.size() == record_bytes_);
+    FJORD_ASSERT(column < reads_.size());
     const ReadSlot& slot = reads_[column];
     if (slot.null_bit >= 0 &&
         (std::to_integer<unsigned>(record[static_cast<uint32_t>(slot.null_bit) / 8]) >> (slot.null_bit % 8) & 1u) != 0)

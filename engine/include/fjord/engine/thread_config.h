@@ -5,8 +5,8 @@
 //   2. MaxNoOfExecutionThreads, mapped to counts through NDB's table
 //      (layout_from_max_execution_threads);
 //   3. neither given: an automatic layout derived from the machine's cores
-//      (automatic_layout), following the advice in NDB's "run-time
-//      environment" notes (seed 000_*).
+//      (automatic_layout), following the advice of Mikael Ronström's
+//      "MySQL Cluster run-time environment" blog series (2013).
 // The runtime turns a ThreadLayout into threads; this library only describes.
 // Parsing is machine-independent; validate_placement checks a layout against
 // the CPUs this machine has.
@@ -43,7 +43,8 @@ inline constexpr uint32_t kThreadTypeCount = 8;
 // "ldm", "tc", "recv", "send", "main", "rep", "io", "wd". Never null.
 const char* thread_type_name(ThreadType type) noexcept;
 
-// Limits, as NDB 7.4 documents them (seed 000_*; mt_thr_config.cpp).
+// Limits, as NDB 7.4 documents them ("MySQL Cluster run-time environment,
+// Part 2"; mt_thr_config.cpp).
 inline constexpr uint32_t kLdmCounts[] = {1, 2, 4, 6, 8, 12, 16, 24, 32};
 inline constexpr uint32_t kTcThreadsMax = 32;
 inline constexpr uint32_t kSendThreadsMax = 16;
@@ -113,8 +114,8 @@ struct ThreadLayout {
 Result<ThreadLayout> parse_thread_config(std::string_view text);
 
 // NDB's mapping of MaxNoOfExecutionThreads to thread counts: 2..8 use NDB's
-// small rows (1, 2 or 4 ldm; 1 recv; no tc, no send), 9..72 the table from
-// mt_thr_config.cpp as given in seed 000_*. Main, rep, io and wd: one each.
+// small rows (1, 2 or 4 ldm; 1 recv; no tc, no send), 9..72 the table of
+// NDB 7.4's mt_thr_config.cpp. Main, rep, io and wd: one each.
 // No placement. Source "MaxNoOfExecutionThreads=N". kInvalidArgument when n
 // is outside kMaxExecutionThreadsMin..kMaxExecutionThreadsMax.
 Result<ThreadLayout> layout_from_max_execution_threads(uint32_t n);

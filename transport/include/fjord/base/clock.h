@@ -16,7 +16,7 @@ inline uint64_t monotonic_ns() noexcept {
 // vDSO's page without touching the clock hardware: a few ns whatever the
 // clocksource. For "about every millisecond" checks inside busy-poll loops,
 // where monotonic_ns() would cost a system call and an emulated HPET read
-// on a machine without a usable TSC (3.3 us in the soft-RoCE guest).
+// on a machine without a usable TSC (microseconds in the soft-RoCE guest).
 inline uint64_t coarse_monotonic_ns() noexcept {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);

@@ -1,6 +1,6 @@
 // The CPU's cycle counter as a clock for short intervals, as perftest stamps
-// its own: a few ns to read, where clock_gettime costs 20-120 ns on this host
-// and 3.3 us in the soft-RoCE guest (its clocksource is the emulated HPET).
+// its own: a few ns to read, where clock_gettime costs tens of ns with a TSC
+// clocksource and microseconds with an emulated HPET (the soft-RoCE guest).
 // CLOCK_MONOTONIC where there is no counter. The rate is calibrated against
 // CLOCK_MONOTONIC once, by the constructor. Counters of different CPUs are
 // taken to be in step (QEMU and KVM derive them from one clock): callers

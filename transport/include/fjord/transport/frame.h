@@ -149,7 +149,8 @@ constexpr std::size_t small_frame_bytes(std::size_t data_words) noexcept {
 // and data.size() <= kMaxDataWords. Returns the frame's length.
 inline std::size_t pack_small_frame(std::byte* dest, const SignalHeader& header,
                                     std::span<const uint32_t> data) noexcept {
-  FJORD_ASSERT(header.signal_number != 0 && data.size() <= kMaxDataWords);
+  FJORD_ASSERT(header.signal_number != 0);
+  FJORD_ASSERT(data.size() <= kMaxDataWords);
   const std::size_t total = small_frame_bytes(data.size());
   detail::write_header(dest, header, total, false, data.size(), 0);
   if (!data.empty()) std::memcpy(dest + kHeaderBytes, data.data(), 4 * data.size());
@@ -249,7 +250,8 @@ inline FrameRoute route_of_validated(std::span<const std::byte> bytes) noexcept 
   SignalHeader header;
   uint8_t data_words = 0, section_count = 0;
   const std::size_t length = detail::read_header(bytes.data(), header, data_words, section_count);
-  FJORD_ASSERT(length >= kHeaderBytes && length <= bytes.size());
+  FJORD_ASSERT(length >= kHeaderBytes);
+  FJORD_ASSERT(length <= bytes.size());
   return {header.signal_number, header.receiver, length};
 }
 

@@ -1,5 +1,5 @@
 // IP-address helpers for transporters that address peers by IP (TCP, RDMA
-// through rdma_cm, later DPDK/UDP): resolving a link's host names, checking
+// through rdma_cm): resolving a link's host names, checking
 // that a connecting peer comes from the host its node is configured on, and
 // the "one listening address per node and medium" rule. Slow path (set-up);
 // any thread; no shared state.

@@ -1,8 +1,9 @@
 // The transporter contract: one link between two nodes, over any medium.
 //
 // This is the only interface the engine sees. TCP, shared memory, RDMA and
-// DPDK implement it (docs/transport.md maps each onto it); set-up lives in
-// registry.h (TransporterFactory, Listener).
+// the simulated transporter implement it; docs/transport.md maps each onto
+// it, and a DPDK transporter (designed there, not implemented) would too.
+// Set-up lives in registry.h (TransporterFactory, Listener).
 //
 // Data path, batched: one virtual call moves many signals, never one call per
 // signal.
