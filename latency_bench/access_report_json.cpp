@@ -1,5 +1,5 @@
 // format_access_json(): the access report as one JSON object (schema in
-// access_report.h and docs/benchmarks.md). Times in microseconds.
+// access_report.h and docs/latency_bench.md). Times in microseconds.
 #include "access_report.h"
 #include "json.h"
 

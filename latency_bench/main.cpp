@@ -1,5 +1,5 @@
 // latency_bench: what each transporter buys, beside the floors of this
-// machine (see --help and docs/benchmarks.md). Parses the options and runs
+// machine (see --help and docs/latency_bench.md). Parses the options and runs
 // one command; everything else lives in the fjord_latency_bench library so
 // that tests link it.
 #include <cstdio>

@@ -1,5 +1,5 @@
 // format_json(): the Report as one JSON object (schema in report.h and
-// docs/benchmarks.md).
+// docs/latency_bench.md).
 #include "json.h"
 #include "report.h"
 
