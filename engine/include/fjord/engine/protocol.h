@@ -45,8 +45,8 @@
 #include "fjord/engine/protocol/layout.h"
 #include "fjord/engine/protocol/scan_codec.h"
 #include "fjord/engine/protocol/value_entries.h"
-#include "fjord/engine/runtime/block.h"
 #include "fjord/engine/schema.h"
+#include "fjord/engine/signal.h"
 #include "fjord/transport/frame.h"
 
 namespace fjord::engine::protocol {
