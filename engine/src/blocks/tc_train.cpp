@@ -13,16 +13,6 @@ namespace fjord::engine {
 
 using namespace protocol;
 
-// The encoder's fast path inline in each stage that routes a key: GCC's
-// inliner, left to itself, declines it in this file. (Clang refuses an
-// attribute added after the definition, and inlines by its own rules.)
-#if !defined(__clang__)
-namespace protocol {
-[[gnu::always_inline]] inline bool encode_key_section(const KeyCodec& codec, std::span<const std::byte> section,
-                                                      std::span<std::byte> out, uint32_t& length);
-}  // namespace protocol
-#endif
-
 // Stage 0 of train record i: a read-committed read's key (a read by unique
 // key: its hidden row's) encoded, hashed and routed, and its bucket loaded
 // when its LDM is on this thread.

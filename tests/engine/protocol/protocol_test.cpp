@@ -354,6 +354,108 @@ TEST(ProtocolTest, KeyDataAndKeyDataConfRoundTrip) {
   EXPECT_FALSE(decode_key_data(w.raw(gsn::kTcKeyConf, {9, 0x320000, 5, 1, 1, 1})));
 }
 
+// Each field travels in the word its layout names, and comes back from the
+// decoder unchanged (distinct values, so a swap or a missed word shows).
+TEST(ProtocolTest, FieldsTravelInTheWordsTheirLayoutNames) {
+  Wire w;
+  const TxId tx = TxId::from(0x330000, 77);
+  SignalOut out = encode(TcKeyConf{11, tx, 3, 2, true});
+  EXPECT_EQ(out.word_count, layout::TcKeyConf::kWordCount);
+  EXPECT_EQ(out.words[layout::TcKeyConf::kDataMessages], 2u);
+  auto conf = decode_tc_key_conf(w.carry(out));
+  ASSERT_TRUE(conf) << conf.status().to_string();
+  EXPECT_EQ(conf->tx, tx);
+  EXPECT_EQ(conf->ops, 3u);
+  EXPECT_TRUE(conf->committed);
+  auto ref = decode_tc_key_ref(w.carry(encode(TcKeyRef{11, tx, 5, ErrorCode::kNoSuchRow})));
+  ASSERT_TRUE(ref) << ref.status().to_string();
+  EXPECT_EQ(ref->op_index, 5u);
+  EXPECT_EQ(ref->error, ErrorCode::kNoSuchRow);
+  auto abort = decode_tc_abort_rep(w.carry(encode(TcAbortRep{11, tx, ErrorCode::kDeadlockTimeout})));
+  ASSERT_TRUE(abort) << abort.status().to_string();
+  EXPECT_EQ(abort->tx, tx);
+  EXPECT_EQ(abort->error, ErrorCode::kDeadlockTimeout);
+  auto commit = decode_tc_tx_message(w.carry(encode(TcTxMessage{gsn::kTcCommitReq, 11, tx})));
+  ASSERT_TRUE(commit) << commit.status().to_string();
+  EXPECT_EQ(commit->api_conn, 11u);
+  EXPECT_EQ(commit->tx, tx);
+  auto done = decode_lqh_tx_conf(w.carry(encode(gsn::kLqhCommitConf, LqhTxConf{tx, 6, 40})));
+  ASSERT_TRUE(done) << done.status().to_string();
+  EXPECT_EQ(done->ldm_instance, 6);
+  EXPECT_EQ(done->ops, 40u);
+
+  ScanFragReq frag;
+  frag.tc_scan = 21;
+  frag.tx = tx;
+  frag.table_id = 4;
+  frag.table_version = 2;
+  frag.index_id = 9;
+  frag.lock = LockMode::kShared;
+  frag.partition = 13;
+  frag.batch_rows = 100;
+  frag.api_node = 50;
+  frag.api_conn = 12;
+  frag.scan_id = 8;
+  out = encode(frag);
+  EXPECT_EQ(out.words[layout::ScanFragReq::kPartition], 13u);
+  auto frag_back = decode_scan_frag_req(w.carry(out));
+  ASSERT_TRUE(frag_back) << frag_back.status().to_string();
+  EXPECT_EQ(frag_back->tc_scan, 21u);
+  EXPECT_EQ(frag_back->tx, tx);
+  EXPECT_EQ(frag_back->table_version, 2u);
+  EXPECT_EQ(frag_back->index_id, 9u);
+  EXPECT_EQ(frag_back->lock, LockMode::kShared);
+  EXPECT_EQ(frag_back->batch_rows, 100u);
+  EXPECT_EQ(frag_back->api_node, 50);
+  EXPECT_EQ(frag_back->api_conn, 12u);
+  EXPECT_EQ(frag_back->scan_id, 8u);
+  auto next = decode_scan_frag_next(w.carry(encode(gsn::kScanFragCloseReq, ScanFragNext{21, 13})));
+  ASSERT_TRUE(next) << next.status().to_string();
+  EXPECT_EQ(next->partition, 13u);
+  auto frag_conf = decode_scan_frag_conf(w.carry(encode(ScanFragConf{21, 13, 70, 3, true})));
+  ASSERT_TRUE(frag_conf) << frag_conf.status().to_string();
+  EXPECT_EQ(frag_conf->rows, 70u);
+  EXPECT_EQ(frag_conf->messages, 3u);
+  EXPECT_TRUE(frag_conf->finished);
+  auto frag_ref = decode_scan_frag_ref(w.carry(encode(ScanFragRef{21, 13, ErrorCode::kTooManyScans})));
+  ASSERT_TRUE(frag_ref) << frag_ref.status().to_string();
+  EXPECT_EQ(frag_ref->partition, 13u);
+  EXPECT_EQ(frag_ref->error, ErrorCode::kTooManyScans);
+  auto scan_conf = decode_scan_conf(w.carry(encode(ScanConf{12, 8, 70, 3, false})));
+  ASSERT_TRUE(scan_conf) << scan_conf.status().to_string();
+  EXPECT_EQ(scan_conf->scan_id, 8u);
+  EXPECT_EQ(scan_conf->messages, 3u);
+  EXPECT_FALSE(scan_conf->finished);
+  auto scan_ref = decode_scan_ref(w.carry(encode(ScanRef{12, 8, ErrorCode::kScanError})));
+  ASSERT_TRUE(scan_ref) << scan_ref.status().to_string();
+  EXPECT_EQ(scan_ref->error, ErrorCode::kScanError);
+  auto scan_next = decode_scan_next(w.carry(encode(gsn::kScanNextReq, ScanNext{12, 8})));
+  ASSERT_TRUE(scan_next) << scan_next.status().to_string();
+  EXPECT_EQ(scan_next->scan_id, 8u);
+
+  const auto table = values_of({{0, "t1"}});
+  auto install = decode_schema_install(w.carry(encode(SchemaInstall{31, 4, false, table})));
+  ASSERT_TRUE(install) << install.status().to_string();
+  EXPECT_EQ(install->install_id, 31u);
+  EXPECT_EQ(install->table_id, 4u);
+  EXPECT_EQ(install->table.size(), table.size());
+  auto installed = decode_schema_install_conf(w.carry(encode(SchemaInstallConf{31})));
+  ASSERT_TRUE(installed) << installed.status().to_string();
+  EXPECT_EQ(installed->install_id, 31u);
+  auto get = decode_schema_message(w.carry(encode(SchemaMessage{gsn::kGetTableReq, 14, table})));
+  ASSERT_TRUE(get) << get.status().to_string();
+  EXPECT_EQ(get->request_id, 14u);
+  EXPECT_EQ(get->payload.size(), table.size());
+  auto refused = decode_schema_ref(w.carry(encode(SchemaRef{14, ErrorCode::kNoSuchTable})));
+  ASSERT_TRUE(refused) << refused.status().to_string();
+  EXPECT_EQ(refused->error, ErrorCode::kNoSuchTable);
+  auto reg = decode_api_reg_conf(w.carry(encode(ApiRegConf{14, 2, 3, 16})));
+  ASSERT_TRUE(reg) << reg.status().to_string();
+  EXPECT_EQ(reg->tc_instances, 2);
+  EXPECT_EQ(reg->ldm_instances, 3);
+  EXPECT_EQ(reg->default_partitions, 16u);
+}
+
 TEST(ProtocolTest, ValueCursorRefusesTruncatedAndInconsistentEntries) {
   auto v = values_of({{3, "hello"}});
   ValueEntry e;

@@ -24,6 +24,12 @@
 // LDM --ScanRows--> API and --ScanFragConf--> TC; TC --ScanConf--> API when
 // every partition answered a batch; API --ScanNextReq--> TC for more.
 //
+// Each signal's words and sections are named once, in protocol/layout.h.
+// The sections' own formats have their codecs beside it: value entries
+// (protocol/value_entries.h), key sections (protocol/key_section_codec.h),
+// scan bounds and filters (protocol/scan_codec.h). This header includes
+// them all.
+//
 // Pure functions; any thread. Hot path: encoders and decoders (no heap).
 #pragma once
 
@@ -35,8 +41,12 @@
 
 #include "fjord/base/status.h"
 #include "fjord/engine/key_codec.h"
-#include "fjord/engine/runtime/block.h"
+#include "fjord/engine/protocol/key_section_codec.h"
+#include "fjord/engine/protocol/layout.h"
+#include "fjord/engine/protocol/scan_codec.h"
+#include "fjord/engine/protocol/value_entries.h"
 #include "fjord/engine/schema.h"
+#include "fjord/engine/signal.h"
 #include "fjord/transport/frame.h"
 
 namespace fjord::engine::protocol {
@@ -120,79 +130,9 @@ std::string error_text(ErrorCode code);  // "626: Tuple did not exist"
 enum class OpType : uint8_t { kRead = 1, kInsert, kUpdate, kWrite, kDelete };
 enum class LockMode : uint8_t { kCommitted = 0, kShared = 1, kExclusive = 2 };
 const char* op_type_name(OpType type) noexcept;
-
-// Values travel in a section as entries: u16 column, u16 flags (bit 0 NULL),
-// u32 length, then `length` bytes padded to 4. Columns appear at most once.
-struct ValueEntry {
-  uint16_t column = 0;
-  bool is_null = false;
-  std::span<const std::byte> bytes;
-};
-inline constexpr std::size_t padded_to_4(std::size_t n) { return (n + 3) / 4 * 4; }
-inline std::size_t value_entry_bytes(std::size_t value_bytes) { return 8 + padded_to_4(value_bytes); }
-// Walks a section's entries, checking each (the bytes may come from a
-// peer). Inline: every key and every value read passes through it; what
-// was wrong is kept as a few numbers and worded only when error() is asked.
-class ValueCursor {
- public:
-  explicit ValueCursor(std::span<const std::byte> section) : rest_(section) {}
-  // Next entry; false at the end or on a malformed entry (then error() says
-  // why, and every later call is false too).
-  bool next(ValueEntry& out) {
-    if (rest_.empty() || problem_ != Problem::kNone) return false;
-    if (rest_.size() < 8) return stop(Problem::kShortHeader);
-    uint16_t flags;
-    std::memcpy(&column_, rest_.data(), 2);
-    std::memcpy(&flags, rest_.data() + 2, 2);
-    std::memcpy(&length_, rest_.data() + 4, 4);
-    flags_ = flags;
-    if (flags > 1) return stop(Problem::kBadFlags);
-    if (flags == 1 && length_ != 0) return stop(Problem::kNullWithLength);
-    if (length_ > rest_.size() - 8 || value_entry_bytes(length_) > rest_.size()) return stop(Problem::kPastTheEnd);
-    out.column = column_;
-    out.is_null = flags == 1;
-    out.bytes = rest_.subspan(8, length_);
-    rest_ = rest_.subspan(value_entry_bytes(length_));
-    return true;
-  }
-  // ok, or what stopped next() (kProtocolError, naming the column).
-  Status error() const;
-  std::size_t remaining_bytes() const { return rest_.size(); }
-
- private:
-  enum class Problem : uint8_t { kNone, kShortHeader, kBadFlags, kNullWithLength, kPastTheEnd };
-  bool stop(Problem problem) {
-    problem_ = problem;
-    return false;
-  }
-  std::span<const std::byte> rest_;
-  Problem problem_ = Problem::kNone;
-  uint16_t column_ = 0;
-  uint16_t flags_ = 0;
-  uint32_t length_ = 0;
-};
-// Writes one entry; returns bytes written or 0 if `out` is too small.
-// Inline: every value a read returns passes through it.
-inline std::size_t put_value(std::span<std::byte> out, uint16_t column, bool is_null,
-                             std::span<const std::byte> bytes) {
-  const std::size_t length = is_null ? 0 : bytes.size();
-  const std::size_t n = value_entry_bytes(length);
-  if (out.size() < n) return 0;
-  FJORD_ASSERT(length <= UINT32_MAX);
-  const uint64_t head = uint64_t{column} | uint64_t{is_null ? 1u : 0u} << 16 | uint64_t{length} << 32;
-  std::memcpy(out.data(), &head, sizeof head);
-  if (length % 4 != 0) {  // the padding: zero its word first, the value's last bytes go over it
-    const uint32_t zero = 0;
-    std::memcpy(out.data() + n - 4, &zero, sizeof zero);
-  }
-  // Integers (8 or 4 bytes) are copied by a fixed-size move, not a call.
-  if (length == 8)
-    std::memcpy(out.data() + 8, bytes.data(), 8);
-  else if (length == 4)
-    std::memcpy(out.data() + 8, bytes.data(), 4);
-  else if (length != 0)
-    std::memcpy(out.data() + 8, bytes.data(), length);
-  return n;
+// An operation's type and lock mode as one word (layout::TcKeyReq::kOpBits).
+inline constexpr uint32_t op_bits(OpType op, LockMode lock) {
+  return static_cast<uint32_t>(op) | static_cast<uint32_t>(lock) << 8;
 }
 
 // A transaction id: the API node in the top 16 bits, a counter below.
@@ -275,29 +215,29 @@ struct KeyData {  // LDM -> API (kKeyData, or kKeyDataConf when `ends_batch`)
 // kMaxTrainOps requests, and TC answers the reads its own thread runs
 // (direct reads, docs/ldm.md) in one KeyDataTrain per train.
 //
-// kTcKeyTrain (API -> TC): words {api_conn, tx hi, tx lo, count}; section 0
-// holds `count` records, each 10 words {table_id, table_version, op bits,
-// flags, op_index, index_id, batch_ops, key bytes, value bytes, column
-// bytes} and then the key, the values and the column list, each padded to 4
-// bytes. Every record is checked as a TcKeyReq is; only the first may start
-// the transaction and only the last may end the batch (kFlagExecute). TC
-// runs each as if it had come alone, in order.
+// kTcKeyTrain (API -> TC): words layout::TcKeyTrain; its section holds
+// `count` records, each the words of layout::TcKeyTrainRecord and then the
+// key, the values and the column list, each padded to 4 bytes. Every record
+// is checked as a TcKeyReq is; only the first may start the transaction and
+// only the last may end the batch (kFlagExecute). TC runs each as if it had
+// come alone, in order.
 //
-// kKeyDataTrain (TC -> API): words {api_conn, tx hi, tx lo, count,
-// ends_batch, batch_ops, data_messages}; section 0 holds `count` records
-// {op_index, value bytes, then the values (value entries)}. Each record
-// counts as one data message (TcKeyConf::data_messages). With ends_batch it
-// is also the batch's committed TcKeyConf, as kKeyDataConf is.
+// kKeyDataTrain (TC -> API): words layout::KeyDataTrain; its section holds
+// `count` records, each the words of layout::KeyDataTrainRecord and then
+// the values (value entries). Each record counts as one data message
+// (TcKeyConf::data_messages). With ends_batch it is also the batch's
+// committed TcKeyConf, as kKeyDataConf is.
 inline constexpr uint32_t kMaxTrainOps = 32;
 // The most bytes a read of `table` returns as value entries (every column, each at its longest).
 std::size_t max_read_bytes(const TableDef& table);
-inline constexpr std::size_t kTrainRecordHeaderBytes = 40;
-inline constexpr std::size_t kTrainRecordFlagsWord = 3;  // of a record's 10 header words
-inline constexpr std::size_t kTrainRecordBatchOpsWord = 6;
+inline constexpr std::size_t kTrainRecordHeaderBytes = 4 * layout::TcKeyTrainRecord::kWordCount;
+// The words the API fills in once a batch's end is known (by index into a record's header words).
+inline constexpr std::size_t kTrainRecordFlagsWord = layout::TcKeyTrainRecord::kFlags;
+inline constexpr std::size_t kTrainRecordBatchOpsWord = layout::TcKeyTrainRecord::kBatchOps;
 // The most bytes of records a train of either kind carries: what one frame
 // holds beside its header, words and checksum, with room to spare.
 inline constexpr std::size_t kMaxTrainBytes = frame::kMaxFrameBytes - 256;
-inline constexpr std::size_t kKeyDataRecordHeaderBytes = 8;
+inline constexpr std::size_t kKeyDataRecordHeaderBytes = 4 * layout::KeyDataTrainRecord::kWordCount;
 
 struct TcKeyTrain {
   uint32_t api_conn = 0;
@@ -342,16 +282,18 @@ inline std::byte* put_padded(std::byte* at, std::span<const std::byte> part) {
 inline std::size_t put_tc_key_train_record(std::span<std::byte> out, const TcKeyReq& m) {
   const std::size_t n = tc_key_train_record_bytes(m);
   if (out.size() < n) return 0;
-  const uint32_t head[10] = {m.table_id,
-                             m.table_version,
-                             static_cast<uint32_t>(m.op) | static_cast<uint32_t>(m.lock) << 8,
-                             m.flags,
-                             m.op_index,
-                             m.index_id,
-                             m.batch_ops,
-                             static_cast<uint32_t>(m.key.size()),
-                             static_cast<uint32_t>(m.values.size()),
-                             static_cast<uint32_t>(m.columns.size())};
+  using R = layout::TcKeyTrainRecord;
+  uint32_t head[R::kWordCount];
+  head[R::kTableId] = m.table_id;
+  head[R::kTableVersion] = m.table_version;
+  head[R::kOpBits] = op_bits(m.op, m.lock);
+  head[R::kFlags] = m.flags;
+  head[R::kOpIndex] = m.op_index;
+  head[R::kIndexId] = m.index_id;
+  head[R::kBatchOps] = m.batch_ops;
+  head[R::kKeyBytes] = static_cast<uint32_t>(m.key.size());
+  head[R::kValueBytes] = static_cast<uint32_t>(m.values.size());
+  head[R::kColumnBytes] = static_cast<uint32_t>(m.columns.size());
   static_assert(sizeof head == kTrainRecordHeaderBytes);
   std::byte* at = out.data();
   std::memcpy(at, head, sizeof head);
@@ -373,8 +315,9 @@ class TcKeyTrainCursor {
   const Status& error() const { return error_; }
 
  private:
-  bool fail(const std::string& what);
-  bool fail_record(const std::string& what);  // names the record being read
+  // Both keep the first fault and end the walk; off the hot path.
+  [[gnu::cold]] bool fail(std::string_view what);
+  [[gnu::cold]] bool fail_record(std::string_view what);  // names the record being read
   TcKeyTrain train_;
   std::span<const std::byte> rest_;
   uint32_t read_ = 0;
@@ -393,8 +336,9 @@ struct KeyDataTrain {
 // Writes a record's header at `out`, in front of `value_bytes` bytes of
 // values the caller wrote (or writes) at out + kKeyDataRecordHeaderBytes.
 inline void put_key_data_record_header(std::byte* out, uint32_t op_index, uint32_t value_bytes) {
-  std::memcpy(out, &op_index, 4);
-  std::memcpy(out + 4, &value_bytes, 4);
+  using R = layout::KeyDataTrainRecord;
+  std::memcpy(out + 4 * R::kOpIndex, &op_index, 4);
+  std::memcpy(out + 4 * R::kValueBytes, &value_bytes, 4);
 }
 // Checks the words and every record's framing (not the values: RowView
 // checks those as they are read), so that KeyDataTrainCursor cannot fail.
@@ -405,9 +349,10 @@ class KeyDataTrainCursor {
   // Records of a decoded KeyDataTrain; false at the end.
   bool next(uint32_t& op_index, std::span<const std::byte>& values) {
     if (rest_.size() < kKeyDataRecordHeaderBytes) return false;
+    using R = layout::KeyDataTrainRecord;
     uint32_t n;
-    std::memcpy(&op_index, rest_.data(), 4);
-    std::memcpy(&n, rest_.data() + 4, 4);
+    std::memcpy(&op_index, rest_.data() + 4 * R::kOpIndex, 4);
+    std::memcpy(&n, rest_.data() + 4 * R::kValueBytes, 4);
     values = rest_.subspan(kKeyDataRecordHeaderBytes, n);
     rest_ = rest_.subspan(kKeyDataRecordHeaderBytes + n);
     return true;
@@ -476,18 +421,6 @@ struct LqhTxConf {  // LDM -> TC (kLqhCommitConf / kLqhAbortConf)
 
 inline constexpr uint32_t kScanFlagOrderedIndex = 1u << 0;  // index_id names an ordered index
 inline constexpr uint32_t kKnownScanFlags = 0x1;
-
-// Bounds on an ordered index, as a section: u8 flags (kBound*), u8 lower
-// value count, u8 upper value count, u8 zero, then the lower prefix values
-// and the upper prefix values (ValueCursor entries, index columns in order).
-inline constexpr uint8_t kBoundHasLower = 1 << 0;
-inline constexpr uint8_t kBoundLowerInclusive = 1 << 1;
-inline constexpr uint8_t kBoundHasUpper = 1 << 2;
-inline constexpr uint8_t kBoundUpperInclusive = 1 << 3;
-
-// A filter, as a section: predicates ANDed together, each u16 column, u8
-// FilterOp, u8 zero, then (for ops that compare) one value entry.
-enum class FilterOp : uint8_t { kEq = 1, kNe, kLt, kLe, kGt, kGe, kIsNull, kIsNotNull };
 
 struct ScanReq {  // API -> TC
   uint32_t api_conn = 0;
@@ -690,65 +623,6 @@ Result<ScanConf> decode_scan_conf(const Signal& s);
 Result<ScanRef> decode_scan_ref(const Signal& s);
 Result<ScanNext> decode_scan_next(const Signal& s);
 Result<SchemaRef> decode_schema_ref(const Signal& s);
-
-// Bounds and filters (sections of ScanReq/ScanFragReq).
-struct Bounds {
-  bool has_lower = false, lower_inclusive = false, has_upper = false, upper_inclusive = false;
-  uint8_t lower_count = 0, upper_count = 0;
-  std::span<const std::byte> lower;  // lower_count value entries
-  std::span<const std::byte> upper;  // upper_count value entries
-};
-Result<Bounds> decode_bounds(std::span<const std::byte> section);
-struct Predicate {
-  uint16_t column = 0;
-  FilterOp op = FilterOp::kEq;
-  ValueEntry value;  // unused for kIsNull / kIsNotNull
-};
-class FilterCursor {
- public:
-  explicit FilterCursor(std::span<const std::byte> section) : rest_(section) {}
-  bool next(Predicate& out);
-  const Status& error() const { return error_; }
-
- private:
-  std::span<const std::byte> rest_;
-  Status error_;
-};
-// Encoders for bounds and predicates: return bytes written, 0 if `out` is too small.
-std::size_t put_bounds_header(std::span<std::byte> out, const Bounds& b);
-std::size_t put_predicate(std::span<std::byte> out, uint16_t column, FilterOp op, bool is_null,
-                          std::span<const std::byte> value);
-
-// Encodes the key values of a key section (entries naming exactly the
-// codec's columns by table position, in any order, each once, none NULL
-// unless nullable) into `out` (at least codec.max_encoded_bytes()). Errors
-// name the column at fault.
-Result<uint32_t> encode_key_section(const KeyCodec& codec, std::span<const std::byte> section,
-                                    std::span<std::byte> out);
-// Its two paths. The fast one: a key of NOT NULL integer columns (most
-// keys) in a well-formed section, each entry straight to its place (false:
-// anything else, which the general path then encodes or names).
-bool encode_integer_key_section(const KeyCodec& codec, std::span<const std::byte> section, std::span<std::byte> out);
-inline bool encode_integer_key_fast(const KeyCodec& codec, std::span<const std::byte> section,
-                                    std::span<std::byte> out) {
-  return codec.integer_key() && out.size() >= codec.max_encoded_bytes() &&
-         encode_integer_key_section(codec, section, out);
-}
-Result<uint32_t> encode_key_section_general(const KeyCodec& codec, std::span<const std::byte> section,
-                                            std::span<std::byte> out);
-// encode_key_section for a caller that needs no error message, inline and
-// without a Result on the fast path: every TC routes each key through it.
-inline bool encode_key_section(const KeyCodec& codec, std::span<const std::byte> section, std::span<std::byte> out,
-                               uint32_t& length) {
-  if (encode_integer_key_fast(codec, section, out)) {
-    length = codec.max_encoded_bytes();
-    return true;
-  }
-  const Result<uint32_t> encoded = encode_key_section_general(codec, section, out);
-  if (!encoded.is_ok()) return false;
-  length = encoded.value();
-  return true;
-}
 
 // Schema (TableDef) as bytes, for kCreateTableReq/Conf, kGetTableConf and kSchemaInstall.
 // decode_table() runs validate_table() and check_table_fits_signals().

@@ -1,0 +1,70 @@
+// Signals as engine code sees them: a received signal (Signal), where one
+// goes (Address), the well-known block numbers and the signal numbers the
+// runtime itself sends.
+//
+// Its own small unit (fjord_engine_signal, header only): the signal
+// protocol, the API library and the data node runtime all speak in these
+// terms, and the protocol and the API need nothing else of the runtime, so
+// a client links no data node code.
+//
+// Plain values; any thread. Hot path: every accessor of Signal (inline).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "fjord/transport/frame.h"
+#include "fjord/transport/types.h"
+
+namespace fjord::engine {
+
+using BlockNumber = uint16_t;
+
+// Well-known block numbers. API nodes address their own receiving block.
+namespace block_numbers {
+inline constexpr BlockNumber kSystem = 1;       // per-node control (start, stop, stats, node events)
+inline constexpr BlockNumber kTc = 2;           // transaction coordinator instances
+inline constexpr BlockNumber kLdm = 3;          // local data manager instances
+inline constexpr BlockNumber kDict = 4;         // schema (create/drop/describe table)
+inline constexpr BlockNumber kApi = 10;         // the API library's receiver on API nodes
+inline constexpr BlockNumber kFirstTest = 100;  // tests and benchmarks use 100..199
+}  // namespace block_numbers
+
+// Signal numbers the runtime itself sends.
+namespace runtime_signals {
+inline constexpr uint16_t kStart = 1;             // to every block once, before any other signal
+inline constexpr uint16_t kNodeConnected = 2;     // data: {node id}; to blocks that subscribe
+inline constexpr uint16_t kNodeDisconnected = 3;  // data: {node id}
+inline constexpr uint16_t kFirstUser = 16;
+}  // namespace runtime_signals
+
+// Where a signal goes: a block instance on a node.
+struct Address {
+  NodeId node = kNoNode;
+  BlockRef block;
+};
+
+// A received signal; valid only while its receiver handles it (a block's
+// execute(), the API's dispatch).
+struct Signal {
+  NodeId sender_node = kNoNode;
+  frame::SignalView view;
+  // What the receiving block's prefetch() worked out for this signal (say,
+  // where its key lives), for its later stage and its execute(): 0 unless
+  // prefetch() set it. The block must be able to tell a note that no longer
+  // applies (its table changed in between), and act the same with or
+  // without one: a window is not always offered.
+  mutable uint64_t prefetch_note = 0;
+
+  uint16_t number() const { return view.header.signal_number; }
+  BlockRef sender() const { return view.header.sender; }
+  Address sender_address() const { return {sender_node, view.header.sender}; }
+  uint32_t trace() const { return view.header.trace; }
+  std::size_t word_count() const { return view.data_words; }
+  uint32_t word(std::size_t i) const { return view.word(i); }
+  std::size_t section_count() const { return view.section_count; }
+  std::span<const std::byte> section(std::size_t i) const { return view.sections[i]; }
+};
+
+}  // namespace fjord::engine
