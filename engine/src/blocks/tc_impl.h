@@ -378,7 +378,8 @@ inline bool holds_something(protocol::OpType type, protocol::LockMode lock) {
 // (and the LDM checks hash and partition anyway). A train's records carry
 // such notes too (TcBlock::Impl::train_notes, slot 0).
 // Bits: 63 set | 48-62 version | 45-47 slot | 32-41 partition | 0-31 hash.
-static_assert(kMaxPartitions <= (1u << 10) && Block::kPrefetchWindow <= 8);
+static_assert(kMaxPartitions <= (1u << 10), "a partition takes 10 bits of a note");
+static_assert(Block::kPrefetchWindow <= 8, "a window slot takes 3 bits of a note");
 inline uint64_t route_note(const TcTable& t, uint32_t slot, uint32_t partition, uint32_t key_hash) {
   return uint64_t{1} << 63 | uint64_t{t.def.version & 0x7FFF} << 48 | uint64_t{slot} << 45 | uint64_t{partition} << 32 |
          key_hash;

@@ -97,6 +97,11 @@ inline constexpr uint64_t kMaxSleepNs = 100'000'000;
 inline constexpr uint64_t kSpinPollsPerPause = 8;
 inline constexpr uint64_t kSpinPollsPerClockRead = 64;
 inline constexpr uint64_t kSpinPollsPerPublish = 4096;
+// Signals a thread decodes ahead for a block that prefetches (Block::prefetch,
+// the LDM's key lookups): enough misses in flight to hide one memory
+// latency behind the others, few enough that stage 0's lines are still in
+// L1 when stage 1 reads them. TC packs a window's notes in 3 bits.
+inline constexpr uint32_t kPrefetchWindow = 8;
 
 // ---- how the knobs relate ----------------------------------------------------
 
@@ -116,5 +121,7 @@ static_assert((kSpinPollsPerClockRead & (kSpinPollsPerClockRead - 1)) == 0, "a m
 static_assert((kSpinPollsPerPublish & (kSpinPollsPerPublish - 1)) == 0, "a mask, not a division");
 static_assert(kSpinPollsPerPause <= kSpinPollsPerClockRead);
 static_assert(kSpinPollsPerClockRead <= kSpinPollsPerPublish);
+static_assert(kPrefetchWindow >= 2, "a window overlaps at least two lookups");
+static_assert(kPrefetchWindow <= kBatchSignals, "a window lies within one batch");
 
 }  // namespace fjord::tuning

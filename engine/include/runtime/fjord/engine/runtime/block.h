@@ -21,6 +21,7 @@
 #include <string>
 
 #include "fjord/base/cache.h"
+#include "fjord/base/tuning.h"
 #include "fjord/engine/signal.h"
 #include "fjord/transport/transporter.h"
 #include "fjord/transport/types.h"
@@ -57,7 +58,7 @@ class alignas(kCacheLineBytes) Block {
   // that an earlier one in the window makes stale. Called only for blocks
   // constructed with `prefetches` set, so the others pay nothing. It may
   // leave a note on the signal for itself (Signal::prefetch_note).
-  static constexpr uint32_t kPrefetchWindow = 8;
+  static constexpr uint32_t kPrefetchWindow = tuning::kPrefetchWindow;
   virtual void prefetch(const Signal&, int /*stage*/) const {}
   bool prefetches() const { return prefetches_; }
 
