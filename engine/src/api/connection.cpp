@@ -34,9 +34,19 @@ Status check_column(const TableDef& t, const char* field, uint32_t column) {
                   std::to_string(column) + " (it has " + std::to_string(t.columns.size()) + ")");
 }
 
+// A value no column value can equal would make its predicate or bound
+// meaningless: refused, naming the column's limit.
 Status check_width(const TableDef& t, const char* field, uint16_t column, const ValueRef& v) {
   const uint32_t width = engine::integer_width(t.columns[column].type);
-  if (v.is_null || width == 0 || v.bytes.size() == width) return Status::ok();
+  if (v.is_null) return Status::ok();
+  if (width == 0) {
+    const uint32_t most = engine::max_value_bytes(t.columns[column]);
+    if (v.bytes.size() <= most) return Status::ok();
+    return bad_spec(std::string("ScanSpec.") + field + ": column '" + t.columns[column].name + "' (" +
+                    engine::column_type_name(t.columns[column].type) + ") takes at most " + std::to_string(most) +
+                    " bytes, not " + std::to_string(v.bytes.size()));
+  }
+  if (v.bytes.size() == width) return Status::ok();
   return bad_spec(std::string("ScanSpec.") + field + ": column '" + t.columns[column].name + "' (" +
                   engine::column_type_name(t.columns[column].type) + ") takes " + std::to_string(width) +
                   "-byte values, not " + std::to_string(v.bytes.size()));

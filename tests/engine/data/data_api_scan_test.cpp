@@ -155,6 +155,9 @@ TEST_F(DataApiTest, AScanSpecTheNodeCannotRunIsRefusedNamingWhatIsWrong) {
   spec.filter.push_back({kBalance, engine::protocol::FilterOp::kGe, Row().set(kBalance, uint32_t{1})});
   EXPECT_EQ(refusal(spec), "ScanSpec.filter: column 'balance' (INT64) takes 8-byte values, not 4");
   spec = {};
+  spec.filter.push_back({kName, engine::protocol::FilterOp::kEq, Row().set(kName, std::string(33, 'x'))});
+  EXPECT_EQ(refusal(spec), "ScanSpec.filter: column 'name' (VARCHAR) takes at most 32 bytes, not 33");
+  spec = {};
   spec.has_lower = true;
   spec.lower.set(kId, uint64_t{5});
   EXPECT_EQ(refusal(spec), "ScanSpec has bounds but no ordered index");
