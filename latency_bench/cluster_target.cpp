@@ -22,6 +22,12 @@ constexpr std::string_view kProcessLocal[] = {"sim"};
 // rather than leaving the column out.
 constexpr std::string_view kKnownElsewhere[] = {"rdma", "dpdk"};
 
+// Why a transporter of the design is absent from this program.
+std::string absent_reason(std::string_view name) {
+  if (name == "dpdk") return "no DPDK transporter is implemented yet (its design: docs/transport.md)";
+  return "not built into this program (this build has no " + std::string(name) + " transporter)";
+}
+
 std::string link_text(const std::string& type, NodeId data_node, NodeId api_node) {
   return "[" + type + "] link " + std::to_string(data_node) + "-" + std::to_string(api_node);
 }
@@ -50,9 +56,7 @@ Status choose_transporters(const Options& o, std::vector<std::string>& run, std:
   if (o.transporter.empty())
     for (std::string_view name : kKnownElsewhere)
       if (!registry.find(name))
-        skipped.push_back({std::string(name), Outcome::kUnavailable,
-                           "not built into this program (this build has no " + std::string(name) + " transporter)",
-                           kNoNode, ""});
+        skipped.push_back({std::string(name), Outcome::kUnavailable, absent_reason(name), kNoNode, ""});
   if (run.empty()) return Status(StatusCode::kUnavailable, "no transporter can reach a data node here");
   return Status::ok();
 }
