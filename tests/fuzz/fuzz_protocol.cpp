@@ -196,6 +196,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (!m->drop) (void)decode_table(m->table);
   }
   if (auto m = decode_schema_install_conf(s)) same_words(encode(*m), number, word_values);
+  if (auto m = decode_api_reg_req(s)) same_words(encode(*m), number, word_values);
   if (auto m = decode_api_reg_conf(s)) same_words(encode(*m), number, word_values);
   for (const auto& sec : sections) {
     (void)decode_table(sec);

@@ -174,12 +174,7 @@ Status Connection::establish() {
 // Learns the data node's TC and LDM instance counts. kLinkDown if the node
 // dropped the link first.
 Status Connection::register_node() {
-  const uint32_t id = next_request_++;
-  const uint32_t words[] = {id};
-  engine::protocol::SignalOut out;
-  out.number = gsn::kApiRegReq;
-  out.words[0] = words[0];
-  out.word_count = 1;
+  const engine::protocol::SignalOut out = engine::protocol::encode(engine::protocol::ApiRegReq{next_request_++});
   Status sent = send_frame(out, kDict, 0);
   if (sent) sent = flush();
   if (sent && wait_until([&] { return registered_; }, options_.request_timeout_ms)) return Status::ok();
@@ -526,12 +521,13 @@ void Connection::on_tc_abort_rep(const engine::Signal& s) {
 void Connection::on_scan_answer(const engine::Signal& s) {
   if (s.word_count() < 2)
     return protocol_fault(s, Status(StatusCode::kProtocolError, std::to_string(s.word_count()) + " words"));
-  const uint32_t handle = s.word(0);
+  using Answer = engine::protocol::layout::ScanRows;  // ScanConf and ScanRef begin alike
+  const uint32_t handle = s.word(Answer::kApiConn);
   const uint32_t slot = handle & 0xFFFF;
   if (!(handle & kScanHandleBit)) return;
   if (slot >= scans_.size()) return;
   Scan& scan = *scans_[slot];
-  if (scan.scan_id_ != s.word(1) || scan.closed_) return;
+  if (scan.scan_id_ != s.word(Answer::kScanId) || scan.closed_) return;
   const bool taken = s.number() == gsn::kScanRows   ? on_scan_rows(scan, s)
                      : s.number() == gsn::kScanConf ? on_scan_conf(scan, s)
                                                     : on_scan_ref(scan, s);

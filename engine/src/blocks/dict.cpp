@@ -18,7 +18,13 @@ void DictBlock::execute(const Signal& signal, BlockContext& context) {
     case gsn::kDropTableReq:
     case gsn::kGetTableReq: accept(signal, context); break;
     case gsn::kApiRegReq: {
-      const uint32_t request_id = signal.word_count() > 0 ? signal.word(0) : 0;
+      // Answered even when malformed (request id 0): the API then fails on
+      // the id, not on a silent wait.
+      auto req = decode_api_reg_req(signal);
+      if (!req)
+        FJORD_LOG_WARN("DICT: malformed ApiRegReq from node %u: %s", signal.sender_node,
+                       req.status().message().c_str());
+      const uint32_t request_id = req ? req->request_id : 0;
       const SignalOut out = encode(ApiRegConf{request_id, tc_instances_, ldm_instances_, default_partitions_});
       context.send(signal.sender_address(), out.number, out.data());
       break;
@@ -42,7 +48,9 @@ void DictBlock::accept(const Signal& signal, BlockContext& context) {
   auto m = decode_schema_message(signal);
   if (!m) {
     FJORD_LOG_WARN("DICT: malformed schema request from node %u: %s", signal.sender_node, m.status().message().c_str());
-    const SignalOut out = encode(SchemaRef{signal.word_count() > 0 ? signal.word(0) : 0, ErrorCode::kBadRequest});
+    using L = protocol::layout::SchemaMessage;
+    const uint32_t request_id = signal.word_count() > L::kRequestId ? signal.word(L::kRequestId) : 0;
+    const SignalOut out = encode(SchemaRef{request_id, ErrorCode::kBadRequest});
     context.send(signal.sender_address(), out.number, out.data(), out.section_list());
     return;
   }

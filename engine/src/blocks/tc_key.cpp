@@ -136,7 +136,11 @@ void TcBlock::Impl::refuse(NodeId sender, const TcKeyReq& req, ErrorCode error, 
 void TcBlock::Impl::refuse_malformed(const Signal& s, const Status& why, BlockContext& c) {
   FJORD_LOG_WARN("TC: refused a request from node %u: %s", s.sender_node, why.message().c_str());
   TcKeyReq blank;
-  if (s.word_count() >= 3) blank = TcKeyReq{s.word(0), TxId::from(s.word(1), s.word(2))};
+  // A train begins with a request's handle and transaction words.
+  using L = layout::TcKeyReq;
+  static_assert(int{layout::TcKeyTrain::kApiConn} == int{L::kApiConn});
+  static_assert(int{layout::TcKeyTrain::kTxLo} == int{L::kTxLo});
+  if (s.word_count() > L::kTxLo) blank = TcKeyReq{s.word(L::kApiConn), TxId::from(s.word(L::kTxHi), s.word(L::kTxLo))};
   refuse(s.sender_node, blank, ErrorCode::kBadRequest, c);
 }
 

@@ -15,8 +15,9 @@ void TcBlock::Impl::scan_req(const Signal& s, BlockContext& c) {
   if (!decoded) {
     FJORD_LOG_WARN("TC: refused a scan from node %u: %s", s.sender_node, decoded.status().message().c_str());
     bump(counters.refused_requests);
-    if (s.word_count() >= 4)
-      send_out(c, api_address(s.sender_node), ScanRef{s.word(0), s.word(3), ErrorCode::kBadRequest});
+    using L = layout::ScanReq;
+    if (s.word_count() > L::kScanId)
+      send_out(c, api_address(s.sender_node), ScanRef{s.word(L::kApiConn), s.word(L::kScanId), ErrorCode::kBadRequest});
     return;
   }
   const ScanReq& req = *decoded;

@@ -74,6 +74,17 @@ Result<SchemaInstallConf> decode_schema_install_conf(const Signal& s) {
   return SchemaInstallConf{s.word(L::kInstallId)};
 }
 
+SignalOut encode(const ApiRegReq& m) {
+  using L = layout::ApiRegReq;
+  return Out<L>(gsn::kApiRegReq).w(L::kRequestId, m.request_id).done();
+}
+
+Result<ApiRegReq> decode_api_reg_req(const Signal& s) {
+  using L = layout::ApiRegReq;
+  if (Status st = shape<L>(s, gsn::kApiRegReq); !st) return st;
+  return ApiRegReq{s.word(L::kRequestId)};
+}
+
 SignalOut encode(const ApiRegConf& m) {
   using L = layout::ApiRegConf;
   return Out<L>(gsn::kApiRegConf)

@@ -449,6 +449,9 @@ TEST(ProtocolTest, FieldsTravelInTheWordsTheirLayoutNames) {
   auto refused = decode_schema_ref(w.carry(encode(SchemaRef{14, ErrorCode::kNoSuchTable})));
   ASSERT_TRUE(refused) << refused.status().to_string();
   EXPECT_EQ(refused->error, ErrorCode::kNoSuchTable);
+  auto reg_req = decode_api_reg_req(w.carry(encode(ApiRegReq{15})));
+  ASSERT_TRUE(reg_req) << reg_req.status().to_string();
+  EXPECT_EQ(reg_req->request_id, 15u);
   auto reg = decode_api_reg_conf(w.carry(encode(ApiRegConf{14, 2, 3, 16})));
   ASSERT_TRUE(reg) << reg.status().to_string();
   EXPECT_EQ(reg->tc_instances, 2);

@@ -44,8 +44,10 @@ void LdmBlock::Impl::lqh_key_req(const Signal& s, BlockContext& c) {
     FJORD_LOG_WARN("LDM(%u): malformed LqhKeyReq from node %u: %s", o.instance, s.sender_node,
                    decoded.status().message().c_str());
     bump(counters.refused);
-    if (s.word_count() >= 3) {
-      const SignalOut out = encode(LqhKeyRef{s.word(0), TxId::from(s.word(1), s.word(2)), ErrorCode::kBadRequest});
+    using L = layout::LqhKeyReq;
+    if (s.word_count() > L::kTxLo) {
+      const SignalOut out =
+          encode(LqhKeyRef{s.word(L::kTcOp), TxId::from(s.word(L::kTxHi), s.word(L::kTxLo)), ErrorCode::kBadRequest});
       c.send(s.sender_address(), out.number, out.data());
     }
     return;

@@ -108,7 +108,9 @@ void LdmBlock::Impl::scan_frag_req(const Signal& s, BlockContext& c) {
   if (!decoded) {
     FJORD_LOG_WARN("LDM(%u): malformed ScanFragReq from node %u: %s", o.instance, s.sender_node,
                    decoded.status().message().c_str());
-    if (s.word_count() >= 9) send_out(c, s.sender_address(), ScanFragRef{s.word(0), s.word(8), ErrorCode::kBadRequest});
+    using L = layout::ScanFragReq;
+    if (s.word_count() > L::kPartition)
+      send_out(c, s.sender_address(), ScanFragRef{s.word(L::kTcScan), s.word(L::kPartition), ErrorCode::kBadRequest});
     return;
   }
   const ScanFragReq& r = *decoded;

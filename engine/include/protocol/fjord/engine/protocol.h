@@ -532,6 +532,9 @@ struct SchemaInstallConf {  // TC/LDM -> DICT
 
 // An API node introduces itself and learns how the data node is laid out
 // (NDB's API_REGREQ/API_REGCONF).
+struct ApiRegReq {
+  uint32_t request_id = 0;
+};
 struct ApiRegConf {
   uint32_t request_id = 0;
   uint16_t tc_instances = 0;
@@ -611,6 +614,8 @@ SignalOut encode(const SchemaInstallConf& m);
 Result<SchemaMessage> decode_schema_message(const Signal& s);
 Result<SchemaInstall> decode_schema_install(const Signal& s);
 Result<SchemaInstallConf> decode_schema_install_conf(const Signal& s);
+SignalOut encode(const ApiRegReq& m);
+Result<ApiRegReq> decode_api_reg_req(const Signal& s);
 SignalOut encode(const ApiRegConf& m);
 Result<ApiRegConf> decode_api_reg_conf(const Signal& s);
 Result<ScanReq> decode_scan_req(const Signal& s);

@@ -217,6 +217,11 @@ struct ScanConf {  // TC -> API
 
 struct ScanRef {  // TC -> API
   enum Word : uint8_t { kApiConn, kScanId, kError, kWordCount };
+  // The API finds a scan by the first two words of each of its answers.
+  static_assert(int{ScanConf::kApiConn} == int{ScanRows::kApiConn});
+  static_assert(int{ScanConf::kScanId} == int{ScanRows::kScanId});
+  static_assert(int{ScanRef::kApiConn} == int{ScanRows::kApiConn});
+  static_assert(int{ScanRef::kScanId} == int{ScanRows::kScanId});
   enum Section : uint8_t { kSectionCount };
 };
 
@@ -246,6 +251,11 @@ struct SchemaInstall {  // DICT -> TC and LDM
 
 struct SchemaInstallConf {  // TC/LDM -> DICT
   enum Word : uint8_t { kInstallId, kWordCount };
+  enum Section : uint8_t { kSectionCount };
+};
+
+struct ApiRegReq {  // API -> DICT
+  enum Word : uint8_t { kRequestId, kWordCount };
   enum Section : uint8_t { kSectionCount };
 };
 
