@@ -106,7 +106,7 @@ Status WorkerThread::init() {
   }
   wake_list_.init(shared_.threads.size());
   flush_list_.init(kMaxNodeId + 1);
-  pending_flush_.reserve(kMaxNodeId + 1);
+  pending_flush_.init(kMaxNodeId + 1);
   links_.reserve(kMaxNodeId + 1);
   adopt_pending_.reserve(kMaxNodeId + 1);
   return Status::ok();
@@ -646,14 +646,13 @@ void WorkerThread::send_delayed(Block& from, uint32_t delay_ms, BlockRef to, uin
 bool WorkerThread::flush_links() {
   bool work = false;
   // Links we wrote to this loop, and links whose last flush was partial.
-  flush_list_.drain([this](NodeId node) { keep_flushing(node); });
+  flush_list_.drain([this](NodeId node) { pending_flush_.add(node); });
   const bool delegate = plan_.nosend && !shared_.send_threads.empty();
   if (plan_.type == ThreadType::kSend && !shared_.options.single_threaded) {
     for (NodeId n = 1; n <= kMaxNodeId; ++n)
-      if (shared_.links[n].needs_flush.exchange(false, std::memory_order_acq_rel)) keep_flushing(n);
+      if (shared_.links[n].needs_flush.exchange(false, std::memory_order_acq_rel)) pending_flush_.add(n);
   }
-  for (std::size_t i = 0; i < pending_flush_.size();) {
-    const NodeId node = pending_flush_[i];
+  pending_flush_.retain([&](NodeId node) {
     LinkSlot& slot = shared_.links[node];
     bool done = true;
     if (delegate) {
@@ -667,21 +666,9 @@ bool WorkerThread::flush_links() {
     } else {
       done = false;  // another thread is sending on it; try again next loop
     }
-    if (done) {
-      pending_flush_[i] = pending_flush_.back();
-      pending_flush_.pop_back();
-    } else {
-      ++i;
-    }
-  }
+    return !done;
+  });
   return work;
-}
-
-void WorkerThread::keep_flushing(NodeId node) {
-  if (std::find(pending_flush_.begin(), pending_flush_.end(), node) != pending_flush_.end()) return;
-  // Each node at most once: the reserved capacity holds them all.
-  FJORD_ASSERT(pending_flush_.size() < pending_flush_.capacity());
-  pending_flush_.push_back(node);
 }
 
 void WorkerThread::wake_destinations() {

@@ -70,9 +70,10 @@ struct Destination {
 struct RuntimeShared;
 
 // Small indices (thread indices, node ids) gathered during one loop, each
-// once, in the order first added; then handed out together and forgotten.
-// The wake-up list and the flush list of a worker. Sized by init() for
-// every index, so add() never allocates. One thread only; hot path.
+// once, in the order first added; then handed out together and forgotten
+// (drain), or kept while still wanted (retain). The wake-up list, the flush
+// list and the pending-flush list of a worker. Sized by init() for every
+// index, so add() never allocates. One thread only; hot path.
 template <typename Index>
 class MarkedList {
  public:
@@ -97,6 +98,20 @@ class MarkedList {
     }
     list_.clear();
   }
+  // Calls keep(index) for every index, in order; those it returns false for
+  // leave the list (and may be added again).
+  template <typename Keep>
+  void retain(Keep&& keep) {
+    std::size_t kept = 0;
+    for (Index index : list_) {
+      if (keep(index))
+        list_[kept++] = index;
+      else
+        marks_[index] = 0;
+    }
+    list_.resize(kept);
+  }
+  bool empty() const { return list_.empty(); }
 
  private:
   LineVector<uint8_t> marks_;  // [index]: in list_
@@ -179,8 +194,6 @@ class alignas(kCacheLineBytes) WorkerThread {
   }
   // The link to `node` is flushed in step 4 of this loop: we wrote to it.
   [[gnu::always_inline]] void flush_later(NodeId node) { flush_list_.add(node); }
-  // Keeps `node` in the links flushed every loop until a flush completes.
-  void keep_flushing(NodeId node);
   // Spins, then sleeps, from `start_ns` (now) until input arrives; returns
   // the time it stopped (after a spin, a reading at most
   // tuning::kSpinPollsPerClockRead polls old).
@@ -221,7 +234,7 @@ class alignas(kCacheLineBytes) WorkerThread {
 
   MarkedList<uint32_t> wake_list_;    // threads we queued work for this loop
   MarkedList<NodeId> flush_list_;     // links we wrote to this loop
-  LineVector<NodeId> pending_flush_;  // links whose flush returned kPending, each once
+  MarkedList<NodeId> pending_flush_;  // links whose flush returned kPending
   uint64_t loop_now_ns_ = 0;
   uint32_t rr_next_queue_ = 0;
   bool signals_waiting_ = false;  // has_pending_input() found a job buffer with data
