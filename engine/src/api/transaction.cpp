@@ -165,13 +165,15 @@ Operation& Transaction::define(OpType type, const TableDef& table, std::span<con
   return op;
 }
 
+// The words of a record's header known only once the batch's end is.
 void Transaction::mark_batch(std::size_t batch) {
+  using L = layout::TcKeyTrainRecord;
   const auto set_word = [&](std::size_t i, std::size_t word, uint32_t value) {
     std::memcpy(requests_.data() + ops_[i]->request_offset_ + 4 * word, &value, 4);
   };
-  set_word(batch_first_, kTrainRecordFlagsWord, flags_of(batch_first_));
-  set_word(ops_used_ - 1, kTrainRecordFlagsWord, flags_of(ops_used_ - 1));
-  set_word(ops_used_ - 1, kTrainRecordBatchOpsWord, static_cast<uint32_t>(batch));
+  set_word(batch_first_, L::kFlags, flags_of(batch_first_));
+  set_word(ops_used_ - 1, L::kFlags, flags_of(ops_used_ - 1));
+  set_word(ops_used_ - 1, L::kBatchOps, static_cast<uint32_t>(batch));
 }
 
 TcKeyReq Transaction::request_of(std::size_t i, std::size_t batch) const {

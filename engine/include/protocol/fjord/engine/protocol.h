@@ -231,9 +231,6 @@ inline constexpr uint32_t kMaxTrainOps = 32;
 // The most bytes a read of `table` returns as value entries (every column, each at its longest).
 std::size_t max_read_bytes(const TableDef& table);
 inline constexpr std::size_t kTrainRecordHeaderBytes = 4 * layout::TcKeyTrainRecord::kWordCount;
-// The words the API fills in once a batch's end is known (by index into a record's header words).
-inline constexpr std::size_t kTrainRecordFlagsWord = layout::TcKeyTrainRecord::kFlags;
-inline constexpr std::size_t kTrainRecordBatchOpsWord = layout::TcKeyTrainRecord::kBatchOps;
 // The most bytes of records a train of either kind carries: what one frame
 // holds beside its header, words and checksum, with room to spare.
 inline constexpr std::size_t kMaxTrainBytes = frame::kMaxFrameBytes - 256;
