@@ -163,7 +163,7 @@ Result<double> raw_job_buffer_rtt_ns(uint64_t rounds) {
     while ((space = q.reserve(kFrame)).empty()) cpu_relax();
     std::memcpy(space.data(), &v, sizeof v);
     std::memset(space.data() + sizeof v, 0, kFrame - sizeof v);
-    q.commit(kFrame, 1);
+    q.commit(kFrame, 1, SenderKind::kOwnNode);
   };
   const auto receive = [](JobBuffer& q) {
     std::span<const std::byte> e;
@@ -240,7 +240,7 @@ Result<double> minimal_loop_rtt_ns(uint64_t rounds) {
       std::span<std::byte> space;
       while ((space = out->reserve(frame::small_frame_bytes(0))).empty()) cpu_relax();
       const std::size_t n = frame::pack_small_frame(space.data(), {kPing, {kA, 0}, {kB, 0}, trace}, {});
-      out->commit(n, 1);
+      out->commit(n, 1, SenderKind::kOwnNode);
     }
   };
   std::atomic<bool> stop{false};

@@ -78,7 +78,9 @@ void TcBlock::execute(const Signal& s, BlockContext& c) {
     case gsn::kScanFragConf: return m.scan_frag_conf(s, c);
     case gsn::kScanFragRef: return m.scan_frag_ref(s, c);
     case gsn::kSchemaInstall: return m.schema_install(s, c);
-    case runtime_signals::kNodeDisconnected: return m.node_disconnected(static_cast<NodeId>(s.word(0)), c);
+    case runtime_signals::kNodeDisconnected:
+      if (foreign_runtime_signal(s)) return;
+      return m.node_disconnected(static_cast<NodeId>(s.word(0)), c);
     case runtime_signals::kNodeConnected: return;
     case kTcTimer:
       m.timer(c);

@@ -50,6 +50,20 @@ std::string json_escape(const std::string& s) {
 
 }  // namespace
 
+// The kind the configuration gives the node id a handshake proved. The
+// handshake accepts only ids of the link table, whose nodes all exist; a
+// node id without one would get the kind that may send nothing.
+SenderKind DataNode::Impl::peer_kind(NodeId peer) const {
+  const NodeDef* def = cluster.node(peer);
+  if (def == nullptr) return SenderKind::kMgmNode;
+  switch (def->kind) {
+    case NodeKind::kData: return SenderKind::kDataNode;
+    case NodeKind::kApi: return SenderKind::kApiNode;
+    case NodeKind::kMgm: return SenderKind::kMgmNode;
+  }
+  return SenderKind::kMgmNode;  // not reached: the least trusted kind
+}
+
 Status DataNode::Impl::open_listeners() {
   epoll_fd.reset(::epoll_create1(EPOLL_CLOEXEC));
   wake_fd.reset(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
@@ -156,7 +170,7 @@ void DataNode::Impl::accept_on(transport::Listener& listener) {
       continue;
     }
     const NodeId peer = (*t)->remote_node();
-    if (Status s = runtime->attach_link(std::move(t).value()); !s)
+    if (Status s = runtime->attach_link(std::move(t).value(), peer_kind(peer)); !s)
       FJORD_LOG_WARN("node %u: dropped a second connection from node %u: %s", self, peer, s.message().c_str());
   }
 }
@@ -173,7 +187,7 @@ void DataNode::Impl::connect_to_servers(uint64_t& next_try_ns) {
     transport::TransporterFactory* f = options.registry->find(link->type);
     if (!f) continue;
     auto t = f->connect(self, *link, now + 1'000'000'000ULL);
-    if (t) (void)runtime->attach_link(std::move(t).value());
+    if (t) (void)runtime->attach_link(std::move(t).value(), SenderKind::kDataNode);
   }
 }
 
@@ -306,6 +320,26 @@ std::string DataNode::Impl::layout_text() const {
   return out;
 }
 
+// One link's line of `stats`: its traffic while it is up, and the frames
+// refused from its node (which outlive the link they took down).
+std::string DataNode::Impl::link_text(const LinkStatsView& l) const {
+  const transport::LinkStats& s = l.stats;
+  std::string out = "node " + std::to_string(self) + " link to node " + std::to_string(l.node) + " (" + l.type + ", " +
+                    sender_kind_name(l.peer_kind) + "): ";
+  if (l.up)
+    out += "sent " + std::to_string(s.bytes_sent) + " bytes in " + std::to_string(s.frames_sent) +
+           " signals, mean send size " + std::to_string(s.mean_send_bytes) +
+           " bytes (last 4096 sends, or all so far), received " + std::to_string(s.bytes_received) + " bytes in " +
+           std::to_string(s.frames_received) + " signals, mean receive size " + std::to_string(s.mean_receive_bytes) +
+           " bytes, slowdowns " + std::to_string(s.slowdown_count) + ", overloads " + std::to_string(s.overload_count) +
+           ", send pressure " + l.pressure + ", ";
+  else
+    out += "down, ";
+  out += "refused signals " + std::to_string(l.refused_signals);
+  if (!l.last_refusal.empty()) out += " (last: " + l.last_refusal + ")";
+  return out + "\n";
+}
+
 std::string DataNode::Impl::stats_text() const {
   std::string out;
   for (const ThreadStats& t : runtime->thread_stats()) {
@@ -318,16 +352,7 @@ std::string DataNode::Impl::stats_text() const {
            std::to_string(t.job_buffer_fill_percent) + "%, spills " + std::to_string(t.spill_events) +
            ", congestion stops " + std::to_string(t.congestion_stops) + "\n";
   }
-  for (const LinkStatsView& l : runtime->link_stats()) {
-    const transport::LinkStats& s = l.stats;
-    out += "node " + std::to_string(self) + " link to node " + std::to_string(l.node) + " (" + l.type + "): sent " +
-           std::to_string(s.bytes_sent) + " bytes in " + std::to_string(s.frames_sent) + " signals, mean send size " +
-           std::to_string(s.mean_send_bytes) + " bytes (last 4096 sends, or all so far), received " +
-           std::to_string(s.bytes_received) + " bytes in " + std::to_string(s.frames_received) +
-           " signals, mean receive size " + std::to_string(s.mean_receive_bytes) + " bytes, slowdowns " +
-           std::to_string(s.slowdown_count) + ", overloads " + std::to_string(s.overload_count) + ", send pressure " +
-           l.pressure + "\n";
-  }
+  for (const LinkStatsView& l : runtime->link_stats()) out += link_text(l);
   if (pool)
     out += "node " + std::to_string(self) + " DataMemory: " + std::to_string(pool->pages_in_use()) + " of " +
            std::to_string(pool->capacity_pages()) + " pages in use\n";
@@ -354,14 +379,16 @@ std::string DataNode::Impl::stats_json() const {
   for (const LinkStatsView& l : runtime->link_stats()) {
     const transport::LinkStats& s = l.stats;
     out += std::string(first ? "" : ",") + "{\"node\":" + std::to_string(l.node) + ",\"type\":\"" +
-           json_escape(l.type) + "\",\"bytes_sent\":" + std::to_string(s.bytes_sent) +
+           json_escape(l.type) + "\",\"peer_kind\":\"" + sender_kind_name(l.peer_kind) +
+           "\",\"up\":" + (l.up ? "true" : "false") + ",\"bytes_sent\":" + std::to_string(s.bytes_sent) +
            ",\"frames_sent\":" + std::to_string(s.frames_sent) +
            ",\"mean_send_bytes\":" + std::to_string(s.mean_send_bytes) +
            ",\"bytes_received\":" + std::to_string(s.bytes_received) +
            ",\"frames_received\":" + std::to_string(s.frames_received) +
            ",\"mean_receive_bytes\":" + std::to_string(s.mean_receive_bytes) +
            ",\"slowdowns\":" + std::to_string(s.slowdown_count) + ",\"overloads\":" + std::to_string(s.overload_count) +
-           ",\"pressure\":\"" + l.pressure + "\"}";
+           ",\"pressure\":\"" + l.pressure + "\",\"refused_signals\":" + std::to_string(l.refused_signals) +
+           ",\"last_refusal\":\"" + json_escape(l.last_refusal) + "\"}";
     first = false;
   }
   out += "]";

@@ -12,6 +12,7 @@
 #include "fjord/base/log.h"
 #include "fjord/engine/blocks/dict.h"
 #include "fjord/engine/blocks/tc.h"
+#include "fjord/engine/protocol.h"
 #include "fjord/engine/thread_config.h"
 #include "node_internal.h"
 
@@ -68,6 +69,28 @@ Result<ThreadLayout> choose_layout(const DataNodeOptions& o, const NodeDef& node
   return layout;
 }
 
+// What an API node may send over its link, and to which block: the
+// requests of the API protocol (protocol.h), nothing else. Data nodes may
+// send every engine signal, management nodes nothing (the defaults).
+Status admit_api_requests(LinkAdmission& admission) {
+  namespace gsn = protocol::gsn;
+  struct Rule {
+    BlockNumber block;
+    uint16_t signal_number;
+  };
+  static constexpr Rule kApiRequests[] = {
+      {block_numbers::kDict, gsn::kApiRegReq},    {block_numbers::kDict, gsn::kCreateTableReq},
+      {block_numbers::kDict, gsn::kDropTableReq}, {block_numbers::kDict, gsn::kGetTableReq},
+      {block_numbers::kTc, gsn::kTcKeyReq},       {block_numbers::kTc, gsn::kTcKeyTrain},
+      {block_numbers::kTc, gsn::kTcCommitReq},    {block_numbers::kTc, gsn::kTcRollbackReq},
+      {block_numbers::kTc, gsn::kScanReq},        {block_numbers::kTc, gsn::kScanNextReq},
+      {block_numbers::kTc, gsn::kScanCloseReq},
+  };
+  for (const Rule& r : kApiRequests)
+    if (Status s = admission.allow(SenderKind::kApiNode, r.block, r.signal_number); !s) return s;
+  return Status::ok();
+}
+
 }  // namespace
 
 Result<std::unique_ptr<DataNode>> DataNode::create(const DataNodeOptions& o) {
@@ -109,6 +132,7 @@ Status DataNode::Impl::build_runtime() {
     // The link is out of every runtime structure: letting it go here closes
     // it. API nodes reconnect on their own.
   };
+  if (Status s = admit_api_requests(ro.admission); !s) return s;
   auto rt = Runtime::create(ro);
   if (!rt) return rt.status();
   runtime = std::move(rt).value();

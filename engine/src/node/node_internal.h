@@ -67,9 +67,11 @@ struct DataNode::Impl {
   void expire_control(uint64_t now_ns);
   std::string control_reply(const std::string& command);
   void connect_to_servers(uint64_t& next_try_ns);
+  SenderKind peer_kind(NodeId peer) const;
   void wake();
   std::string layout_text() const;
   std::string stats_text() const;
+  std::string link_text(const LinkStatsView& link) const;
   std::string stats_json() const;
   std::string block_stats_text() const;  // block_stats.cpp
   std::string block_stats_json() const;  // fields appended to stats_json's object

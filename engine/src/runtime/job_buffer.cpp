@@ -42,7 +42,7 @@ uint64_t JobBuffer::maybe_rewind(uint64_t w) noexcept {
   // bytes, so the envelope zeroed at the lap's end (the ring's start again)
   // is free.
   FJORD_ASSERT(lap_end + sizeof(Envelope) <= write_limit_);
-  const Envelope gap{static_cast<uint32_t>(lap_end - w), kNoNode, kGapEntry};
+  const Envelope gap{static_cast<uint32_t>(lap_end - w), kNoNode, SenderKind::kOwnNode, kGapEntry};
   word_at(lap_end).store(0, std::memory_order_relaxed);
   word_at(w).store(std::bit_cast<uint64_t>(gap), std::memory_order_release);  // P1
   gap_bytes_.store(lap_end - w, std::memory_order_relaxed);

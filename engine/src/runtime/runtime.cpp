@@ -178,10 +178,13 @@ void Runtime::run_watchdog() {
   }
 }
 
-Status Runtime::attach_link(std::unique_ptr<transport::Transporter> transporter) {
+Status Runtime::attach_link(std::unique_ptr<transport::Transporter> transporter, SenderKind peer_kind) {
   RuntimeShared& s = *shared_;
   FJORD_ASSERT(transporter != nullptr);
   const NodeId node = transporter->remote_node();
+  if (peer_kind == SenderKind::kOwnNode)
+    return Status(StatusCode::kInvalidArgument,
+                  "link to node " + std::to_string(node) + ": a link's peer is a data, API or management node");
   if (s.receiver_threads.empty())
     return Status(StatusCode::kInvalidArgument, "this runtime has no recv (or single) thread to receive links");
   if (transporter->local_node() != s.options.self)
@@ -193,6 +196,8 @@ Status Runtime::attach_link(std::unique_ptr<transport::Transporter> transporter)
     return Status(StatusCode::kAlreadyExists, "node " + std::to_string(node) + " is already connected");
   }
   slot.transporter = std::move(transporter);
+  slot.type = slot.transporter->type();
+  slot.peer_kind = peer_kind;
   slot.send_lock.unlock();
   const uint32_t pick = s.next_receiver.fetch_add(1) % s.receiver_threads.size();
   slot.recv_thread = s.receiver_threads[pick];
@@ -223,7 +228,7 @@ Status Runtime::inject(Address to, uint16_t signal_number, std::span<const uint3
   std::span<std::byte> space = q.reserve(frame_len);
   if (space.empty()) return Status(StatusCode::kResourceExhausted, "job buffer to " + t.name() + " is full");
   frame::pack_frame_sized(space.data(), frame_len, {signal_number, to.block, {0, 0}, 0}, data, sections, false);
-  q.commit(frame_len, s.options.self);
+  q.commit(frame_len, s.options.self, SenderKind::kOwnNode);
   t.waker().wake();
   return Status::ok();
 }
@@ -238,18 +243,24 @@ std::vector<LinkStatsView> Runtime::link_stats() const {
   std::vector<LinkStatsView> out;
   for (NodeId n = 1; n <= kMaxNodeId; ++n) {
     LinkSlot& slot = shared_->links[n];
-    if (!slot.up.load(std::memory_order_acquire)) continue;
+    const uint64_t refused = slot.refused_signals.load(std::memory_order_relaxed);
+    const bool up = slot.up.load(std::memory_order_acquire);
+    if (!up && refused == 0) continue;
+    LinkStatsView v;
+    v.node = n;
+    v.refused_signals = refused;
     slot.send_lock.lock();
+    v.type = slot.type;
+    v.peer_kind = slot.peer_kind;
+    v.last_refusal = slot.last_refusal;
     if (slot.transporter) {
-      LinkStatsView v;
-      v.node = n;
-      v.type = slot.transporter->type();
       v.up = slot.transporter->is_up();
       v.stats = slot.transporter->stats();
       v.pressure = transport::send_pressure_name(slot.transporter->send_pressure());
-      out.push_back(std::move(v));
     }
+    const bool linked = up && slot.transporter != nullptr;
     slot.send_lock.unlock();
+    if (linked || refused != 0) out.push_back(std::move(v));
   }
   return out;
 }

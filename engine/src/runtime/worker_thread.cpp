@@ -23,8 +23,9 @@ using tuning::kMaxFramesPerLinkPoll;
 using tuning::kMaxSleepNs;
 
 // Spilled signals keep the job buffer's entry layout (envelope + frame).
+// Only this node's own signals spill.
 void write_envelope(std::byte* at, std::size_t frame_bytes, NodeId sender_node) {
-  const Envelope e{static_cast<uint32_t>(JobBuffer::entry_bytes(frame_bytes)), sender_node, 0};
+  const Envelope e{static_cast<uint32_t>(JobBuffer::entry_bytes(frame_bytes)), sender_node, SenderKind::kOwnNode, 0};
   std::memcpy(at, &e, sizeof e);
 }
 
@@ -54,7 +55,7 @@ inline void WorkerThread::place_local(uint32_t thread, NodeId sender_node, const
       const std::size_t n = small ? frame::pack_small_frame(space.data(), header, data)
                                   : frame::pack_frame_sized(space.data(), frame_len, header, data, sections, false);
       FJORD_ASSERT(n == frame_len);
-      q.commit(frame_len, sender_node);
+      q.commit(frame_len, sender_node, SenderKind::kOwnNode);
       return;
     }
   }
@@ -345,6 +346,8 @@ bool WorkerThread::poll_links() {
 
 bool WorkerThread::poll_one_link(NodeId node) {
   transport::Transporter& t = *shared_.links[node].transporter;
+  const SenderKind kind = shared_.links[node].peer_kind;
+  const LinkAdmission& admission = shared_.options.admission;
   const uint32_t congestion = shared_.options.congestion_percent;
   uint32_t frames = 0;
   bool received = false;
@@ -354,15 +357,15 @@ bool WorkerThread::poll_one_link(NodeId node) {
     const transport::ReceiveBatch batch = t.receive();
     if (batch.bytes.empty()) return received;
     std::size_t consumed = 0;
-    // Frames are copied whole; routing needs only each one's header.
+    // Frames are copied whole; routing and admission need only each one's
+    // header. The frame's sender field is never read: the envelope names
+    // the link's node and kind.
     for (std::size_t at = 0; frames < kMaxFramesPerLinkPoll && at < batch.bytes.size();) {
       const frame::FrameRoute route = frame::route_of_validated(batch.bytes.subspan(at));
       const std::size_t frame_len = route.frame_bytes;
       const int dest = shared_.thread_of(route.receiver);
-      if (dest < 0) {
-        t.close("node " + std::to_string(node) + " sent signal " + std::to_string(route.signal_number) + " to block " +
-                std::to_string(route.receiver.block) + " instance " + std::to_string(route.receiver.instance) +
-                ", which does not exist on node " + std::to_string(shared_.options.self));
+      if (dest < 0 || !admission.admits(kind, route.receiver.block, route.signal_number)) [[unlikely]] {
+        refuse_frame(node, route, dest);
         t.release(batch.bytes.size());  // nothing from this peer is trusted any more
         return true;
       }
@@ -378,7 +381,7 @@ bool WorkerThread::poll_one_link(NodeId node) {
         break;
       }
       std::memcpy(space.data(), batch.bytes.data() + at, frame_len);
-      q.commit(frame_len, node);
+      q.commit(frame_len, node, kind);
       wake_later(static_cast<uint32_t>(dest));
       at += frame_len;
       consumed = at;
@@ -390,6 +393,34 @@ bool WorkerThread::poll_one_link(NodeId node) {
     }
     if (consumed < batch.bytes.size() || !batch.ask_again || frames >= kMaxFramesPerLinkPoll) return received;
   }
+}
+
+std::string WorkerThread::receiver_name(const frame::FrameRoute& route, int dest) const {
+  const std::string ref =
+      "block " + std::to_string(route.receiver.block) + " instance " + std::to_string(route.receiver.instance);
+  if (dest < 0) return ref + ", which does not exist on node " + std::to_string(shared_.options.self);
+  for (const auto& b : shared_.threads[static_cast<std::size_t>(dest)]->blocks())
+    if (b->ref() == route.receiver) return b->name() + " (" + ref + ")";
+  return ref;
+}
+
+void WorkerThread::refuse_frame(NodeId node, const frame::FrameRoute& route, int dest) {
+  LinkSlot& slot = shared_.links[node];
+  const char* kind = sender_kind_name(slot.peer_kind);
+  std::string what = "signal " + std::to_string(route.signal_number);
+  if (route.signal_number < runtime_signals::kFirstUser) what += " (one only the runtime of a node sends)";
+  std::string reason =
+      "node " + std::to_string(node) + " (" + kind + ") sent " + what + " to " + receiver_name(route, dest);
+  if (dest >= 0) reason += ": " + std::string(kind) + "s may not send it there; link closed";
+  slot.refused_signals.fetch_add(1, std::memory_order_relaxed);
+  slot.send_lock.lock();
+  slot.last_refusal = reason;
+  const std::string type = slot.type;
+  slot.send_lock.unlock();
+  // The link goes down at once: one line per link.
+  FJORD_LOG_WARN("node %u: refused a frame on the %s link to node %u: %s", shared_.options.self, type.c_str(), node,
+                 reason.c_str());
+  slot.transporter->close(reason);
 }
 
 void WorkerThread::link_went_down(NodeId node) {
@@ -505,6 +536,7 @@ Block* WorkerThread::decode(std::span<const std::byte> entry, Signal& signal) co
   Envelope envelope;
   std::memcpy(&envelope, entry.data(), sizeof envelope);
   signal.sender_node = envelope.sender_node;
+  signal.sender_kind = envelope.sender_kind;
   signal.prefetch_note = 0;
   frame::decode_validated(entry.subspan(sizeof(Envelope)), signal.view);
   Block* block = block_here(signal.view.header.receiver);
@@ -578,7 +610,7 @@ bool WorkerThread::copy_to_destination(Destination destination, std::span<const 
     std::span<std::byte> space = q.reserve(frame_bytes.size());
     if (space.empty()) return false;
     std::memcpy(space.data(), frame_bytes.data(), frame_bytes.size());
-    q.commit(frame_bytes.size(), envelope.sender_node);
+    q.commit(frame_bytes.size(), envelope.sender_node, envelope.sender_kind);
     wake_later(destination.index);
     return true;
   }
@@ -698,7 +730,17 @@ ThreadStats WorkerThread::stats_snapshot() const {
   return s;
 }
 
-// ---- BlockContext ------------------------------------------------------------------------
+// ---- Block, BlockContext -------------------------------------------------------------------
+
+bool Block::foreign_runtime_signal(const Signal& signal) {
+  if (signal.from_own_node()) [[likely]]
+    return false;
+  if (!foreign_logged_)
+    FJORD_LOG_WARN("%s: ignored runtime signal %u from node %u (%s): only this node's runtime sends it", name_.c_str(),
+                   signal.number(), signal.sender_node, sender_kind_name(signal.sender_kind));
+  foreign_logged_ = true;
+  return true;
+}
 
 NodeId BlockContext::self_node() const { return thread_.shared().options.self; }
 uint64_t BlockContext::now_ns() const { return thread_.now_ns(); }

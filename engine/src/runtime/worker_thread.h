@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -59,6 +60,18 @@ struct alignas(kCacheLineBytes) LinkSlot {
   std::atomic<bool> up{false};
   std::atomic<bool> needs_flush{false};  // for send threads
   uint32_t recv_thread = 0;
+  // The peer's kind, stamped on every signal the link carries. Set by
+  // attach_link before the receive thread adopts the link (its mutex
+  // carries it there); read by that thread only.
+  SenderKind peer_kind = SenderKind::kDataNode;
+  // Frames refused from this node id, over all its links: written by the
+  // receive thread, read by statistics (relaxed: a count, nothing ordered
+  // by it).
+  std::atomic<uint64_t> refused_signals{0};
+  // Guarded by send_lock (slow paths only): the last refusal's reason, and
+  // the transporter type of the last link (kept for a link that is down).
+  std::string last_refusal;
+  std::string type;
 };
 
 // Destination of a spilled or routed signal.
@@ -170,6 +183,11 @@ class alignas(kCacheLineBytes) WorkerThread {
   bool adopt_pending_links();
   bool poll_links();
   bool poll_one_link(NodeId node);
+  // Takes the link to `node` down for a frame it may not carry (`route`;
+  // `dest` the receiver's thread, or -1 when the block does not exist
+  // here): counted, logged, and nothing after it read. Cold.
+  [[gnu::cold]] void refuse_frame(NodeId node, const frame::FrameRoute& route, int dest);
+  std::string receiver_name(const frame::FrameRoute& route, int dest) const;
   void link_went_down(NodeId node);
   // Executing continues while the spill is below a quarter full: a little
   // slack lets two threads that spill towards each other keep draining their

@@ -54,7 +54,7 @@ uint64_t allocations_during_pings(std::vector<ThreadSpec> plans, ThreadType fron
   auto pair = fjord::test::connect_pair(*table, 1, *table->find(1, 2), 2);
   EXPECT_TRUE(pair) << pair.status().to_string();
   std::unique_ptr<transport::Transporter> peer = std::move(pair->client);
-  EXPECT_TRUE((*rt)->attach_link(std::move(pair->server)));
+  EXPECT_TRUE((*rt)->attach_link(std::move(pair->server), SenderKind::kDataNode));
   EXPECT_TRUE(eventually([&] { return (*rt)->link_up(2); }));
 
   bool ok = true;

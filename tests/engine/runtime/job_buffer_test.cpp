@@ -45,7 +45,7 @@ TEST(JobBufferTest, MatchesADequeModelUnderRandomOperations) {
       for (std::size_t i = 0; i < n; ++i) e.frame[i] = space[i] = std::byte{next++};
       // Written but not committed: the consumer must not see it.
       ASSERT_TRUE(q->entry_at(model_bytes).empty()) << "op " << op;
-      q->commit(n, e.sender);
+      q->commit(n, e.sender, SenderKind::kDataNode);
       model_bytes += JobBuffer::entry_bytes(n);
       model.push_back(std::move(e));
     } else {
@@ -85,7 +85,7 @@ uint64_t fill_with_numbered_entries(JobBuffer& q) {
     auto space = q.reserve(56);
     if (space.empty()) return pushed;
     std::memcpy(space.data(), &pushed, sizeof pushed);
-    q.commit(56, 1);
+    q.commit(56, 1, SenderKind::kDataNode);
     ++pushed;
   }
 }
@@ -138,7 +138,7 @@ TEST(JobBufferTest, GoesBackToTheRingsStartWhileTheConsumerKeepsUp) {
     auto space = q->reserve(24);
     ASSERT_FALSE(space.empty()) << "entry " << i;
     std::memcpy(space.data(), &i, sizeof i);
-    q->commit(24, 1);
+    q->commit(24, 1, SenderKind::kDataNode);
     std::size_t at = 0;
     const auto entry = q->entry_at(at);
     ASSERT_EQ(entry.size(), 32u) << "entry " << i;
@@ -167,7 +167,7 @@ TEST(JobBufferTest, ALaggingConsumerKeepsTheWholeRingInUse) {
   while (consumed_bytes < JobBuffer::kHotWindowBytes * 3 / 2) {
     auto space = q->reserve(56);
     ASSERT_FALSE(space.empty());
-    q->commit(56, 1);
+    q->commit(56, 1, SenderKind::kDataNode);
     std::size_t at = 0;
     const auto entry = q->entry_at(at);
     ASSERT_FALSE(entry.empty());
@@ -217,7 +217,7 @@ TEST(JobBufferTest, MatchesADequeModelAcrossGaps) {
       }
       ModelEntry e{std::vector<std::byte>(n), static_cast<NodeId>(1 + rng() % kMaxNodeId)};
       for (std::size_t i = 0; i < n; ++i) e.frame[i] = space[i] = std::byte{next++};
-      q->commit(n, e.sender);
+      q->commit(n, e.sender, SenderKind::kDataNode);
       model_bytes += JobBuffer::entry_bytes(n);
       model.push_back(std::move(e));
     } else {
@@ -274,7 +274,7 @@ void two_threads_stream_every_byte_in_order(std::size_t bytes) {
       auto space = q->reserve(n);
       if (space.empty()) continue;
       for (std::size_t k = 0; k < n; k += 8) std::memcpy(space.data() + k, &i, 8);
-      q->commit(n, static_cast<NodeId>(1 + i % kMaxNodeId));
+      q->commit(n, static_cast<NodeId>(1 + i % kMaxNodeId), SenderKind::kDataNode);
       ++i;
     }
   });

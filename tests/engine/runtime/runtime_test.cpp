@@ -501,7 +501,7 @@ class RuntimeLinkTest : public ::testing::Test {
     auto pair = fjord::test::connect_pair(*table, 1, *table->find(1, 2), 2);
     ASSERT_TRUE(pair) << pair.status().to_string();
     peer_ = std::move(pair->client);
-    ASSERT_TRUE(rt.attach_link(std::move(pair->server)));
+    ASSERT_TRUE(rt.attach_link(std::move(pair->server), SenderKind::kDataNode));
   }
   std::unique_ptr<transport::Transporter> peer_;
 };

@@ -1,6 +1,6 @@
-// Signals as engine code sees them: a received signal (Signal), where one
-// goes (Address), the well-known block numbers and the signal numbers the
-// runtime itself sends.
+// Signals as engine code sees them: a received signal (Signal), who sent it
+// (SenderKind), where one goes (Address), the well-known block numbers and
+// the signal numbers the runtime itself sends.
 //
 // Its own small unit (fjord_engine_signal, header only): the signal
 // protocol, the API library and the data node runtime all speak in these
@@ -39,6 +39,23 @@ inline constexpr uint16_t kNodeDisconnected = 3;  // data: {node id}
 inline constexpr uint16_t kFirstUser = 16;
 }  // namespace runtime_signals
 
+// Who sent a received signal, as the receiving node knows it: its own
+// threads (blocks, timers, the runtime), or the kind of node at the other
+// end of the link it came over. A link's kind comes from its handshake's
+// node id and the cluster configuration, never from a frame's bytes.
+enum class SenderKind : uint8_t { kOwnNode = 0, kDataNode, kApiNode, kMgmNode };
+inline constexpr std::size_t kSenderKinds = 4;
+
+constexpr const char* sender_kind_name(SenderKind kind) noexcept {
+  switch (kind) {
+    case SenderKind::kOwnNode: return "own node";
+    case SenderKind::kDataNode: return "data node";
+    case SenderKind::kApiNode: return "API node";
+    case SenderKind::kMgmNode: return "management node";
+  }
+  return "unknown kind";
+}
+
 // Where a signal goes: a block instance on a node.
 struct Address {
   NodeId node = kNoNode;
@@ -49,6 +66,7 @@ struct Address {
 // execute(), the API's dispatch).
 struct Signal {
   NodeId sender_node = kNoNode;
+  SenderKind sender_kind = SenderKind::kOwnNode;
   frame::SignalView view;
   // What the receiving block's prefetch() worked out for this signal (say,
   // where its key lives), for its later stage and its execute(): 0 unless
@@ -58,6 +76,8 @@ struct Signal {
   mutable uint64_t prefetch_note = 0;
 
   uint16_t number() const { return view.header.signal_number; }
+  // Sent by a block, timer or the runtime of this node (not over a link).
+  bool from_own_node() const { return sender_kind == SenderKind::kOwnNode; }
   BlockRef sender() const { return view.header.sender; }
   Address sender_address() const { return {sender_node, view.header.sender}; }
   uint32_t trace() const { return view.header.trace; }

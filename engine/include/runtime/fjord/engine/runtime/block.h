@@ -45,6 +45,11 @@ class alignas(kCacheLineBytes) Block {
   virtual void execute(const Signal& signal, BlockContext& context) = 0;
   // Blocks that return true get kNodeConnected / kNodeDisconnected.
   virtual bool wants_node_events() const { return false; }
+  // True for a runtime signal (kNodeConnected, ...) that did not come from
+  // this node's runtime, which the block must then ignore; logged the first
+  // time. Links never carry them (LinkAdmission): this is the block's own
+  // check of what it acts on.
+  bool foreign_runtime_signal(const Signal& signal);
 
   // Look-ahead for blocks whose signals miss the cache (LDM's key lookups):
   // when several signals are queued, the thread first calls prefetch() for
@@ -76,6 +81,7 @@ class alignas(kCacheLineBytes) Block {
   BlockNumber number_;
   uint16_t instance_;
   bool prefetches_;
+  bool foreign_logged_ = false;  // foreign_runtime_signal() logged one
   std::string name_;
 };
 

@@ -56,20 +56,24 @@
 #include "fjord/base/mirrored_map.h"
 #include "fjord/base/status.h"
 #include "fjord/base/tuning.h"
+#include "fjord/engine/signal.h"
 #include "fjord/transport/types.h"
 
 namespace fjord::engine {
 
 // Precedes every frame in a job buffer. Read and written as one 64-bit word.
+// The sender is the runtime's word, never the frame's: the node id and kind
+// of the link a frame came over, or this node for its own signals.
 struct Envelope {
   uint32_t entry_bytes = 0;      // envelope + frame; never 0 once published
   NodeId sender_node = kNoNode;  // where the signal came from (self for local signals)
-  uint16_t flags = 0;
+  SenderKind sender_kind = SenderKind::kOwnNode;
+  uint8_t flags = 0;
 };
 static_assert(sizeof(Envelope) == 8);
 // Envelope::flags: the entry is no signal, only bytes to step over (the rest
 // of a lap the producer left to go back to the ring's start).
-inline constexpr uint16_t kGapEntry = 1;
+inline constexpr uint8_t kGapEntry = 1;
 
 class JobBuffer {
  public:
@@ -102,8 +106,8 @@ class JobBuffer {
   }
   // Publishes the frame of `frame_bytes` written into the last reservation
   // (a reserve() of at least frame_bytes, nothing reserved or committed
-  // since).
-  void commit(std::size_t frame_bytes, NodeId sender_node) noexcept {
+  // since), from `sender_node` of `sender_kind`.
+  void commit(std::size_t frame_bytes, NodeId sender_node, SenderKind sender_kind) noexcept {
     FJORD_ASSERT_MSG(frame_bytes % 8 == 0, "entries keep their envelopes 8-byte aligned");
     const uint64_t w = write_.load(std::memory_order_relaxed);
     const uint64_t next = w + entry_bytes(frame_bytes);
@@ -113,7 +117,7 @@ class JobBuffer {
     std::byte* const entry = base_ + (w & mask_);
     // The next envelope, through the mirror when the entry ends past the ring.
     word_at(entry + entry_bytes(frame_bytes)).store(0, std::memory_order_relaxed);
-    const Envelope e{static_cast<uint32_t>(entry_bytes(frame_bytes)), sender_node, 0};
+    const Envelope e{static_cast<uint32_t>(entry_bytes(frame_bytes)), sender_node, sender_kind, 0};
     word_at(entry).store(std::bit_cast<uint64_t>(e), std::memory_order_release);  // P1
     write_.store(next, std::memory_order_relaxed);
   }

@@ -6,7 +6,7 @@
 //   auto rt = Runtime::create(options);
 //   rt->add_block(std::make_unique<MyBlock>(...), ThreadType::kLdm, 0);
 //   rt->start();
-//   rt->attach_link(std::move(transporter));           // whenever a link connects
+//   rt->attach_link(std::move(transporter), SenderKind::kApiNode);  // whenever a link connects
 //   ... rt->stop();
 //
 // Each thread runs NDB's loop: (1) poll its transporters into job buffers
@@ -22,6 +22,12 @@
 // spill queue and executes nothing new until the spill drains. Nothing is
 // dropped and all memory is sized at start-up.
 //
+// Trust: every signal carries its sender's node id and kind as the runtime
+// knows them (Signal::sender_node, sender_kind): this node's own, or the
+// link's peer given to attach_link. A frame whose signal the link's peer
+// kind may not send (RuntimeOptions::admission) is refused before any
+// block sees it: counted, logged, and its link taken down.
+//
 // Threads: create/add_block/start/stop/attach_link from one controlling
 // thread; stats()/snapshot functions from any thread.
 #pragma once
@@ -36,6 +42,7 @@
 #include "fjord/base/status.h"
 #include "fjord/base/tuning.h"
 #include "fjord/engine/runtime/block.h"
+#include "fjord/engine/runtime/link_admission.h"
 #include "fjord/engine/thread_config.h"
 #include "fjord/transport/transporter.h"
 
@@ -62,6 +69,9 @@ struct RuntimeOptions {
   // Called (on a runtime thread) when a link went down; the transporter is
   // handed back for destruction and the node may reconnect.
   std::function<void(std::unique_ptr<transport::Transporter>)> on_link_down;
+  // What each kind of peer may send over its link (default: data nodes any
+  // engine signal, other kinds nothing).
+  LinkAdmission admission;
 };
 
 // Per-thread statistics (NDB: loops, signals, "Mean loop Counter", cpu and
@@ -83,12 +93,17 @@ struct ThreadStats {
   uint64_t stuck_ms = 0;  // how long the current step has lasted (watchdog view)
 };
 
+// A link, or (up false) a node whose last link went down after refused
+// signals: those counts outlive the link.
 struct LinkStatsView {
   NodeId node = kNoNode;
   std::string type;
+  SenderKind peer_kind = SenderKind::kDataNode;
   bool up = false;
   transport::LinkStats stats;
   std::string pressure;
+  uint64_t refused_signals = 0;  // frames refused from this node (LinkAdmission), over all its links
+  std::string last_refusal;      // why the last one was, or empty
 };
 
 class WorkerThread;
@@ -108,9 +123,12 @@ class Runtime {
   // Stops every thread, joins them and closes the links. Idempotent.
   void stop();
 
-  // Hands over a connected transporter (from a listener or connect()). It
-  // joins a receive thread's poll set and becomes routable. Any thread.
-  Status attach_link(std::unique_ptr<transport::Transporter> transporter);
+  // Hands over a connected transporter (from a listener or connect()) whose
+  // peer is a node of `peer_kind` (from the cluster configuration, for the
+  // node id its handshake proved; never kOwnNode). It joins a receive
+  // thread's poll set and becomes routable; every signal it carries is
+  // stamped with its node id and that kind. Any thread.
+  Status attach_link(std::unique_ptr<transport::Transporter> transporter, SenderKind peer_kind);
   bool link_up(NodeId node) const;
 
   // Sends a signal into the node from outside any block (tests, the node
