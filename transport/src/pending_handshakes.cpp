@@ -86,14 +86,14 @@ bool PendingHandshakes::make_room(const std::string& source, DeadlineNs now) {
   if (count_of(source) >= kMaxPendingPerSource) {
     const std::size_t own = oldest_silent(source);
     if (own == SIZE_MAX) return false;
-    evict(own, "its source has the most connections waiting", now);
+    evict(own, "its source already had " + std::to_string(kMaxPendingPerSource) + " waiting", now);
   }
   if (pending_.size() >= kMaxPending) expire(now);
   if (pending_.size() < kMaxPending) return true;
   std::size_t victim = oldest_silent(busiest_source());
   if (victim == SIZE_MAX) victim = oldest_silent("");
   if (victim == SIZE_MAX) return false;
-  evict(victim, "its source has the most connections waiting", now);
+  evict(victim, std::to_string(kMaxPending) + " waited, the most from its source", now);
   FJORD_ASSERT(pending_.size() < kMaxPending);
   return true;
 }
@@ -124,7 +124,7 @@ std::size_t PendingHandshakes::oldest_silent(const std::string& source) const {
   return oldest;
 }
 
-void PendingHandshakes::evict(std::size_t i, const char* why, DeadlineNs now) {
+void PendingHandshakes::evict(std::size_t i, const std::string& why, DeadlineNs now) {
   FJORD_ASSERT(i < pending_.size());
   Entry closed = take(i);
   flood_log_.closed(

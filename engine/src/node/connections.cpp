@@ -123,13 +123,31 @@ void DataNode::Impl::accept_on(transport::Listener& listener) {
     auto t = listener.accept(monotonic_ns());
     if (!t) {
       if (t.status().code() == StatusCode::kTimeout) return;
-      FJORD_LOG_WARN("node %u: %s", self, t.status().message().c_str());  // rejections name their reason
+      log_setup_error(t.status());
       continue;
     }
     const NodeId peer = (*t)->remote_node();
     if (Status s = runtime->attach_link(std::move(t).value()); !s)
       FJORD_LOG_WARN("node %u: dropped a second connection from node %u: %s", self, peer, s.message().c_str());
   }
+}
+
+// Rejections name their reason. Under a flood of connections that fail
+// their set-up (peers that connect and leave), at most one line a second:
+// the others are counted in the next.
+void DataNode::Impl::log_setup_error(const Status& error) {
+  const uint64_t now = monotonic_ns();
+  if (now < setup_log_quiet_until_ns) {
+    ++setup_errors_not_logged;
+    return;
+  }
+  if (setup_errors_not_logged == 0)
+    FJORD_LOG_WARN("node %u: %s", self, error.message().c_str());
+  else
+    FJORD_LOG_WARN("node %u: %s (and %llu more failed set-ups not logged)", self, error.message().c_str(),
+                   static_cast<unsigned long long>(setup_errors_not_logged));
+  setup_errors_not_logged = 0;
+  setup_log_quiet_until_ns = now + 1'000'000'000ULL;
 }
 
 // Data node <-> data node links where this node is the client.

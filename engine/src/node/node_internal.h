@@ -60,6 +60,8 @@ struct DataNode::Impl {
   UniqueFd epoll_fd;
   UniqueFd wake_fd;  // eventfd: stop() wakes the connection thread
   std::thread connections;
+  uint64_t setup_log_quiet_until_ns = 0;  // log_setup_error: connection thread only
+  uint64_t setup_errors_not_logged = 0;
   std::atomic<bool> started{false};
   std::atomic<bool> stopping{false};
   std::atomic<uint32_t> stats_interval_s{0};
@@ -72,6 +74,7 @@ struct DataNode::Impl {
   Status open_control();    // control_socket.cpp
   void connection_loop();
   void accept_on(transport::Listener& listener);
+  void log_setup_error(const Status& error);
   void accept_control();
   void read_control(std::size_t slot);
   void close_control(std::size_t slot);

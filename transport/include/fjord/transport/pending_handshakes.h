@@ -105,7 +105,7 @@ class PendingHandshakes {
   // The source with the most waiting connections.
   std::string busiest_source() const;
   // Closes entry i to make room, counted in the flood log.
-  void evict(std::size_t i, const char* why, DeadlineNs now);
+  void evict(std::size_t i, const std::string& why, DeadlineNs now);
   // Entry i out of the set (the last one moves into its slot).
   Entry take(std::size_t i);
   void expire(DeadlineNs now);
