@@ -58,8 +58,9 @@ void PendingHandshakes::arm_timer() {
 bool PendingHandshakes::add(Entry entry, DeadlineNs now) {
   if (!make_room(entry.source, now)) {
     flood_log_.closed(what_, entry.source,
-                      "refused a connection from " + entry.peer + ": " + std::to_string(pending_.size()) +
-                          " connections wait with their handshake in",
+                      "refused a connection from " + entry.peer + ": the connections waiting (" +
+                          std::to_string(pending_.size()) + ", " + std::to_string(count_of(entry.source)) +
+                          " of its source) fill a bound and each has its handshake in",
                       now);
     return false;
   }

@@ -22,7 +22,8 @@
 // arrived, so a peer that connects and sends its request at once always
 // gets a slot, however many silent or trickling connections others keep
 // opening; and the listener never holds more than kMaxPending descriptors
-// for them. Closures are logged at most once a second (FloodLog).
+// for them. Closures are logged in one line a second under a flood
+// (FloodLog).
 //
 // Thread: the listener's (whoever calls its accept()). Slow path: allocates
 // (the entries, a count per source).
