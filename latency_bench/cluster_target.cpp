@@ -9,6 +9,7 @@
 
 #include "builtin_transporters.h"
 #include "fjord/engine/cluster_config.h"
+#include "fjord/engine/data_node.h"
 
 namespace fjord::bench {
 namespace {
@@ -170,8 +171,7 @@ Result<ClusterTarget> cluster_from_file(const Options& o, const RunContext& ctx,
   t.config_path = o.config_path;
   t.config_label = o.config_path;
   t.data_node = data;
-  const std::string& socket = data_nodes.front()->params.get_string("ControlSocket");
-  t.control_socket = socket.empty() ? "@fjord-node-" + std::to_string(data) : socket;
+  t.control_socket = engine::control_socket_of(*cluster, data);
   t.endpoints.push_back({link->type, *apis, link_text(link->type, data, apis->front())});
   if (const transport::TransporterFactory* f = registry.find(link->type); f)
     if (Status s = f->probe(); !s) return Status(StatusCode::kUnavailable, link->describe() + ": " + s.message());

@@ -36,6 +36,10 @@ using transport::Transporter;
 
 constexpr std::string_view kName = "shm";
 constexpr std::size_t kLayoutExtraBytes = 12;  // u32 layout version, u64 ring bytes
+// Connections the kernel queues while the listener's thread is busy: room
+// for a burst, so that a well-behaved client's connect does not find the
+// queue full and retry.
+constexpr int kListenBacklog = 1024;
 
 const ParamSpec kShmParams[] = {
     {"ShmKey", Kind::kUint, 0, UINT64_MAX, "0", false,
@@ -168,9 +172,11 @@ class ShmListener final : public Listener {
   }
 
  private:
+  // At most kMaxPending a call: under a flood of connections the caller
+  // still gets to the ones whose requests are in.
   void take_waiting(uint32_t index, DeadlineNs deadline) {
     const Endpoint& e = endpoints_[index];
-    for (;;) {
+    for (std::size_t taken = 0; taken < transport::PendingHandshakes::kMaxPending; ++taken) {
       UniqueFd conn = acceptor_.take(e.socket.get());
       if (!conn.valid()) return;
       auto cred = peer_credentials(conn.get());
@@ -178,8 +184,10 @@ class ShmListener final : public Listener {
           cred ? "pid " + std::to_string(cred->pid) + " (uid " + std::to_string(cred->uid) + ") on @" + e.name
                : "a process on @" + e.name;
       // The peer is here: its set-up gets its own budget, not what is left
-      // of this accept() slice.
-      (void)pending_.add({std::move(conn), peer, index, transport::setup_deadline(deadline)}, monotonic_ns());
+      // of this accept() slice. The bounds count by uid, so another user's
+      // connections never take the slots of this user's nodes.
+      const std::string source = cred ? "uid " + std::to_string(cred->uid) : "uid ?";
+      (void)pending_.add({std::move(conn), peer, index, transport::setup_deadline(deadline), source}, monotonic_ns());
     }
   }
 
@@ -221,7 +229,10 @@ class ShmListener final : public Listener {
   transport::PendingHandshakes pending_;
 };
 
-// Binds and listens on @name. A name already bound is an error naming the link.
+// Binds and listens on @name. A name already bound is an error naming the
+// link and the process that holds it: another user's process squatting the
+// name, or one of this user's (a node still running, another link with the
+// same ShmKey).
 Result<UniqueFd> listen_abstract(const std::string& name, const LinkConfig& link) {
   UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   if (!fd.valid()) return io_error("socket AF_UNIX", errno);
@@ -229,12 +240,11 @@ Result<UniqueFd> listen_abstract(const std::string& name, const LinkConfig& link
   const socklen_t len = abstract_address(name, addr);
   if (::bind(fd.get(), reinterpret_cast<const sockaddr*>(&addr), len) != 0) {
     if (errno == EADDRINUSE)
-      return Status(StatusCode::kAlreadyExists, "@" + name + " of " + link.describe() +
-                                                    " is already in use by another listener (give each link its "
-                                                    "own ShmKey)");
+      return Status(StatusCode::kAlreadyExists, unix_name_taken("@" + name, "the shm endpoint of " + link.describe()) +
+                                                    " (each link needs its own ShmKey)");
     return io_error("bind @" + name, errno);
   }
-  if (::listen(fd.get(), 64) != 0) return io_error("listen on @" + name, errno);
+  if (::listen(fd.get(), kListenBacklog) != 0) return io_error("listen on @" + name, errno);
   return fd;
 }
 
@@ -318,7 +328,9 @@ class ShmFactory final : public transport::TransporterFactory {
     if (cred->uid != ::geteuid())
       return Status(
           StatusCode::kRejected,
-          uid_mismatch("the process listening on @" + name + " (pid " + std::to_string(cred->pid) + ")", cred->uid));
+          uid_mismatch("the process listening on @" + name + " (pid " + std::to_string(cred->pid) +
+                           ", another user's process holding the name of node " + std::to_string(server) + ")",
+                       cred->uid));
     auto ring_bytes = decode_layout(reply->extra);
     if (!ring_bytes) return ring_bytes.status();
     UniqueFd fds[3];  // segment, our eventfd, the server's eventfd

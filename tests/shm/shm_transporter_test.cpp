@@ -31,6 +31,7 @@
 #include "fjord/base/clock.h"
 #include "fjord/base/fd.h"
 #include "fjord/base/mirrored_map.h"
+#include "fjord/base/unix_address.h"
 #include "fjord/shm/shm.h"
 #include "fjord/transport/handshake.h"
 #include "link_harness.h"
@@ -537,6 +538,87 @@ TEST(ShmTransporterTest, OneEndpointPerLink) {
   auto l = shm_factory().listen(5, *derived);
   ASSERT_TRUE(l) << l.status().to_string();
   EXPECT_EQ((*l)->endpoint(), "@fjord-shm-5-7");
+}
+
+// Another user's process that binds a link's endpoint first keeps the
+// server from listening (abstract names are open to every user); the error
+// says the name is squatted and by whom, not that a listener of ours
+// already has it.
+TEST(ShmTransporterTest, AnEndpointSquattedByAnotherUserIsReportedAsSuch) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to run the squatter as another uid (setuid to nobody)";
+  const transport::LinkTable table = shm_table();
+  const std::string name = shm_key_of(*table.find(1, 2));
+  int ready[2], done[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  ASSERT_EQ(::pipe(done), 0);
+  const pid_t child = fork_child([&] {
+    ::close(done[1]);  // so that the test's close is the end of the pipe
+    if (::setgid(65534) != 0 || ::setuid(65534) != 0) return 50;
+    UniqueFd squat(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_un addr{};
+    const socklen_t len = unix_address("@" + name, addr);
+    if (::bind(squat.get(), reinterpret_cast<sockaddr*>(&addr), len) != 0 || ::listen(squat.get(), 4) != 0) return 51;
+    (void)!::write(ready[1], "r", 1);
+    char byte;
+    return ::read(done[0], &byte, 1) >= 0 ? 0 : 52;  // until the test is done
+  });
+  char byte = 0;
+  ASSERT_EQ(::read(ready[0], &byte, 1), 1) << "the squatter did not start";
+  auto listener = shm_factory().listen(1, table);
+  ::close(done[1]);
+  const int status = wait_child(child);
+  for (int fd : {ready[0], ready[1], done[0]}) ::close(fd);
+  ASSERT_FALSE(listener);
+  EXPECT_EQ(listener.status().code(), StatusCode::kAlreadyExists);
+  const std::string& why = listener.status().message();
+  EXPECT_NE(why.find("@" + name), std::string::npos) << why;
+  EXPECT_NE(why.find("(uid 65534), another user's process: the name is squatted"), std::string::npos) << why;
+  EXPECT_NE(why.find("pid " + std::to_string(child)), std::string::npos) << why;
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "squatter status " << status;
+}
+
+// Connections of another user that never finish their handshake (a
+// thousand of them, more than the listener keeps) leave room for this
+// user's node: its set-up goes through.
+TEST(ShmTransporterTest, AnotherUsersSilentConnectionsLeaveRoomForTheNode) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to open the flood as another uid (setuid to nobody)";
+  const transport::LinkTable table = shm_table();
+  const LinkConfig link = *table.find(1, 2);
+  auto listener = shm_factory().listen(1, table);
+  ASSERT_TRUE(listener) << listener.status().to_string();
+  int ready[2], done[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  ASSERT_EQ(::pipe(done), 0);
+  const pid_t flood = fork_child([&] {
+    ::close(done[1]);  // so that the test's close is the end of the pipe
+    if (::setgid(65534) != 0 || ::setuid(65534) != 0) return 60;
+    std::vector<UniqueFd> held;
+    sockaddr_un addr{};
+    const socklen_t len = unix_address((*listener)->endpoint(), addr);
+    for (int i = 0; i < 1000; ++i) {
+      held.emplace_back(::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+      (void)::connect(held.back().get(), reinterpret_cast<sockaddr*>(&addr), len);
+    }
+    (void)!::write(ready[1], "r", 1);
+    char byte;
+    return ::read(done[0], &byte, 1) >= 0 ? 0 : 61;
+  });
+  char byte = 0;
+  ASSERT_EQ(::read(ready[0], &byte, 1), 1) << "the flood did not start";
+  for (int i = 0; i < 8; ++i) (void)(*listener)->accept(monotonic_ns() + 50'000'000ULL);  // the node takes them
+  pid_t client = -1;
+  client = fork_child([&] { return connect_client(link) ? 0 : 70; });
+  Result<std::unique_ptr<Transporter>> accepted = Status(StatusCode::kTimeout, "nothing");
+  for (const uint64_t until = monotonic_ns() + 20 * kSecond; !accepted && monotonic_ns() < until;)
+    accepted = (*listener)->accept(monotonic_ns() + 500'000'000ULL);
+  ::close(done[1]);
+  EXPECT_TRUE(accepted) << accepted.status().to_string();
+  accepted = Status(StatusCode::kTimeout, "closed");
+  const int client_status = wait_child(client);
+  const int flood_status = wait_child(flood);
+  for (int fd : {ready[0], ready[1], done[0]}) ::close(fd);
+  EXPECT_TRUE(WIFEXITED(client_status) && WEXITSTATUS(client_status) == 0) << "client status " << client_status;
+  EXPECT_TRUE(WIFEXITED(flood_status) && WEXITSTATUS(flood_status) == 0) << "flood status " << flood_status;
 }
 
 TEST(ShmTransporterTest, SteadyStateAllocatesNothing) {

@@ -32,7 +32,8 @@ const char kUsage[] =
     "  --multi-threaded         threads by type (NDB's ndbmtd; the default)\n"
     "  --print-thread-config    print the thread layout (type, blocks, CPUs, realtime, spintime) and exit\n"
     "  --log-file PATH          log here (default: DataDir/ndb_<id>_out.log); '-' = stderr only\n"
-    "  --control-socket NAME    socket for fjord-stats (default @fjord-node-<id>, an abstract socket)\n"
+    "  --control-socket NAME    socket for fjord-stats (default DataDir/fjord-control/node-<id>, in a directory\n"
+    "                           private to this user; '@name' = an abstract socket)\n"
     "  --quiet                  log to the file only\n"
     "  --help                   this text\n";
 

@@ -59,6 +59,16 @@ bool as_ipv4(const sockaddr* s, in_addr& out) {
 }
 }  // namespace
 
+std::string ip_text(const sockaddr* address) {
+  char host[INET6_ADDRSTRLEN] = "?";
+  in_addr four{};
+  if (address && as_ipv4(address, four))
+    ::inet_ntop(AF_INET, &four, host, sizeof host);
+  else if (address && address->sa_family == AF_INET6)
+    ::inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(address)->sin6_addr, host, sizeof host);
+  return host;
+}
+
 bool same_ip(const sockaddr* a, const sockaddr* b) {
   in_addr x{}, y{};
   if (as_ipv4(a, x) && as_ipv4(b, y)) return x.s_addr == y.s_addr;

@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "fjord/base/assert.h"
 #include "fjord/base/log.h"
 #include "fjord/transport/handshake.h"
 
@@ -44,7 +45,7 @@ PendingHandshakes::PendingHandshakes(int epoll_fd, std::string what)
 
 void PendingHandshakes::arm_timer() {
   if (!timer_.valid()) return;
-  const DeadlineNs at = next_deadline();
+  const DeadlineNs at = std::min(next_deadline(), flood_log_.due());
   itimerspec spec{};  // all zero: off
   if (at != UINT64_MAX) {
     spec.it_value.tv_sec = static_cast<time_t>(at / 1'000'000'000ULL);
@@ -55,10 +56,12 @@ void PendingHandshakes::arm_timer() {
 }
 
 bool PendingHandshakes::add(Entry entry, DeadlineNs now) {
-  if (pending_.size() >= kMaxPending) expire(now);
-  if (pending_.size() >= kMaxPending) {
-    FJORD_LOG_WARN("%s: refused a connection from %s: %zu connections are already waiting for their handshake",
-                   what_.c_str(), entry.peer.c_str(), pending_.size());
+  if (!make_room(entry.source, now)) {
+    flood_log_.closed(what_, entry.source,
+                      "refused a connection from " + entry.peer + ": the connections waiting (" +
+                          std::to_string(pending_.size()) + ", " + std::to_string(count_of(entry.source)) +
+                          " of its source) fill a bound and each has its handshake in",
+                      now);
     return false;
   }
   epoll_event ev{};
@@ -69,9 +72,65 @@ bool PendingHandshakes::add(Entry entry, DeadlineNs now) {
                    std::strerror(errno));
     return false;
   }
+  auto counted = std::find_if(sources_.begin(), sources_.end(), [&](const auto& s) { return s.first == entry.source; });
+  if (counted == sources_.end())
+    sources_.emplace_back(entry.source, 1);
+  else
+    ++counted->second;
   pending_.push_back(std::move(entry));
+  FJORD_ASSERT(pending_.size() <= kMaxPending);
   arm_timer();
   return true;
+}
+
+bool PendingHandshakes::make_room(const std::string& source, DeadlineNs now) {
+  if (count_of(source) >= kMaxPendingPerSource) {
+    const std::size_t own = oldest_silent(source);
+    if (own == SIZE_MAX) return false;
+    evict(own, "its source already had " + std::to_string(kMaxPendingPerSource) + " waiting", now);
+  }
+  if (pending_.size() >= kMaxPending) expire(now);
+  if (pending_.size() < kMaxPending) return true;
+  std::size_t victim = oldest_silent(busiest_source());
+  if (victim == SIZE_MAX) victim = oldest_silent("");
+  if (victim == SIZE_MAX) return false;
+  evict(victim, std::to_string(kMaxPending) + " waited, the most from its source", now);
+  FJORD_ASSERT(pending_.size() < kMaxPending);
+  return true;
+}
+
+std::size_t PendingHandshakes::count_of(const std::string& source) const {
+  for (const auto& [name, count] : sources_)
+    if (name == source) return count;
+  return 0;
+}
+
+std::string PendingHandshakes::busiest_source() const {
+  FJORD_ASSERT(!sources_.empty());
+  auto most = std::max_element(sources_.begin(), sources_.end(),
+                               [](const auto& a, const auto& b) { return a.second < b.second; });
+  return most->first;
+}
+
+// Oldest by deadline: every set-up gets the same budget from its accept.
+std::size_t PendingHandshakes::oldest_silent(const std::string& source) const {
+  std::size_t oldest = SIZE_MAX;
+  for (std::size_t i = 0; i < pending_.size(); ++i) {
+    const Entry& e = pending_[i];
+    if (!source.empty() && e.source != source) continue;
+    if (oldest != SIZE_MAX && e.deadline >= pending_[oldest].deadline) continue;
+    if (handshake_message_waiting(e.conn.get(), kHandshakeRequestMagic)) continue;  // taken at the next take_ready
+    oldest = i;
+  }
+  return oldest;
+}
+
+void PendingHandshakes::evict(std::size_t i, const std::string& why, DeadlineNs now) {
+  FJORD_ASSERT(i < pending_.size());
+  Entry closed = take(i);
+  flood_log_.closed(
+      what_, closed.source,
+      "closed a connection from " + closed.peer + " still waiting for its handshake to make room (" + why + ")", now);
 }
 
 std::optional<PendingHandshakes::Entry> PendingHandshakes::take_ready(DeadlineNs now) {
@@ -84,6 +143,7 @@ std::optional<PendingHandshakes::Entry> PendingHandshakes::take_ready(DeadlineNs
     (void)::read(timer_.get(), &expirations, sizeof expirations);  // nothing to read when not expired
   }
   expire(now);
+  flood_log_.flush(what_, now);
   std::optional<Entry> ready;
   for (std::size_t i = 0; i < pending_.size(); ++i) {
     if (!handshake_message_waiting(pending_[i].conn.get(), kHandshakeRequestMagic)) continue;
@@ -109,9 +169,11 @@ void PendingHandshakes::expire(DeadlineNs now) {
       ++i;
       continue;
     }
-    FJORD_LOG_WARN("%s: closed a connection from %s that sent no whole handshake in %llu s", what_.c_str(),
-                   pending_[i].peer.c_str(), static_cast<unsigned long long>(kSetupBudgetNs / 1'000'000'000ULL));
-    (void)take(i);  // closed here
+    Entry closed = take(i);
+    flood_log_.closed(what_, closed.source,
+                      "closed a connection from " + closed.peer + " that sent no whole handshake in " +
+                          std::to_string(kSetupBudgetNs / 1'000'000'000ULL) + " s",
+                      now);
   }
 }
 
@@ -130,7 +192,45 @@ PendingHandshakes::Entry PendingHandshakes::take(std::size_t i) {
   Entry out = std::move(pending_[i]);
   if (i + 1 != pending_.size()) pending_[i] = std::move(pending_.back());
   pending_.pop_back();
+  auto counted = std::find_if(sources_.begin(), sources_.end(), [&](const auto& s) { return s.first == out.source; });
+  FJORD_ASSERT(counted != sources_.end());
+  FJORD_ASSERT(counted->second > 0);
+  if (--counted->second == 0) {
+    *counted = std::move(sources_.back());
+    sources_.pop_back();
+  }
   return out;
 }
+
+void PendingHandshakes::FloodLog::closed(const std::string& what, const std::string& source, const std::string& line,
+                                         DeadlineNs now) {
+  flush(what, now);
+  if (now >= window_end_) {
+    FJORD_LOG_WARN("%s: %s", what.c_str(), line.c_str());
+    window_end_ = now + 1'000'000'000ULL;
+    return;
+  }
+  ++counted_;
+  auto named = std::find_if(sources_.begin(), sources_.end(), [&](const auto& s) { return s.first == source; });
+  if (named != sources_.end())
+    ++named->second;
+  else if (sources_.size() < 16)
+    sources_.emplace_back(source, 1);
+}
+
+void PendingHandshakes::FloodLog::flush(const std::string& what, DeadlineNs now) {
+  if (counted_ == 0 || now < window_end_) return;
+  auto most = std::max_element(sources_.begin(), sources_.end(),
+                               [](const auto& a, const auto& b) { return a.second < b.second; });
+  FJORD_LOG_WARN("%s: %zu more pending set-ups closed in the last second, most (%zu) from %s", what.c_str(), counted_,
+                 most != sources_.end() ? most->second : 0, most != sources_.end() ? most->first.c_str() : "?");
+  counted_ = 0;
+  sources_.clear();
+  // This summary opens a new second, so the next closure is counted too:
+  // under a flood the log gets one line a second.
+  window_end_ = now + 1'000'000'000ULL;
+}
+
+DeadlineNs PendingHandshakes::FloodLog::due() const { return counted_ == 0 ? UINT64_MAX : window_end_; }
 
 }  // namespace fjord::transport

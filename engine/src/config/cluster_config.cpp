@@ -45,7 +45,8 @@ const ParamSpec kDataNodeParams[] = {
     {"JobBufferMemory", Kind::kBytes, 64 << 10, 1 << 30, "1M", false, "each job buffer between two threads"},
     {"StatsLogInterval", Kind::kUint, 0, 86400, "0", false, "seconds between statistics in the log; 0 = off"},
     {"ControlSocket", Kind::kString, 0, 100, "", false,
-     "abstract Unix socket for fjord-stats; empty = fjord-node-<NodeId>"},
+     "Unix socket for fjord-stats ('@name' = abstract); empty = DataDir/fjord-control/node-<NodeId>, in a directory "
+     "private to the node's user"},
 };
 const std::size_t kDataNodeParamCount = std::size(kDataNodeParams);
 

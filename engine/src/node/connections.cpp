@@ -14,23 +14,11 @@
 
 #include "fjord/base/clock.h"
 #include "fjord/base/log.h"
-#include "fjord/base/unix_address.h"
 #include "fjord/engine/storage/page_pool.h"
 #include "node_internal.h"
 
 namespace fjord::engine {
 namespace {
-
-constexpr uint32_t kControlTag = UINT32_MAX;
-constexpr uint32_t kWakeTag = UINT32_MAX - 1;
-// Control connections: kControlClientTag + their slot (below kWakeTag).
-constexpr uint32_t kControlClientTag = UINT32_MAX - 64;
-
-// A control socket name no Unix address holds (unix_address gave 0).
-Status unusable_socket_name(const std::string& name) {
-  return Status(StatusCode::kInvalidArgument, "control socket name '" + name + "' is empty or longer than " +
-                                                  std::to_string(kMaxUnixSocketName) + " bytes");
-}
 
 std::string percent(uint64_t part, uint64_t whole) {
   if (whole == 0) return "0.0%";
@@ -88,23 +76,6 @@ Status DataNode::Impl::open_listeners() {
                    (*listener)->endpoint().c_str());
     listeners.push_back(std::move(listener).value());
   }
-  return Status::ok();
-}
-
-Status DataNode::Impl::open_control() {
-  control_fd.reset(::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-  if (!control_fd.valid()) return io_error("control socket", errno);
-  sockaddr_un addr;
-  const socklen_t len = unix_address(control_name, addr);
-  if (len == 0) return unusable_socket_name(control_name);
-  if (control_name[0] != '@') ::unlink(control_name.c_str());
-  if (::bind(control_fd.get(), reinterpret_cast<sockaddr*>(&addr), len) != 0 || ::listen(control_fd.get(), 8) != 0)
-    return io_error("control socket " + control_name + " (is another node with this id running?)", errno);
-  epoll_event ev{};
-  ev.events = EPOLLIN;
-  ev.data.u32 = kControlTag;
-  ::epoll_ctl(epoll_fd.get(), EPOLL_CTL_ADD, control_fd.get(), &ev);
-  stats_interval_s = static_cast<uint32_t>(node->params.get_uint("StatsLogInterval"));
   return Status::ok();
 }
 
@@ -166,13 +137,31 @@ void DataNode::Impl::accept_on(transport::Listener& listener) {
     auto t = listener.accept(monotonic_ns());
     if (!t) {
       if (t.status().code() == StatusCode::kTimeout) return;
-      FJORD_LOG_WARN("node %u: %s", self, t.status().message().c_str());  // rejections name their reason
+      log_setup_error(t.status());
       continue;
     }
     const NodeId peer = (*t)->remote_node();
     if (Status s = runtime->attach_link(std::move(t).value(), peer_kind(peer)); !s)
       FJORD_LOG_WARN("node %u: dropped a second connection from node %u: %s", self, peer, s.message().c_str());
   }
+}
+
+// Rejections name their reason. Under a flood of connections that fail
+// their set-up (peers that connect and leave), at most one line a second:
+// the others are counted in the next.
+void DataNode::Impl::log_setup_error(const Status& error) {
+  const uint64_t now = monotonic_ns();
+  if (now < setup_log_quiet_until_ns) {
+    ++setup_errors_not_logged;
+    return;
+  }
+  if (setup_errors_not_logged == 0)
+    FJORD_LOG_WARN("node %u: %s", self, error.message().c_str());
+  else
+    FJORD_LOG_WARN("node %u: %s (and %llu more failed set-ups not logged)", self, error.message().c_str(),
+                   static_cast<unsigned long long>(setup_errors_not_logged));
+  setup_errors_not_logged = 0;
+  setup_log_quiet_until_ns = now + 1'000'000'000ULL;
 }
 
 // Data node <-> data node links where this node is the client.
@@ -397,38 +386,6 @@ std::string DataNode::Impl::stats_json() const {
            ",\"pages\":" + std::to_string(pool->capacity_pages()) + "}";
   out += block_stats_json() + "}";
   return out;
-}
-
-Result<std::string> control_request(const std::string& socket_name, const std::string& command, uint32_t timeout_ms) {
-  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (!fd.valid()) return io_error("socket", errno);
-  timeval tv{static_cast<time_t>(timeout_ms / 1000), static_cast<suseconds_t>(timeout_ms % 1000 * 1000)};
-  ::setsockopt(fd.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  sockaddr_un addr;
-  const socklen_t len = unix_address(socket_name, addr);
-  if (len == 0) return unusable_socket_name(socket_name);
-  if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), len) != 0)
-    return Status(StatusCode::kUnavailable, "no data node answers on " + socket_name + ": " + std::strerror(errno));
-  const std::string line = command + "\n";
-  const bool sent = ::send(fd.get(), line.data(), line.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(line.size());
-  const int send_errno = errno;
-  // A node that refuses the connection (too many waiting) answers and
-  // closes without reading: its answer is still there to read.
-  std::string reply;
-  char buf[4096];
-  for (;;) {
-    const ssize_t n = ::recv(fd.get(), buf, sizeof buf, 0);
-    if (n > 0)
-      reply.append(buf, static_cast<std::size_t>(n));
-    else if (n == 0 || !reply.empty())
-      break;
-    else if (!sent)
-      return io_error("send to " + socket_name, send_errno);
-    else
-      return Status(StatusCode::kTimeout, "no reply from " + socket_name);
-  }
-  if (!sent && reply.empty()) return io_error("send to " + socket_name, send_errno);
-  return reply;
 }
 
 }  // namespace fjord::engine

@@ -114,9 +114,9 @@ Result<std::unique_ptr<DataNode>> DataNode::create(const DataNodeOptions& o) {
   auto layout = choose_layout(o, *impl->node, impl->single);
   if (!layout) return layout.status();
   impl->layout = std::move(layout).value();
-  const std::string& control =
-      !o.control_socket.empty() ? o.control_socket : impl->node->params.get_string("ControlSocket");
-  impl->control_name = control.empty() ? "@fjord-node-" + std::to_string(o.node_id) : control;
+  impl->control_name = !o.control_socket.empty() ? o.control_socket : control_socket_of(impl->cluster, o.node_id);
+  impl->control_in_private_directory =
+      o.control_socket.empty() && impl->node->params.get_string("ControlSocket").empty();
   if (Status s = impl->build_runtime(); !s) return s;
   return std::unique_ptr<DataNode>(new DataNode(std::move(impl)));
 }

@@ -17,6 +17,16 @@
 
 namespace fjord::engine {
 
+// Tags of the connection thread's epoll set: listeners are their index.
+inline constexpr uint32_t kControlTag = UINT32_MAX;
+inline constexpr uint32_t kWakeTag = UINT32_MAX - 1;
+// Control connections: kControlClientTag + their slot (below kWakeTag).
+inline constexpr uint32_t kControlClientTag = UINT32_MAX - 64;
+
+// Where a node's default control socket lives: <DataDir>/fjord-control
+// (control_socket.cpp; made mode 0700 by the node).
+std::string default_control_directory(const std::string& data_dir);
+
 struct DataNode::Impl {
   DataNodeOptions options;
   NodeId self = kNoNode;
@@ -34,6 +44,7 @@ struct DataNode::Impl {
   UniqueFd control_fd;
   Acceptor control_acceptor{"control socket"};  // with its spare descriptor
   std::string control_name;
+  bool control_in_private_directory = false;  // the default name: its directory is made private first
   // Control connections whose command line has not all arrived: a client
   // that connects and waits, or sends its line in pieces, holds up nothing
   // (each has until its deadline). Connection thread only.
@@ -49,6 +60,8 @@ struct DataNode::Impl {
   UniqueFd epoll_fd;
   UniqueFd wake_fd;  // eventfd: stop() wakes the connection thread
   std::thread connections;
+  uint64_t setup_log_quiet_until_ns = 0;  // log_setup_error: connection thread only
+  uint64_t setup_errors_not_logged = 0;
   std::atomic<bool> started{false};
   std::atomic<bool> stopping{false};
   std::atomic<uint32_t> stats_interval_s{0};
@@ -58,9 +71,10 @@ struct DataNode::Impl {
   Status build_runtime();
   Status add_ldm_blocks();  // ldm_wiring.cpp
   Status open_listeners();  // connections.cpp ...
-  Status open_control();
+  Status open_control();    // control_socket.cpp
   void connection_loop();
   void accept_on(transport::Listener& listener);
+  void log_setup_error(const Status& error);
   void accept_control();
   void read_control(std::size_t slot);
   void close_control(std::size_t slot);

@@ -34,6 +34,10 @@ using transport::Listener;
 using transport::Transporter;
 
 constexpr std::string_view kName = "tcp";
+// Connections the kernel queues for the listener while its thread is busy:
+// room for a burst (a flood among them) without the SYN of a well-behaved
+// peer being dropped, which would cost it a retransmission (a second).
+constexpr int kListenBacklog = 1024;
 
 const ParamSpec kTcpParams[] = {
     {"ReceiveBufferMemory", Kind::kBytes, 64 << 10, 1ULL << 30, "2M", false, "receive ring of this link"},
@@ -103,16 +107,21 @@ class TcpListener final : public Listener {
   }
 
  private:
+  // At most kMaxPending a call: under a flood of connections the caller
+  // still gets to the ones whose requests are in (the listen socket stays
+  // readable while more wait in its queue).
   void take_waiting(DeadlineNs deadline) {
-    for (;;) {
+    for (std::size_t taken = 0; taken < transport::PendingHandshakes::kMaxPending; ++taken) {
       sockaddr_storage from{};
       socklen_t from_len = sizeof from;
       UniqueFd conn = acceptor_.take(socket_.get(), reinterpret_cast<sockaddr*>(&from), &from_len);
       if (!conn.valid()) return;
       // The peer is here: its set-up gets its own budget, not what is left
-      // of this accept() slice.
-      (void)pending_.add({std::move(conn), sockaddr_text(from), 0, transport::setup_deadline(deadline)},
-                         monotonic_ns());
+      // of this accept() slice. The bounds count by IP address.
+      const auto* address = reinterpret_cast<const sockaddr*>(&from);
+      (void)pending_.add(
+          {std::move(conn), sockaddr_text(from), 0, transport::setup_deadline(deadline), transport::ip_text(address)},
+          monotonic_ns());
     }
   }
 
@@ -169,7 +178,8 @@ class TcpFactory final : public transport::TransporterFactory {
       int one = 1;
       ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
       const socklen_t len = addr.ss_family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6);
-      if (::bind(fd.get(), reinterpret_cast<const sockaddr*>(&addr), len) != 0 || ::listen(fd.get(), 64) != 0) {
+      if (::bind(fd.get(), reinterpret_cast<const sockaddr*>(&addr), len) != 0 ||
+          ::listen(fd.get(), kListenBacklog) != 0) {
         last = io_error("bind/listen on " + sockaddr_text(addr), errno);
         continue;
       }

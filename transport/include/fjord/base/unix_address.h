@@ -1,5 +1,6 @@
 // Unix stream socket addresses by name: "@name" is in the abstract
-// namespace (nothing in the filesystem), anything else is a path. Slow path.
+// namespace (nothing in the filesystem), anything else is a path; and who
+// holds a name another process bound first. Slow path; any thread.
 #pragma once
 
 #include <sys/socket.h>
@@ -7,6 +8,8 @@
 
 #include <cstddef>
 #include <cstring>
+#include <optional>
+#include <string>
 #include <string_view>
 
 namespace fjord {
@@ -26,5 +29,17 @@ inline socklen_t unix_address(std::string_view name, sockaddr_un& addr) {
   std::memcpy(addr.sun_path + (abstract ? 1 : 0), name.data(), name.size());
   return static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + (abstract ? 1 : 0) + name.size());
 }
+
+// The credentials (pid, uid, gid at its listen()) of the process that
+// accepts connections on `name`, or nullopt when none does (nothing bound,
+// a stale socket file, or a backlog full). Never blocks.
+std::optional<ucred> unix_socket_holder(std::string_view name);
+
+// Why `name` cannot be bound (bind() failed with EADDRINUSE): "held by pid
+// 12 (uid 65534), another user's process: ..." naming the holder, and
+// whether it is this process's user (another node, say) or another user
+// squatting the name. `what` names the socket ("the control socket of
+// node 1").
+std::string unix_name_taken(std::string_view name, const std::string& what);
 
 }  // namespace fjord

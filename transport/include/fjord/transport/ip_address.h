@@ -19,6 +19,9 @@ namespace fjord::transport {
 
 // "10.0.0.1:11860", "[::1]" forms are not used: "::1:11860".
 std::string sockaddr_text(const sockaddr* address);
+// The address alone: "10.0.0.1", "::1" (an IPv4-mapped IPv6 address as
+// IPv4, so one host counts as one source however it connects).
+std::string ip_text(const sockaddr* address);
 
 // The addresses `host` resolves to, IPv4 first ("localhost" means 127.0.0.1
 // before ::1). passive: for bind(), where an empty host means any address.

@@ -49,7 +49,8 @@ class DataNode {
   // object with the same ("ldm", "ldm_total", "tc", "tc_total").
   std::string stats_text() const;
   std::string stats_json() const;
-  // Where fjord-stats finds this node ("@fjord-node-1" = abstract socket).
+  // Where fjord-stats finds this node: control_socket_of() below, or
+  // DataNodeOptions.control_socket ("@name" = abstract socket).
   std::string control_socket() const;
   // The first error that stopped the node's connection thread, if any.
   Status health() const;
@@ -61,8 +62,17 @@ class DataNode {
   std::unique_ptr<Impl> impl_;
 };
 
+// Where node `node` of `cluster` answers control requests: its
+// ControlSocket, else the path <DataDir>/fjord-control/node-<id>, in a
+// directory the node makes private to its user (mode 0700) so that no other
+// user can take the name. A relative DataDir is relative to the working
+// directory of whoever asks. Empty if `cluster` has no such node.
+std::string control_socket_of(const ClusterConfig& cluster, NodeId node);
+
 // Asks a running node over its control socket; returns the reply text.
 // Commands: "stats", "stats json", "layout", "log-stats SECONDS", "ping".
+// kRejected, read nothing, when the process answering on the socket runs
+// as neither this user nor root (another user holds the name).
 Result<std::string> control_request(const std::string& socket_name, const std::string& command,
                                     uint32_t timeout_ms = 5000);
 
