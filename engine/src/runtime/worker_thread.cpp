@@ -8,6 +8,7 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 
 #include "fjord/base/clock.h"
@@ -396,7 +397,7 @@ bool WorkerThread::poll_one_link(NodeId node) {
 }
 
 std::string WorkerThread::receiver_name(const frame::FrameRoute& route, int dest) const {
-  const std::string ref =
+  std::string ref =
       "block " + std::to_string(route.receiver.block) + " instance " + std::to_string(route.receiver.instance);
   if (dest < 0) return ref + ", which does not exist on node " + std::to_string(shared_.options.self);
   for (const auto& b : shared_.threads[static_cast<std::size_t>(dest)]->blocks())
@@ -533,10 +534,13 @@ bool WorkerThread::execute_queue(JobBuffer& queue, uint32_t budget, uint32_t* ex
 }
 
 Block* WorkerThread::decode(std::span<const std::byte> entry, Signal& signal) const {
-  Envelope envelope;
-  std::memcpy(&envelope, entry.data(), sizeof envelope);
-  signal.sender_node = envelope.sender_node;
-  signal.sender_kind = envelope.sender_kind;
+  // The envelope's sender node, kind and flags (0 for a signal) onto the
+  // Signal's first word in one load and store (every decode does this).
+  static_assert(offsetof(Signal, sender_node) == 0 && offsetof(Signal, sender_kind) == 2 &&
+                offsetof(Signal, reserved) == 3);
+  static_assert(offsetof(Envelope, sender_node) == 4 && offsetof(Envelope, sender_kind) == 6 &&
+                offsetof(Envelope, flags) == 7);
+  std::memcpy(&signal.sender_node, entry.data() + offsetof(Envelope, sender_node), 4);
   signal.prefetch_note = 0;
   frame::decode_validated(entry.subspan(sizeof(Envelope)), signal.view);
   Block* block = block_here(signal.view.header.receiver);
@@ -732,14 +736,12 @@ ThreadStats WorkerThread::stats_snapshot() const {
 
 // ---- Block, BlockContext -------------------------------------------------------------------
 
-bool Block::foreign_runtime_signal(const Signal& signal) {
-  if (signal.from_own_node()) [[likely]]
-    return false;
+void Block::ignore_foreign_runtime_signal(const Signal& signal) {
+  FJORD_ASSERT(!signal.from_own_node());
   if (!foreign_logged_)
     FJORD_LOG_WARN("%s: ignored runtime signal %u from node %u (%s): only this node's runtime sends it", name_.c_str(),
                    signal.number(), signal.sender_node, sender_kind_name(signal.sender_kind));
   foreign_logged_ = true;
-  return true;
 }
 
 NodeId BlockContext::self_node() const { return thread_.shared().options.self; }

@@ -494,14 +494,15 @@ TEST(RuntimeTest, AWatchdogThatIsOffIsShownAsNotRun) {
 
 class RuntimeLinkTest : public ::testing::Test {
  protected:
-  // Node 1 is the runtime; node 2 is this test, over TCP.
-  void connect(Runtime& rt) {
+  // Node 1 is the runtime; node 2 is this test, over TCP, as a node of
+  // `kind`.
+  void connect(Runtime& rt, SenderKind kind = SenderKind::kDataNode) {
     auto table = fjord::test::load_links(fjord::test::find_medium("tcp")->section(1, 2, ""));
     ASSERT_TRUE(table) << table.status().to_string();
     auto pair = fjord::test::connect_pair(*table, 1, *table->find(1, 2), 2);
     ASSERT_TRUE(pair) << pair.status().to_string();
     peer_ = std::move(pair->client);
-    ASSERT_TRUE(rt.attach_link(std::move(pair->server), SenderKind::kDataNode));
+    ASSERT_TRUE(rt.attach_link(std::move(pair->server), kind));
   }
   std::unique_ptr<transport::Transporter> peer_;
 };
@@ -558,6 +559,98 @@ TEST_F(RuntimeLinkTest, SignalsCrossTheLinkBothWaysAndNodeEventsArrive) {
     return dead.size() == 1;
   }));
   (*rt)->stop();
+}
+
+// The runtime stamps who sent a signal: the link's node and kind for a
+// frame (whatever the frame's sender field claims), its own node for one
+// injected or sent by a block of this node.
+TEST_F(RuntimeLinkTest, EverySignalCarriesItsSendersNodeAndKindAsTheRuntimeKnowsThem) {
+  std::mutex mutex;
+  std::vector<std::pair<NodeId, SenderKind>> seen;
+  // API peers may send nothing unless a rule says so: here kData to kConsumer.
+  auto opts = options_with({plan(ThreadType::kMain, 0)}, 1, true);
+  ASSERT_TRUE(opts.admission.allow(SenderKind::kApiNode, kConsumer, kData));
+  auto rt = Runtime::create(opts);
+  ASSERT_TRUE(rt);
+  ASSERT_TRUE((*rt)->add_block(std::make_unique<LambdaBlock>(kConsumer, 0, "X",
+                                                             [&](const Signal& s, BlockContext&) {
+                                                               if (s.number() != kData) return;
+                                                               std::lock_guard l(mutex);
+                                                               seen.emplace_back(s.sender_node, s.sender_kind);
+                                                             }),
+                               ThreadType::kMain, 0));
+  ASSERT_TRUE((*rt)->start());
+  connect(**rt, SenderKind::kApiNode);
+  const uint32_t w[] = {1};
+  ASSERT_TRUE(peer_->send_signal({kData, {kConsumer, 0}, {block_numbers::kDict, 0}, 0}, w));
+  ASSERT_TRUE((*rt)->inject({1, {kConsumer, 0}}, kData, w));
+  ASSERT_TRUE(eventually([&] {
+    std::lock_guard l(mutex);
+    return seen.size() == 2;
+  }));
+  (*rt)->stop();
+  std::sort(seen.begin(), seen.end());
+  EXPECT_EQ(seen[0], (std::pair<NodeId, SenderKind>{1, SenderKind::kOwnNode}));
+  EXPECT_EQ(seen[1], (std::pair<NodeId, SenderKind>{2, SenderKind::kApiNode}));
+}
+
+// Not even a data node may send what only a node's runtime sends: a forged
+// "node 3 disconnected" never reaches the block, and the link goes down
+// with the refusal counted and named.
+TEST_F(RuntimeLinkTest, ARuntimeSignalFromADataNodeIsRefusedAndTakesItsLinkDown) {
+  auto rt = Runtime::create(options_with({plan(ThreadType::kMain, 0)}, 1, true));
+  ASSERT_TRUE(rt);
+  std::atomic<uint32_t> forged{0}, data{0};
+  ASSERT_TRUE((*rt)->add_block(std::make_unique<LambdaBlock>(
+                                   kConsumer, 0, "EVENTS",
+                                   [&](const Signal& s, BlockContext&) {
+                                     if (s.number() == runtime_signals::kNodeDisconnected && s.word(0) == 3) ++forged;
+                                     if (s.number() == kData) ++data;
+                                   },
+                                   true),
+                               ThreadType::kMain, 0));
+  ASSERT_TRUE((*rt)->start());
+  connect(**rt);
+  const uint32_t w[] = {3};
+  ASSERT_TRUE(peer_->send_signal({kData, {kConsumer, 0}, {kProducer, 0}, 0}, w));
+  ASSERT_TRUE(peer_->send_signal({runtime_signals::kNodeDisconnected, {kConsumer, 0}, {kConsumer, 0}, 0}, w));
+  EXPECT_EQ(peer_->wait_for_receive(5'000'000'000ULL, 0), transport::WaitResult::kDown);
+  ASSERT_TRUE(eventually([&] { return !(*rt)->link_up(2); }));
+  EXPECT_TRUE(eventually([&] { return data.load() == 1; })) << "a data node's engine signal passes";
+  const auto links = (*rt)->link_stats();
+  (*rt)->stop();
+  EXPECT_EQ(forged.load(), 0u) << "a forged runtime signal reached the block";
+  ASSERT_EQ(links.size(), 1u);
+  EXPECT_EQ(links[0].node, 2);
+  EXPECT_FALSE(links[0].up);
+  EXPECT_EQ(links[0].peer_kind, SenderKind::kDataNode);
+  EXPECT_EQ(links[0].refused_signals, 1u);
+  EXPECT_NE(links[0].last_refusal.find("node 2 (data node) sent signal 3"), std::string::npos) << links[0].last_refusal;
+  EXPECT_NE(links[0].last_refusal.find("EVENTS"), std::string::npos) << links[0].last_refusal;
+}
+
+TEST(LinkAdmissionTest, RulesAdmitWhatTheyNameAndNothingOfTheRuntimes) {
+  LinkAdmission a;
+  EXPECT_TRUE(a.admits(SenderKind::kDataNode, 2, runtime_signals::kFirstUser));
+  EXPECT_TRUE(a.admits(SenderKind::kDataNode, 4000, 60000));
+  EXPECT_FALSE(a.admits(SenderKind::kDataNode, 2, runtime_signals::kNodeDisconnected));
+  EXPECT_FALSE(a.admits(SenderKind::kApiNode, 2, 200));
+  EXPECT_FALSE(a.admits(SenderKind::kMgmNode, 2, 200));
+  EXPECT_FALSE(a.admits(SenderKind::kOwnNode, 2, 200));
+  ASSERT_TRUE(a.allow(SenderKind::kApiNode, 2, 200));
+  EXPECT_TRUE(a.admits(SenderKind::kApiNode, 2, 200));
+  EXPECT_FALSE(a.admits(SenderKind::kApiNode, 2, 201));
+  EXPECT_FALSE(a.admits(SenderKind::kApiNode, 3, 200));
+  EXPECT_FALSE(a.admits(SenderKind::kMgmNode, 2, 200));
+  EXPECT_EQ(a.allow(SenderKind::kApiNode, 2, runtime_signals::kNodeDisconnected).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(a.allow(SenderKind::kOwnNode, 2, 200).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(a.allow(SenderKind::kApiNode, 2, LinkAdmission::kRuleSignals).code(), StatusCode::kInvalidArgument);
+  // One receiver block has rules (2); the others fill the table.
+  for (std::size_t i = 0; i + 1 < LinkAdmission::kMaxRuleBlocks; ++i)
+    ASSERT_TRUE(a.allow(SenderKind::kMgmNode, static_cast<BlockNumber>(10 + i), 20));
+  EXPECT_EQ(a.allow(SenderKind::kMgmNode, 200, 20).code(), StatusCode::kResourceExhausted);
+  a.admit_every_engine_signal(SenderKind::kDataNode, false);
+  EXPECT_FALSE(a.admits(SenderKind::kDataNode, 2, 200));
 }
 
 TEST_F(RuntimeLinkTest, ASignalToAMissingBlockClosesOnlyThatLinkWithAReason) {

@@ -65,8 +65,12 @@ struct Address {
 // A received signal; valid only while its receiver handles it (a block's
 // execute(), the API's dispatch).
 struct Signal {
+  // Who sent it, as the runtime knows it (never the frame's sender field).
+  // These three fill one 4-byte word, laid out as the second half of a
+  // job-buffer entry's envelope, which the runtime copies in one store.
   NodeId sender_node = kNoNode;
   SenderKind sender_kind = SenderKind::kOwnNode;
+  uint8_t reserved = 0;
   frame::SignalView view;
   // What the receiving block's prefetch() worked out for this signal (say,
   // where its key lives), for its later stage and its execute(): 0 unless

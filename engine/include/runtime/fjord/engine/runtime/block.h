@@ -49,7 +49,11 @@ class alignas(kCacheLineBytes) Block {
   // this node's runtime, which the block must then ignore; logged the first
   // time. Links never carry them (LinkAdmission): this is the block's own
   // check of what it acts on.
-  bool foreign_runtime_signal(const Signal& signal);
+  bool foreign_runtime_signal(const Signal& signal) {
+    if (signal.from_own_node()) return false;
+    ignore_foreign_runtime_signal(signal);
+    return true;
+  }
 
   // Look-ahead for blocks whose signals miss the cache (LDM's key lookups):
   // when several signals are queued, the thread first calls prefetch() for
@@ -78,6 +82,9 @@ class alignas(kCacheLineBytes) Block {
   void set_prefetches(bool on) { prefetches_ = on; }
 
  private:
+  // Logs (the first time) a runtime signal foreign_runtime_signal() refused.
+  [[gnu::cold]] void ignore_foreign_runtime_signal(const Signal& signal);
+
   BlockNumber number_;
   uint16_t instance_;
   bool prefetches_;
