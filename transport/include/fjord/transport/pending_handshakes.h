@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "fjord/base/fd.h"
+#include "fjord/transport/cluster_key.h"
 #include "fjord/transport/types.h"
 
 namespace fjord::transport {
@@ -39,6 +40,7 @@ class PendingHandshakes {
     std::string peer;         // for log lines and errors: "10.0.0.7:40122", "pid 12 (uid 0) on @name"
     uint32_t endpoint = 0;    // which of the listener's sockets took it
     DeadlineNs deadline = 0;  // the set-up's own (setup_deadline)
+    AuthNonce greeting{};     // the nonce the listener's greeting sent (handshake.h)
   };
 
   // `epoll_fd`: the listener's epoll set, which it returns as fd().
