@@ -459,6 +459,7 @@ class RdmaFactory final : public transport::TransporterFactory {
   Result<std::unique_ptr<Listener>> listen(NodeId self, const LinkTable& links) override {
     auto listening = transport::listen_link(self, links, kName);
     if (!listening) return listening.status();
+    if (Status s = transport::check_own_keys(self, links, kName); !s) return s;
     const LinkConfig* first = *listening;
     auto addresses = resolve_host(first->host_of(self), first->port);
     if (!addresses) return addresses.status();

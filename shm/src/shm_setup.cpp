@@ -281,6 +281,7 @@ class ShmFactory final : public transport::TransporterFactory {
   }
 
   Result<std::unique_ptr<Listener>> listen(NodeId self, const LinkTable& links) override {
+    if (Status s = transport::check_own_keys(self, links, kName); !s) return s;
     std::vector<ShmListener::Endpoint> endpoints;
     UniqueFd epoll(::epoll_create1(EPOLL_CLOEXEC));
     if (!epoll.valid()) return io_error("epoll_create1", errno);

@@ -141,17 +141,43 @@ TEST_P(AuthenticationTest, AKeyOnTheConnectingEndOnlyIsRefused) {
                  "both ends of a link authenticate, or neither");
 }
 
-// The accepting end's key file lets others read it: it refuses every peer,
-// telling the peer only that it cannot use its key; its own status (and
-// log) names the file and the mode.
+// The accepting end's key file lets others read it: its listener does not
+// start, naming the file and the mode; and a key file that turns insecure
+// while it listens makes it refuse every peer, telling the peer only that
+// it cannot use its key, while its own status (and log) names the file.
 TEST_P(AuthenticationTest, AnAcceptingEndWithAnInsecureKeyFileRefusesNamingTheFile) {
-  const std::string readable = keys_.write("readable.key", kKeyA, 0644);
   const std::string key = keys_.write("cluster.key", kKeyA);
-  Status server;
-  auto refused = connect(readable, key, &server);
-  expect_refused(refused, server, "node 1 cannot use its cluster key", readable + ": has mode 0644");
-  EXPECT_EQ(refused.status().message().find(readable), std::string::npos)
-      << "the peer should not learn where the key file is: " << refused.status().message();
+  transport::LinkConfig server_link = link_;
+  server_link.key_file1 = keys_.write("readable.key", kKeyA, 0644);
+  auto refused_start = test_registry().find(link_.type)->listen(1, transport::LinkTable({server_link}));
+  ASSERT_FALSE(refused_start.is_ok());
+  EXPECT_NE(
+      refused_start.status().message().find("node 1: ClusterKeyFile " + server_link.key_file1 + ": has mode 0644"),
+      std::string::npos)
+      << refused_start.status().message();
+
+  const std::string turns = keys_.write("turns.key", kKeyA);
+  server_link.key_file1 = turns;
+  const transport::LinkTable table({server_link});
+  transport::TransporterFactory* factory = test_registry().find(link_.type);
+  auto listener = factory->listen(1, table);
+  ASSERT_TRUE(listener) << listener.status().to_string();
+  ASSERT_EQ(::chmod(turns.c_str(), 0640), 0);
+  transport::LinkConfig client_link = client_view(link_, **listener);
+  client_link.key_file2 = key;
+  Result<std::unique_ptr<transport::Transporter>> connected(Status(StatusCode::kInternal, "not run"));
+  std::thread connector([&] { connected = factory->connect(2, client_link, monotonic_ns() + 10 * kSecond); });
+  auto accepted = (*listener)->accept(monotonic_ns() + 10 * kSecond);
+  connector.join();
+  ASSERT_FALSE(accepted.is_ok());
+  EXPECT_NE(accepted.status().message().find(turns + ": has mode 0640"), std::string::npos)
+      << accepted.status().message();
+  ASSERT_FALSE(connected.is_ok());
+  EXPECT_EQ(connected.status().code(), StatusCode::kRejected) << connected.status().to_string();
+  EXPECT_NE(connected.status().message().find("node 1 cannot use its cluster key"), std::string::npos)
+      << connected.status().message();
+  EXPECT_EQ(connected.status().message().find(turns), std::string::npos)
+      << "the peer should not learn where the key file is: " << connected.status().message();
 }
 
 // The connecting end's own key file is checked before it dials: no

@@ -300,6 +300,15 @@ Result<std::optional<ClusterKey>> own_key(const LinkConfig& link, NodeId self) {
   return std::optional<ClusterKey>(std::move(key).value());
 }
 
+Status check_own_keys(NodeId self, const LinkTable& links, std::string_view type) {
+  for (const LinkConfig* link : links.links_of(self)) {
+    if (link->type != type || link->server_node != self) continue;
+    if (auto key = own_key(*link, self); !key)
+      return Status(key.status().code(), link->describe() + ": " + key.status().message());
+  }
+  return Status::ok();
+}
+
 void add_proof(HandshakeRequest& request, const ClusterKey& key, const AuthNonce& server_nonce) {
   const AuthNonce client_nonce = random_nonce();
   request.has_key = true;

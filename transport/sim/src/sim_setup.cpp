@@ -274,6 +274,7 @@ class SimFactory final : public transport::TransporterFactory {
   std::span<const ParamSpec> parameters() const override { return kSimParams; }
 
   Result<std::unique_ptr<Listener>> listen(NodeId self, const LinkTable& links) override {
+    if (Status s = transport::check_own_keys(self, links, kName); !s) return s;
     auto inbox = std::make_shared<Inbox>();
     inbox->event.reset(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
     if (!inbox->event.valid()) return io_error("eventfd", errno);

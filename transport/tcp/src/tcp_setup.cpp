@@ -160,6 +160,7 @@ class TcpFactory final : public transport::TransporterFactory {
   Result<std::unique_ptr<Listener>> listen(NodeId self, const LinkTable& links) override {
     auto link = transport::listen_link(self, links, kName);
     if (!link) return link.status();
+    if (Status s = transport::check_own_keys(self, links, kName); !s) return s;
     const LinkConfig* first = *link;
     auto addresses = transport::resolve_host(first->host_of(self), first->port, true);
     if (!addresses) return addresses.status();

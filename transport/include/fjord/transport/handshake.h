@@ -116,6 +116,11 @@ Result<const LinkConfig*> check_request(const HandshakeRequest& request, NodeId 
 // ClusterKeyFile, an error naming the file and its problem when it cannot
 // be used.
 Result<std::optional<ClusterKey>> own_key(const LinkConfig& link, NodeId self);
+// A listener's start-up check: the key file of every `type` link that
+// `self` serves can be used (own_key), so that a node with a bad one fails
+// to start naming the file rather than refusing every peer. Set-ups read the
+// file again (a replaced key applies to the next connection).
+Status check_own_keys(NodeId self, const LinkTable& links, std::string_view type);
 // The connecting side: marks `request` as from a key holder and adds its
 // proof over `server_nonce` and a fresh nonce of its own.
 void add_proof(HandshakeRequest& request, const ClusterKey& key, const AuthNonce& server_nonce);
