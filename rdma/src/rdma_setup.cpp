@@ -5,9 +5,13 @@
 // as extra bytes, travels in the rdma_cm connect private data (56 bytes on
 // IB/RoCE: it fits). The server checks it against its link table before it
 // allocates anything the link's size depends on, accepts the connection in
-// every case, and sends its HandshakeReply (its RingInfo, or the full reason
-// for a refusal, which would not fit a CM reject) as the first SEND on the
-// new queue pair; a refused peer is then disconnected.
+// every case with its greeting (a fresh nonce) as the accept's private data,
+// and answers the client's hello (which carries the client's proof of the
+// cluster key over that nonce, when the link has keys) with its
+// HandshakeReply (its RingInfo and proof, or the full reason for a refusal,
+// which would not fit a CM reject) as the first SEND on the new queue pair;
+// a refused peer is then disconnected. Keys add no message and no round
+// trip here.
 //
 // accept()'s deadline bounds the wait for a connect request, not the set-up
 // of one already taken: that runs to its end (or fails with its reason)
@@ -81,13 +85,59 @@ const ParamSpec kRdmaParams[] = {
 };
 
 // Waits for one specific rdma_cm event; anything else is the error.
-Status expect_event(rdma_event_channel* channel, rdma_cm_event_type wanted, DeadlineNs deadline,
-                    const std::string& what) {
+Result<CmEvent> wait_event(rdma_event_channel* channel, rdma_cm_event_type wanted, DeadlineNs deadline,
+                           const std::string& what) {
   auto e = next_event(channel, deadline);
   if (!e) return Status(e.status().code(), what + ": " + e.status().message());
-  if (e->type == wanted) return Status::ok();
+  if (e->type == wanted) return e;
   const StatusCode code = e->type == RDMA_CM_EVENT_REJECTED ? StatusCode::kRejected : StatusCode::kUnavailable;
   return Status(code, what + ": " + event_text(*e));
+}
+
+Status expect_event(rdma_event_channel* channel, rdma_cm_event_type wanted, DeadlineNs deadline,
+                    const std::string& what) {
+  auto e = wait_event(channel, wanted, deadline, what);
+  return e ? Status::ok() : e.status();
+}
+
+// The client's hello: the magic, then its proof of the cluster key when it
+// holds one. Repeats (iWARP) are the bare magic: they land in data
+// receives, whose buffers hold a doorbell.
+constexpr std::size_t kHelloProofBytes = sizeof(kHelloMagic) + transport::kClientProofBytes;
+
+std::vector<std::byte> hello_bytes(const transport::HandshakeRequest& request) {
+  std::vector<std::byte> out(request.proof ? kHelloProofBytes : sizeof(kHelloMagic));
+  std::memcpy(out.data(), &kHelloMagic, sizeof kHelloMagic);
+  if (request.proof) {
+    std::memcpy(out.data() + sizeof kHelloMagic, request.proof->nonce.data(), transport::kAuthNonceBytes);
+    std::memcpy(out.data() + sizeof kHelloMagic + transport::kAuthNonceBytes, request.proof->mac.data(),
+                transport::kAuthMacBytes);
+  }
+  return out;
+}
+
+// The proof a hello carries (nullopt: none), or a protocol error.
+Result<std::optional<transport::ClientProof>> hello_proof(std::span<const std::byte> hello) {
+  uint32_t magic = 0;
+  if (hello.size() >= sizeof magic) std::memcpy(&magic, hello.data(), sizeof magic);
+  if (magic != kHelloMagic || (hello.size() != sizeof magic && hello.size() != kHelloProofBytes))
+    return Status(StatusCode::kProtocolError, "the peer's first message is not a fjord hello");
+  if (hello.size() == sizeof magic) return std::optional<transport::ClientProof>();
+  transport::ClientProof proof;
+  std::memcpy(proof.nonce.data(), hello.data() + sizeof magic, transport::kAuthNonceBytes);
+  std::memcpy(proof.mac.data(), hello.data() + sizeof magic + transport::kAuthNonceBytes, transport::kAuthMacBytes);
+  return std::optional<transport::ClientProof>(proof);
+}
+
+// The greeting the server's accept carried (IB pads private data: the
+// message's own length bounds it).
+Result<transport::AuthNonce> greeting_of(const CmEvent& established) {
+  const std::span<const std::byte> data(established.private_data, established.private_data_len);
+  auto total = transport::handshake_message_bytes(data, transport::kHandshakeGreetingMagic);
+  if (!total) return Status(total.status().code(), "the server's accept: " + total.status().message());
+  if (*total > data.size())
+    return Status(StatusCode::kProtocolError, "the server's accept carries a truncated greeting");
+  return transport::decode_greeting(data.first(*total));
 }
 
 std::vector<std::byte> ring_info_bytes(const LinkResources& r) {
@@ -152,9 +202,11 @@ class RdmaListener final : public Listener {
   // Decides on one connect request: the matched link, or why not.
   struct Decision {
     const LinkConfig* link = nullptr;
+    transport::HandshakeRequest request;
     LinkParams params;
     wire::RingInfo peer;
     Status refusal;
+    std::optional<transport::AuthMac> proof;  // for the accepting reply
   };
 
   Decision decide(const CmEvent& request_event, const sockaddr* from) const {
@@ -173,6 +225,10 @@ class RdmaListener final : public Listener {
       return d;
     }
     const LinkConfig& link = **checked;
+    if (Status s = transport::check_key_presence(*request, link, self_); !s) {
+      d.refusal = s;
+      return d;
+    }
     if (Status s = check_peer_address(link, link.peer_of(self_), from); !s) {
       d.refusal = s;
       return d;
@@ -184,8 +240,41 @@ class RdmaListener final : public Listener {
       return d;
     }
     d.link = &link;
+    d.request = std::move(request).value();
     d.peer = *peer;
     return d;
+  }
+
+  // Reads the client's hello and checks its proof against `greeting`; a
+  // failed proof turns `d` into a refusal (the reply then says why).
+  Status take_hello(LinkResources& r, Decision& d, const transport::AuthNonce& greeting, DeadlineNs deadline) {
+    auto hello = receive_bootstrap(r, deadline, "the client's hello");
+    if (!hello) return hello.status();
+    auto proof = hello_proof(*hello);
+    if (!proof) return proof.status();
+    if (!d.link) return Status::ok();
+    auto checked = transport::check_client_proof(d.request, *proof, greeting, *d.link, self_);
+    if (checked) {
+      d.proof = *checked;
+      return Status::ok();
+    }
+    d.refusal = checked.status();
+    d.link = nullptr;
+    return Status::ok();
+  }
+
+  // The answer to the hello: the accepting reply, or the refusal's reason.
+  std::vector<std::byte> reply_bytes(const Decision& d, const LinkResources& r) const {
+    transport::HandshakeReply reply;
+    reply.accepted = d.link != nullptr;
+    if (d.link) {
+      reply.extra = ring_info_bytes(r);
+      reply.proof = d.proof;
+    } else {
+      reply.code = d.refusal.code() == StatusCode::kInvalidArgument ? StatusCode::kRejected : d.refusal.code();
+      reply.reason = transport::refusal_for_peer(d.refusal, self_);
+    }
+    return transport::encode_reply(reply);
   }
 
   // Sets up the connection `request_event` asks for, by `deadline` (the
@@ -224,7 +313,11 @@ class RdmaListener final : public Listener {
     // refused peer gets receives too, for the same reason.
     if (Status s = post_bootstrap_receive(r); !s) return setup_failed(prefix, s);
     if (Status s = post_data_receives(r, 0, r.params.queue_depth); !s) return setup_failed(prefix, s);
+    const transport::AuthNonce greeting = transport::random_nonce();
+    const std::vector<std::byte> greeting_bytes = transport::encode_greeting(greeting);
     rdma_conn_param param{};
+    param.private_data = greeting_bytes.data();
+    param.private_data_len = static_cast<uint8_t>(greeting_bytes.size());
     param.responder_resources = 1;
     param.initiator_depth = 1;
     param.rnr_retry_count = 7;
@@ -233,24 +326,12 @@ class RdmaListener final : public Listener {
       return setup_failed(prefix, s);
     // Answer only once the client has spoken: on iWARP a SEND before the
     // initiator's first message breaks the MPA start-up.
-    auto hello = receive_bootstrap(r, deadline, "the client's hello");
-    if (!hello) return setup_failed(prefix, hello.status());
-    uint32_t magic = 0;
-    if (hello->size() == sizeof magic) std::memcpy(&magic, hello->data(), sizeof magic);
-    if (magic != kHelloMagic)
-      return Status(StatusCode::kProtocolError, prefix + "the peer's first message is not a fjord hello");
-    transport::HandshakeReply reply;
-    reply.accepted = d.link != nullptr;
-    if (d.link) {
-      reply.extra = ring_info_bytes(r);
-    } else {
-      reply.code = d.refusal.code();
-      reply.reason = d.refusal.message();
-    }
-    const std::vector<std::byte> reply_bytes = transport::encode_reply(reply);
+    if (Status s = take_hello(r, d, greeting, deadline); !s)
+      return s.code() == StatusCode::kProtocolError ? Status(s.code(), prefix + s.message()) : setup_failed(prefix, s);
     if (const uint64_t delay_ns = g_reply_delay_ns.load(std::memory_order_relaxed); delay_ns > 0)
       std::this_thread::sleep_for(std::chrono::nanoseconds(delay_ns));
-    if (Status s = send_bootstrap(r, reply_bytes, "the handshake reply", deadline); !s) return setup_failed(prefix, s);
+    if (Status s = send_bootstrap(r, reply_bytes(d, r), "the handshake reply", deadline); !s)
+      return setup_failed(prefix, s);
     if (!d.link) {
       FJORD_LOG_WARN("node %u: rejected rdma connection from %s: %s", self_, peer.c_str(), d.refusal.message().c_str());
       rdma_disconnect(r.id.get());
@@ -314,10 +395,11 @@ Result<CmId> resolve_route(rdma_event_channel* channel, const LinkConfig& link, 
 // hello is therefore sent again when no reply came within kHelloRepeatNs, at
 // most kMaxHelloRepeats times, each logged. A repeat lands in one of the
 // server's data receives: r.peer_receives_used counts them for the data path.
-Result<std::span<const std::byte>> say_hello(LinkResources& r, const std::string& prefix, DeadlineNs deadline) {
-  const uint32_t hello = kHelloMagic;
+Result<std::span<const std::byte>> say_hello(LinkResources& r, std::span<const std::byte> hello,
+                                             const std::string& prefix, DeadlineNs deadline) {
   for (uint32_t sent = 1;; ++sent) {
-    if (Status s = send_bootstrap(r, std::as_bytes(std::span(&hello, 1)), "the hello", deadline, true); !s) return s;
+    const std::span<const std::byte> message = sent == 1 ? hello : hello.first(sizeof kHelloMagic);
+    if (Status s = send_bootstrap(r, message, "the hello", deadline, true); !s) return s;
     r.peer_receives_used = sent - 1;
     const bool may_repeat = r.iwarp && sent <= kMaxHelloRepeats;
     const DeadlineNs wait_until = may_repeat ? std::min(deadline, monotonic_ns() + kHelloRepeatNs) : deadline;
@@ -377,6 +459,7 @@ class RdmaFactory final : public transport::TransporterFactory {
   Result<std::unique_ptr<Listener>> listen(NodeId self, const LinkTable& links) override {
     auto listening = transport::listen_link(self, links, kName);
     if (!listening) return listening.status();
+    if (Status s = transport::check_own_keys(self, links, kName); !s) return s;
     const LinkConfig* first = *listening;
     auto addresses = resolve_host(first->host_of(self), first->port);
     if (!addresses) return addresses.status();
@@ -409,6 +492,8 @@ class RdmaFactory final : public transport::TransporterFactory {
                     "node " + std::to_string(self) + " is the server of " + link.describe());
     if (link.port == 0)
       return Status(StatusCode::kInvalidArgument, link.describe() + " has no PortNumber to connect to");
+    auto key = transport::own_key(link, self);
+    if (!key) return key.status();
     const LinkParams params = link_params(link);
     auto channel = make_channel();
     if (!channel) return channel.status();
@@ -421,10 +506,22 @@ class RdmaFactory final : public transport::TransporterFactory {
     // The reply arrives as the first message, so its receive goes first.
     if (Status s = post_bootstrap_receive(r); !s) return setup_failed(prefix, s);
     if (Status s = post_data_receives(r, 0, r.params.queue_depth); !s) return setup_failed(prefix, s);
-
     transport::HandshakeRequest request{self, server, std::string(kName), ring_info_bytes(r), link.checksum};
+    request.has_key = key->has_value();
+    auto peer = shake_hands(r, request, key->has_value() ? &**key : nullptr, prefix, deadline);
+    if (!peer) return peer.status();
+    return std::unique_ptr<Transporter>(new RdmaTransporter(link, self, std::move(res).value(), *peer));
+  }
+
+ private:
+  // Client: the request in the connect's private data, the greeting from
+  // the accept's, the hello (with the proof over the greeting's nonce when
+  // this node holds `key`), the reply; returns the server's ring.
+  static Result<wire::RingInfo> shake_hands(LinkResources& r, transport::HandshakeRequest& request,
+                                            const transport::ClusterKey* key, const std::string& prefix,
+                                            DeadlineNs deadline) {
     const std::vector<std::byte> request_bytes = transport::encode_request(request);
-    static_assert(transport::kHandshakePrefixBytes + 2 + 2 + 1 + kName.size() + 1 + 2 + wire::kRingInfoBytes <=
+    static_assert(transport::kHandshakePrefixBytes + 2 + 2 + 1 + kName.size() + 1 + 1 + 2 + wire::kRingInfoBytes <=
                       wire::kConnectPrivateDataBytes,
                   "the handshake request must fit the rdma_cm connect private data");
     rdma_conn_param param{};
@@ -434,25 +531,31 @@ class RdmaFactory final : public transport::TransporterFactory {
     param.initiator_depth = 1;
     param.retry_count = 7;
     param.rnr_retry_count = 7;
+    const NodeId server = request.to_node;
     const std::string connecting = prefix + "connecting to node " + std::to_string(server) + " at " +
                                    sockaddr_text(rdma_get_peer_addr(r.id.get()));
     // iWARP connects its TCP stream inside rdma_connect, so "nobody listens"
     // may come from here or, on IB/RoCE, as a REJECTED event.
     if (rdma_connect(r.id.get(), &param) != 0)
       return Status(StatusCode::kUnavailable, connecting + ": rdma_connect: " + std::strerror(errno));
-    if (Status s = expect_event(r.channel.get(), RDMA_CM_EVENT_ESTABLISHED, deadline, connecting); !s) return s;
-    auto reply_bytes = say_hello(r, connecting + ": ", deadline);
+    auto established = wait_event(r.channel.get(), RDMA_CM_EVENT_ESTABLISHED, deadline, connecting);
+    if (!established) return established.status();
+    auto greeting = greeting_of(*established);
+    if (!greeting) return Status(greeting.status().code(), connecting + ": " + greeting.status().message());
+    if (key) transport::add_proof(request, *key, *greeting);
+    auto reply_bytes = say_hello(r, hello_bytes(request), connecting + ": ", deadline);
     if (!reply_bytes) return Status(reply_bytes.status().code(), connecting + ": " + reply_bytes.status().message());
     auto reply = transport::decode_reply(*reply_bytes);
     if (!reply) return Status(reply.status().code(), connecting + ": " + reply.status().message());
     if (!reply->accepted)
       return Status(StatusCode::kRejected, "node " + std::to_string(server) +
-                                               " rejected the rdma connection from node " + std::to_string(self) +
-                                               ": " + reply->reason);
-    auto peer = peer_ring_info(reply->extra, params, server);
+                                               " rejected the rdma connection from node " +
+                                               std::to_string(request.from_node) + ": " + reply->reason);
+    if (Status s = transport::check_server_proof(request, reply->proof, key, *greeting); !s) return s;
+    auto peer = peer_ring_info(reply->extra, r.params, server);
     if (!peer) return Status(peer.status().code(), prefix + peer.status().message());
-    FJORD_LOG_INFO("node %u: %s: connected", self, connecting.c_str());
-    return std::unique_ptr<Transporter>(new RdmaTransporter(link, self, std::move(res).value(), *peer));
+    FJORD_LOG_INFO("node %u: %s: connected", request.from_node, connecting.c_str());
+    return peer;
   }
 };
 

@@ -340,7 +340,9 @@ Result<ibv_wc> wait_one(LinkResources& r, ibv_cq* cq, DeadlineNs deadline, const
 
 Status send_bootstrap(LinkResources& r, std::span<const std::byte> message, const char* what, DeadlineNs deadline,
                       bool from_staging) {
-  FJORD_ASSERT(message.size() <= (from_staging ? wire::kStagingSlotBytes : wire::kBootstrapBytes));
+  // The staging slots are free until the data path starts: a hello may span several.
+  FJORD_ASSERT(message.size() <=
+               (from_staging ? r.params.queue_depth * wire::kStagingSlotBytes : wire::kBootstrapBytes));
   std::byte* buffer = r.control_at(from_staging ? r.layout.staging : r.layout.bootstrap);
   std::memcpy(buffer, message.data(), message.size());
   ibv_sge sge{reinterpret_cast<uintptr_t>(buffer), static_cast<uint32_t>(message.size()), r.control_mr->lkey};

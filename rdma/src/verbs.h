@@ -148,15 +148,17 @@ Status post_data_receives(LinkResources& r, uint32_t first, uint32_t count);
 // Posts one receive for the peer's first handshake message (the server: the
 // client's hello; the client: the server's reply) into the bootstrap buffer.
 Status post_bootstrap_receive(LinkResources& r);
-// Sends `message` (signaled) from the bootstrap buffer, or from the first
-// staging slot when the bootstrap buffer awaits the peer's message, and waits
+// Sends `message` (signaled) from the bootstrap buffer, or from the staging
+// slots (free before the data path starts) when the bootstrap buffer awaits
+// the peer's message, and waits
 // for the send completion until deadline. `what` names the message in errors
 // ("the hello", "the handshake reply"). Error texts leave the link and the
 // device to the caller.
 Status send_bootstrap(LinkResources& r, std::span<const std::byte> message, const char* what, DeadlineNs deadline,
                       bool from_staging = false);
-// The client's first message once connected; the server answers it. (On
-// iWARP the initiator must speak first: MPA peer-to-peer mode.)
+// The client's first message once connected, followed by its proof of the
+// cluster key when it holds one; the server answers it. (On iWARP the
+// initiator must speak first: MPA peer-to-peer mode.)
 inline constexpr uint32_t kHelloMagic = 0x4C45'4846;  // "FHEL"
 // On iWARP the client sends its hello again when no reply came within
 // kHelloRepeatNs, at most this many times (docs/rdma.md, set-up). Each

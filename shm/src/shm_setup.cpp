@@ -112,15 +112,17 @@ Result<UniqueFd> make_eventfd() {
 
 // The server's half after the handshake accepted the request: create the
 // segment and eventfds, accept, pass them, build the transporter.
-Result<std::unique_ptr<Transporter>> serve_link(const LinkConfig& link, NodeId self, UniqueFd conn,
+Result<std::unique_ptr<Transporter>> serve_link(const transport::AcceptedRequest& accepted, NodeId self, UniqueFd conn,
                                                 DeadlineNs deadline) {
+  const LinkConfig& link = *accepted.link;
   auto segment = Segment::create(ring_bytes_of(link));
   if (!segment) return segment.status();
   auto client_event = make_eventfd();  // the client sleeps on it; we write it
   if (!client_event) return client_event.status();
   auto server_event = make_eventfd();  // we sleep on it; the client writes it
   if (!server_event) return server_event.status();
-  if (Status s = transport::send_accept(conn.get(), encode_layout(segment->ring_bytes()), deadline); !s) return s;
+  if (Status s = transport::send_accept(conn.get(), accepted, encode_layout(segment->ring_bytes()), deadline); !s)
+    return s;
   const int fds[] = {segment->memfd(), client_event->get(), server_event->get()};
   if (Status s = send_fds(conn.get(), fds, deadline); !s) return s;
   segment->close_memfd();
@@ -183,11 +185,16 @@ class ShmListener final : public Listener {
       const std::string peer =
           cred ? "pid " + std::to_string(cred->pid) + " (uid " + std::to_string(cred->uid) + ") on @" + e.name
                : "a process on @" + e.name;
+      // A peer already gone fails its greeting; it waits all the same, and
+      // its handshake reports it (no proof can be made over a nonce never sent).
+      auto greeting = transport::send_greeting(conn.get());
       // The peer is here: its set-up gets its own budget, not what is left
       // of this accept() slice. The bounds count by uid, so another user's
       // connections never take the slots of this user's nodes.
       const std::string source = cred ? "uid " + std::to_string(cred->uid) : "uid ?";
-      (void)pending_.add({std::move(conn), peer, index, transport::setup_deadline(deadline), source}, monotonic_ns());
+      (void)pending_.add({std::move(conn), peer, index, transport::setup_deadline(deadline), source,
+                          greeting ? *greeting : transport::random_nonce()},
+                         monotonic_ns());
     }
   }
 
@@ -198,7 +205,7 @@ class ShmListener final : public Listener {
     const DeadlineNs deadline = ready.deadline;
     auto cred = peer_credentials(conn.get());
     if (!cred) return cred.status();
-    auto accepted = transport::server_handshake(conn.get(), self_, kName, links_, deadline, peer);
+    auto accepted = transport::server_handshake(conn.get(), self_, kName, links_, deadline, peer, ready.greeting);
     if (!accepted) return accepted.status();
     const LinkConfig& link = *accepted->link;
     const NodeId client = link.peer_of(self_);
@@ -213,7 +220,7 @@ class ShmListener final : public Listener {
           conn.get(), self_, kName, peer,
           uid_mismatch("node " + std::to_string(client) + " (pid " + std::to_string(cred->pid) + ")", cred->uid),
           deadline);
-    auto transporter = serve_link(link, self_, std::move(conn), deadline);
+    auto transporter = serve_link(*accepted, self_, std::move(conn), deadline);
     if (transporter)
       FJORD_LOG_INFO("node %u: accepted %s from node %u (pid %d) on @%s, rings of %s", self_, link.describe().c_str(),
                      client, static_cast<int>(cred->pid), endpoint.name.c_str(),
@@ -284,6 +291,7 @@ class ShmFactory final : public transport::TransporterFactory {
   }
 
   Result<std::unique_ptr<Listener>> listen(NodeId self, const LinkTable& links) override {
+    if (Status s = transport::check_own_keys(self, links, kName); !s) return s;
     std::vector<ShmListener::Endpoint> endpoints;
     UniqueFd epoll(::epoll_create1(EPOLL_CLOEXEC));
     if (!epoll.valid()) return io_error("epoll_create1", errno);
@@ -315,11 +323,13 @@ class ShmFactory final : public transport::TransporterFactory {
     if (server == self)
       return Status(StatusCode::kInvalidArgument,
                     "node " + std::to_string(self) + " is the server of " + link.describe());
+    auto key = transport::own_key(link, self);  // a key file problem is found before dialling
+    if (!key) return key.status();
     const std::string name = socket_name(link);
     auto conn = connect_abstract(name, server, deadline);
     if (!conn) return conn.status();
     transport::HandshakeRequest request{self, server, std::string(kName), {}, link.checksum};
-    auto reply = transport::client_handshake(conn->get(), request, deadline);
+    auto reply = transport::client_handshake(conn->get(), request, key->has_value() ? &**key : nullptr, deadline);
     if (!reply) return reply.status();
     // The server checked our uid before accepting (and told us why if not);
     // check its uid too before mapping anything it sends.

@@ -645,12 +645,15 @@ TEST_P(StreamListeners, ASilentPeerHoldsUpNoOtherSetUp) {
       << "the listener's fd never said the silent peers' budget had passed";
   EXPECT_GE(monotonic_ns() - t0, transport::kSetupBudgetNs - 500'000'000ULL) << "woke before the budget passed";
   EXPECT_EQ(listener.accept(monotonic_ns()).status().code(), StatusCode::kTimeout);
-  char byte;
+  std::byte bytes[transport::kHandshakeGreetingBytes + 1];
   const timeval wait{2, 0};
   for (const UniqueFd* fd : {&silent, &half}) ::setsockopt(fd->get(), SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof wait);
-  EXPECT_EQ(::recv(silent.get(), &byte, 1, 0), 0) << "the silent peer's connection is still open";
-  // Closed with its bytes unread: a reset, not a timeout.
-  const ssize_t got = ::recv(half.get(), &byte, 1, 0);
+  // Each had the listener's greeting (whole, and nothing after it), then the end.
+  EXPECT_EQ(::recv(silent.get(), bytes, sizeof bytes, MSG_WAITALL), transport::kHandshakeGreetingBytes);
+  EXPECT_EQ(::recv(silent.get(), bytes, 1, 0), 0) << "the silent peer's connection is still open";
+  // Closed with its bytes unread: a reset (which may discard the greeting), not a timeout.
+  ssize_t got = ::recv(half.get(), bytes, sizeof bytes, MSG_WAITALL);
+  if (got == static_cast<ssize_t>(transport::kHandshakeGreetingBytes)) got = ::recv(half.get(), bytes, 1, 0);
   EXPECT_TRUE(got == 0 || (got < 0 && errno == ECONNRESET))
       << "the half-sent peer's connection is still open (" << strerror(errno) << ")";
 }
@@ -737,6 +740,10 @@ void connect_raw_tcp_peer(RawTcpPeer& out, const std::string& extra = "") {
   auto accepted = out.s.listener->accept(monotonic_ns() + 10 * kSecond);
   ASSERT_TRUE(accepted) << accepted.status().to_string();
   out.server = std::move(accepted).value();
+  // The listener's greeting came first (a client without a key reads it after its request).
+  auto greeting = transport::recv_handshake_message(out.fd.get(), transport::kHandshakeGreetingMagic,
+                                                    monotonic_ns() + 10 * kSecond);
+  ASSERT_TRUE(greeting) << greeting.status().to_string();
   auto reply =
       transport::recv_handshake_message(out.fd.get(), transport::kHandshakeReplyMagic, monotonic_ns() + 10 * kSecond);
   ASSERT_TRUE(reply) << reply.status().to_string();

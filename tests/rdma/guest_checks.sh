@@ -1,6 +1,6 @@
 #!/bin/sh
 # Runs inside the soft-RDMA guest (run_vm_checks.sh boots it): the contract
-# suite's rdma cases and rdma_test on soft-RoCE (rxe0) and on soft-iWARP
+# and authentication suites' rdma cases and rdma_test on soft-RoCE (rxe0) and on soft-iWARP
 # (siw0), then perftest's ib_write_lat / ib_send_lat beside rdma_pingpong on
 # rxe0 and latency_bench's ping and access table once, then the device-removal case (it takes
 # siw0 away for good). Writes gtest JSON, logs and perf output into OUT (a read-write share);
@@ -37,6 +37,7 @@ for dev in rxe siw; do
   ip=$RXE_IP
   [ $dev = siw ] && ip=$SIW_IP
   suite "contract-$dev" "$ip" 400 "$BUILD/tests/transporter_contract_test" --gtest_filter='*/rdma'
+  suite "auth-$dev" "$ip" 200 "$BUILD/tests/authentication_test" --gtest_filter='*/rdma'
   suite "rdma_test-$dev" "$ip" 300 "$BUILD/tests/rdma_test" --gtest_filter='-*DeviceRemoval*'
 done
 

@@ -2,7 +2,8 @@
 # CI entry point for the RDMA checks that need real verbs (tools/dev/run_checks.sh
 # step 5): builds or reuses the soft-RDMA guest, boots it once, runs
 # guest_checks.sh in it, and appends one "PASS|FAIL|SKIP name detail" line per
-# GoogleTest case (contract suite and rdma_test, on rxe and on siw) and one for
+# GoogleTest case (contract and authentication suites and rdma_test, on rxe
+# and on siw) and one for
 # the latency comparison to RESULTS_FILE, printing each line too.
 #
 #   tests/rdma/run_vm_checks.sh BUILD_DIR RESULTS_FILE
@@ -59,7 +60,7 @@ lines = []
 def record(state, name, detail=""):
     lines.append(f"{state} {name} {detail}".rstrip())
 
-expected = ["numa"] + [f"{suite}-{dev}" for dev in ("rxe", "siw") for suite in ("contract", "rdma_test")] + ["rdma_test-removal"]
+expected = ["numa"] + [f"{suite}-{dev}" for dev in ("rxe", "siw") for suite in ("contract", "auth", "rdma_test")] + ["rdma_test-removal"]
 for run in expected:
     path = os.path.join(out, run + ".json")
     rc_path = os.path.join(out, run + ".rc")

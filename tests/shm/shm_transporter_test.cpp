@@ -308,8 +308,9 @@ TEST(ShmTransporterTest, ServerOfAnotherUidIsRefusedByTheClient) {
     (void)!::write(ready[1], "r", 1);
     UniqueFd conn(::accept(listener.get(), nullptr, nullptr));
     const DeadlineNs deadline = monotonic_ns() + 20 * kSecond;
+    if (!transport::send_greeting(conn.get())) return 45;
     if (!transport::recv_handshake_message(conn.get(), transport::kHandshakeRequestMagic, deadline)) return 42;
-    if (!transport::send_accept(conn.get(), {}, deadline)) return 43;
+    if (!transport::send_accept(conn.get(), transport::AcceptedRequest{}, {}, deadline)) return 43;
     char byte;
     return ::read(conn.get(), &byte, 1) == 0 ? 0 : 44;  // the client hangs up
   });

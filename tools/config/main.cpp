@@ -1,7 +1,9 @@
 // fjord-config: checks a cluster config file, or prints the parameter
 // reference generated from the same specs the code validates with.
 //
-//   fjord-config --check cluster.ini     nodes and links, or the first error
+//   fjord-config --check cluster.ini     nodes and links, or the first error;
+//                                        warnings (unauthenticated links off
+//                                        the host) on stderr
 //   fjord-config --reference             markdown tables of every parameter
 //
 // Exit codes: 0 ok, 1 the config has an error, 2 bad usage.
@@ -10,6 +12,7 @@
 
 #include "builtin_transporters.h"
 #include "fjord/engine/cluster_config.h"
+#include "link_warnings.h"
 
 namespace {
 
@@ -50,6 +53,7 @@ int check(const std::string& path) {
     std::fprintf(stderr, "%s\n", cluster.status().message().c_str());
     return 1;
   }
+  for (const std::string& warning : tools::link_warnings(*cluster)) std::fprintf(stderr, "%s\n", warning.c_str());
   std::printf("%s: ok\n", path.c_str());
   for (const engine::NodeDef& n : cluster->nodes)
     std::printf("  node %u: %s on %s%s (%s)\n", n.id, engine::node_kind_name(n.kind),

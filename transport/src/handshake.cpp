@@ -9,6 +9,7 @@
 #include "fjord/base/byte_io.h"
 #include "fjord/base/clock.h"
 #include "fjord/base/log.h"
+#include "fjord/transport/cluster_key.h"
 
 namespace fjord::transport {
 namespace {
@@ -45,6 +46,19 @@ bool read_extra(Reader& r, std::vector<std::byte>& extra) {
   return r.raw(extra.data(), n);
 }
 
+Status read_client_proof(Reader& r, HandshakeRequest& q) {
+  uint8_t proof_len = 0;
+  if (!r.u8(proof_len)) return malformed("truncated request");
+  if (proof_len == 0) return Status::ok();
+  if (proof_len != kClientProofBytes || !q.has_key)
+    return malformed("request proof of " + std::to_string(proof_len) + " bytes" +
+                     (q.has_key ? "" : " from a sender without a key"));
+  ClientProof& proof = q.proof.emplace();
+  if (!r.raw(proof.nonce.data(), kAuthNonceBytes) || !r.raw(proof.mac.data(), kAuthMacBytes))
+    return malformed("truncated proof");
+  return Status::ok();
+}
+
 int poll_ms_until(DeadlineNs deadline) {
   const uint64_t now = monotonic_ns();
   if (now >= deadline) return 0;
@@ -55,6 +69,26 @@ int poll_ms_until(DeadlineNs deadline) {
 
 DeadlineNs setup_deadline(DeadlineNs accept_deadline) {
   return std::max<DeadlineNs>(accept_deadline, monotonic_ns() + kSetupBudgetNs);
+}
+
+std::vector<std::byte> encode_greeting(const AuthNonce& nonce) {
+  Writer w;
+  w.u32(kHandshakeGreetingMagic);
+  w.u16(kHandshakeVersion);
+  w.u16(0);
+  w.raw(nonce.data(), nonce.size());
+  FJORD_ASSERT(w.size() == kHandshakeGreetingBytes);
+  return finish(w);
+}
+
+Result<AuthNonce> decode_greeting(std::span<const std::byte> bytes) {
+  if (bytes.size() > kMaxHandshakeBytes) return malformed("too long");
+  Reader r(bytes);
+  if (Status s = read_prefix(r, bytes, kHandshakeGreetingMagic); !s) return s;
+  AuthNonce nonce{};
+  if (!r.raw(nonce.data(), nonce.size())) return malformed("truncated greeting");
+  if (!r.at_end()) return malformed("trailing bytes");
+  return nonce;
 }
 
 std::vector<std::byte> encode_request(const HandshakeRequest& request) {
@@ -68,7 +102,13 @@ std::vector<std::byte> encode_request(const HandshakeRequest& request) {
   w.u16(request.to_node);
   w.u8(static_cast<uint8_t>(request.type.size()));
   w.raw(request.type.data(), request.type.size());
-  w.u8(request.checksum ? kHandshakeChecksumFlag : 0);
+  FJORD_ASSERT(request.has_key || !request.proof);
+  w.u8((request.checksum ? kHandshakeChecksumFlag : 0) | (request.has_key ? kHandshakeKeyFlag : 0));
+  w.u8(request.proof ? kClientProofBytes : 0);
+  if (request.proof) {
+    w.raw(request.proof->nonce.data(), kAuthNonceBytes);
+    w.raw(request.proof->mac.data(), kAuthMacBytes);
+  }
   w.u16(static_cast<uint16_t>(request.extra.size()));
   w.raw(request.extra.data(), request.extra.size());
   return finish(w);
@@ -85,6 +125,9 @@ std::vector<std::byte> encode_reply(const HandshakeReply& reply) {
   w.u8(static_cast<uint8_t>(reply.code));
   w.u16(static_cast<uint16_t>(reason_bytes));
   w.raw(reply.reason.data(), reason_bytes);
+  FJORD_ASSERT(reply.accepted || !reply.proof);
+  w.u8(reply.proof ? kAuthMacBytes : 0);
+  if (reply.proof) w.raw(reply.proof->data(), kAuthMacBytes);
   w.u16(static_cast<uint16_t>(reply.extra.size()));
   w.raw(reply.extra.data(), reply.extra.size());
   return finish(w);
@@ -105,8 +148,11 @@ Result<HandshakeRequest> decode_request(std::span<const std::byte> bytes) {
     if (c < 'a' || c > 'z') return malformed("transporter type name is not lower-case letters");
   uint8_t flags = 0;
   if (!r.u8(flags)) return malformed("truncated request");
-  if ((flags & ~kHandshakeChecksumFlag) != 0) return malformed("unknown request flags " + std::to_string(flags));
+  if ((flags & ~(kHandshakeChecksumFlag | kHandshakeKeyFlag)) != 0)
+    return malformed("unknown request flags " + std::to_string(flags));
   q.checksum = (flags & kHandshakeChecksumFlag) != 0;
+  q.has_key = (flags & kHandshakeKeyFlag) != 0;
+  if (Status s = read_client_proof(r, q); !s) return s;
   if (!read_extra(r, q.extra)) return malformed("bad extra bytes");
   if (!r.at_end()) return malformed("trailing bytes");
   if (q.from_node == kNoNode || q.from_node > kMaxNodeId || q.to_node == kNoNode || q.to_node > kMaxNodeId)
@@ -132,6 +178,11 @@ Result<HandshakeReply> decode_reply(std::span<const std::byte> bytes) {
   if (!r.raw(p.reason.data(), reason_len)) return malformed("truncated reason");
   for (char& c : p.reason)
     if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) > 0x7e) c = '?';  // printable only
+  uint8_t proof_len = 0;
+  if (!r.u8(proof_len)) return malformed("truncated reply");
+  if (proof_len != 0 && (proof_len != kAuthMacBytes || !p.accepted))
+    return malformed("reply proof of " + std::to_string(proof_len) + " bytes");
+  if (proof_len != 0 && !r.raw(p.proof.emplace().data(), kAuthMacBytes)) return malformed("truncated proof");
   if (!read_extra(r, p.extra)) return malformed("bad extra bytes");
   if (!r.at_end()) return malformed("trailing bytes");
   if (p.accepted == (p.code != StatusCode::kOk)) return malformed("accepted flag disagrees with status code");
@@ -230,8 +281,139 @@ Result<std::vector<std::byte>> recv_handshake_message(int fd, uint32_t magic, De
   return message;
 }
 
-Result<HandshakeReply> client_handshake(int fd, const HandshakeRequest& request, DeadlineNs deadline) {
+// ---- authentication ----------------------------------------------------
+
+namespace {
+
+AuthContext auth_context(const HandshakeRequest& request, const AuthNonce& server_nonce,
+                         const AuthNonce& client_nonce) {
+  return {server_nonce, client_nonce, request.from_node, request.to_node, request.type};
+}
+
+}  // namespace
+
+Result<std::optional<ClusterKey>> own_key(const LinkConfig& link, NodeId self) {
+  const std::string& path = link.key_file_of(self);
+  if (path.empty()) return std::optional<ClusterKey>();
+  auto key = ClusterKey::load(path);
+  if (!key) return Status(key.status().code(), "node " + std::to_string(self) + ": " + key.status().message());
+  return std::optional<ClusterKey>(std::move(key).value());
+}
+
+Status check_own_keys(NodeId self, const LinkTable& links, std::string_view type) {
+  for (const LinkConfig* link : links.links_of(self)) {
+    if (link->type != type || link->server_node != self) continue;
+    if (auto key = own_key(*link, self); !key)
+      return Status(key.status().code(), link->describe() + ": " + key.status().message());
+  }
+  return Status::ok();
+}
+
+void add_proof(HandshakeRequest& request, const ClusterKey& key, const AuthNonce& server_nonce) {
+  const AuthNonce client_nonce = random_nonce();
+  request.has_key = true;
+  request.proof =
+      ClientProof{client_nonce, key.proof(AuthRole::kClient, auth_context(request, server_nonce, client_nonce))};
+}
+
+Status check_key_presence(const HandshakeRequest& request, const LinkConfig& link, NodeId self) {
+  const bool mine = !link.key_file_of(self).empty();
+  if (mine == request.has_key) return Status::ok();
+  const std::string from = "node " + std::to_string(request.from_node);
+  const std::string me = "node " + std::to_string(self);
+  if (mine)
+    return Status(StatusCode::kRejected, from + " offered no proof of the cluster key, but " + me +
+                                             " requires one on " + link.describe() + " (" + from +
+                                             " has no ClusterKeyFile)");
+  return Status(StatusCode::kRejected, from + " holds a cluster key, but " + me + " has no ClusterKeyFile for " +
+                                           link.describe() + ": both ends of a link authenticate, or neither");
+}
+
+Result<std::optional<AuthMac>> check_client_proof(const HandshakeRequest& request,
+                                                  const std::optional<ClientProof>& proof,
+                                                  const AuthNonce& server_nonce, const LinkConfig& link, NodeId self) {
+  if (Status s = check_key_presence(request, link, self); !s) return s;
+  if (!request.has_key) return std::optional<AuthMac>();
+  const std::string from = "node " + std::to_string(request.from_node);
+  if (!proof) return Status(StatusCode::kRejected, from + " holds a cluster key but sent no proof of it");
+  auto key = own_key(link, self);
+  if (!key) return key.status();
+  FJORD_ASSERT(key->has_value());
+  const AuthContext context = auth_context(request, server_nonce, proof->nonce);
+  if (!proofs_equal((*key)->proof(AuthRole::kClient, context), proof->mac))
+    return Status(StatusCode::kRejected, from + "'s proof does not match the cluster key of node " +
+                                             std::to_string(self) + " on " + link.describe() +
+                                             ": the two nodes hold different keys (compare their ClusterKeyFile)");
+  return std::optional<AuthMac>((*key)->proof(AuthRole::kServer, context));
+}
+
+Status check_server_proof(const HandshakeRequest& request, const std::optional<AuthMac>& proof, const ClusterKey* key,
+                          const AuthNonce& server_nonce) {
+  if (!key) return Status::ok();
+  FJORD_ASSERT(request.proof.has_value());
+  const std::string server = "node " + std::to_string(request.to_node);
+  if (!proof)
+    return Status(StatusCode::kRejected, server + " accepted the " + request.type + " connection from node " +
+                                             std::to_string(request.from_node) +
+                                             " without proving it holds the cluster key (refused: it may not be "
+                                             "node " +
+                                             std::to_string(request.to_node) + ")");
+  const AuthContext context = auth_context(request, server_nonce, request.proof->nonce);
+  if (!proofs_equal(key->proof(AuthRole::kServer, context), *proof))
+    return Status(StatusCode::kRejected, server + "'s proof does not match the cluster key in " + key->path() +
+                                             " (refused the " + request.type + " connection: it may not be node " +
+                                             std::to_string(request.to_node) + ")");
+  return Status::ok();
+}
+
+std::string refusal_for_peer(const Status& refusal, NodeId self) {
+  if (refusal.code() != StatusCode::kInvalidArgument) return refusal.message();
+  return "node " + std::to_string(self) +
+         " cannot use its cluster key (its ClusterKeyFile is unreadable or not "
+         "private to its user; node " +
+         std::to_string(self) + "'s log names the file and the problem)";
+}
+
+// ---- over a stream --------------------------------------------------------
+
+Result<AuthNonce> send_greeting(int fd) {
+  const AuthNonce nonce = random_nonce();
+  const std::vector<std::byte> bytes = encode_greeting(nonce);
+  // A new connection's send buffer is empty: the greeting goes at once or
+  // the peer has already gone.
+  const ssize_t n = ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+  if (n < 0) return io_error("handshake greeting", errno);
+  if (static_cast<std::size_t>(n) != bytes.size())
+    return Status(StatusCode::kLinkDown, "handshake greeting sent only in part");
+  return nonce;
+}
+
+namespace {
+
+Result<AuthNonce> recv_greeting(int fd, DeadlineNs deadline) {
+  auto bytes = recv_handshake_message(fd, kHandshakeGreetingMagic, deadline);
+  if (!bytes) return bytes.status();
+  return decode_greeting(*bytes);
+}
+
+// Sends the request; with `key`, after the greeting whose nonce it proves.
+Result<AuthNonce> send_request(int fd, HandshakeRequest& request, const ClusterKey* key, DeadlineNs deadline) {
+  if (!key) {
+    if (Status s = send_all(fd, encode_request(request), deadline); !s) return s;
+    return recv_greeting(fd, deadline);
+  }
+  auto greeting = recv_greeting(fd, deadline);
+  if (!greeting) return greeting.status();
+  add_proof(request, *key, *greeting);
   if (Status s = send_all(fd, encode_request(request), deadline); !s) return s;
+  return greeting;
+}
+
+}  // namespace
+
+Result<HandshakeReply> client_handshake(int fd, HandshakeRequest request, const ClusterKey* key, DeadlineNs deadline) {
+  auto greeting = send_request(fd, request, key, deadline);
+  if (!greeting) return greeting.status();
   auto bytes = recv_handshake_message(fd, kHandshakeReplyMagic, deadline);
   if (!bytes) return bytes.status();
   auto reply = decode_reply(*bytes);
@@ -240,42 +422,53 @@ Result<HandshakeReply> client_handshake(int fd, const HandshakeRequest& request,
     return Status(StatusCode::kRejected, "node " + std::to_string(request.to_node) + " rejected the " + request.type +
                                              " connection from node " + std::to_string(request.from_node) + ": " +
                                              reply->reason);
+  if (Status s = check_server_proof(request, reply->proof, key, *greeting); !s) return s;
   return reply;
 }
 
+namespace {
+
+// The request's checks in order: wire form, link table, keys.
+Status check_stream_request(const Result<std::vector<std::byte>>& bytes, NodeId self, std::string_view my_type,
+                            const LinkTable& links, const AuthNonce& greeting, AcceptedRequest& out) {
+  if (!bytes) return bytes.status();
+  Result<HandshakeRequest> request = decode_request(bytes.value());
+  if (!request) return request.status();
+  auto checked = check_request(*request, self, my_type, links);
+  if (!checked) return checked.status();
+  auto proof = check_client_proof(*request, request->proof, greeting, **checked, self);
+  if (!proof) return proof.status();
+  out = AcceptedRequest{*checked, std::move(request).value(), *proof};
+  return Status::ok();
+}
+
+}  // namespace
+
 Result<AcceptedRequest> server_handshake(int fd, NodeId self, std::string_view my_type, const LinkTable& links,
-                                         DeadlineNs deadline, const std::string& peer_description) {
+                                         DeadlineNs deadline, const std::string& peer_description,
+                                         const AuthNonce& greeting) {
   auto bytes = recv_handshake_message(fd, kHandshakeRequestMagic, deadline);
-  Result<HandshakeRequest> request = bytes ? decode_request(*bytes) : Result<HandshakeRequest>(bytes.status());
-  Status refusal;
-  const LinkConfig* link = nullptr;
-  if (!request) {
-    refusal = request.status();
-  } else {
-    auto checked = check_request(*request, self, my_type, links);
-    if (checked)
-      link = *checked;
-    else
-      refusal = checked.status();
-  }
-  if (link) return AcceptedRequest{link, std::move(request).value()};
+  AcceptedRequest accepted;
+  const Status refusal = check_stream_request(bytes, self, my_type, links, greeting, accepted);
+  if (refusal) return accepted;
   FJORD_LOG_WARN("node %u: rejected %s connection from %s: %s", self, std::string(my_type).c_str(),
                  peer_description.c_str(), refusal.message().c_str());
   if (refusal.code() != StatusCode::kLinkDown && refusal.code() != StatusCode::kTimeout) {
     HandshakeReply reply;
     reply.accepted = false;
-    reply.code = refusal.code();
-    reply.reason = refusal.message();
+    reply.code = refusal.code() == StatusCode::kInvalidArgument ? StatusCode::kRejected : refusal.code();
+    reply.reason = refusal_for_peer(refusal, self);
     (void)send_all(fd, encode_reply(reply), std::min<DeadlineNs>(deadline, monotonic_ns() + 100'000'000));
   }
   return Status(StatusCode::kRejected,
                 "rejected " + std::string(my_type) + " connection from " + peer_description + ": " + refusal.message());
 }
 
-Status send_accept(int fd, std::span<const std::byte> extra, DeadlineNs deadline) {
+Status send_accept(int fd, const AcceptedRequest& accepted, std::span<const std::byte> extra, DeadlineNs deadline) {
   HandshakeReply reply;
   reply.accepted = true;
   reply.extra.assign(extra.begin(), extra.end());
+  reply.proof = accepted.proof;
   return send_all(fd, encode_reply(reply), deadline);
 }
 

@@ -89,6 +89,8 @@ Status finish_link(LinkConfig& link, std::span<const NodeAddress> nodes, const s
     if (!given.empty()) return given;
     return n && !n->host.empty() ? n->host : std::string("localhost");
   };
+  link.key_file1 = n1 ? n1->key_file : std::string();
+  link.key_file2 = n2 ? n2->key_file : std::string();
   link.host1 = host_for("HostName1", n1);
   link.host2 = host_for("HostName2", n2);
   if (p.has("PortNumber")) {

@@ -47,12 +47,17 @@ const ParamSpec kDataNodeParams[] = {
     {"ControlSocket", Kind::kString, 0, 100, "", false,
      "Unix socket for fjord-stats ('@name' = abstract); empty = DataDir/fjord-control/node-<NodeId>, in a directory "
      "private to the node's user"},
+    {"ClusterKeyFile", Kind::kString, 0, 4096, "", false,
+     "file holding the cluster key (32 to 4096 bytes, owned by the node's user, mode 0600) that each link of this "
+     "node proves at set-up; empty = links not authenticated"},
 };
 const std::size_t kDataNodeParamCount = std::size(kDataNodeParams);
 
 const ParamSpec kApiNodeParams[] = {
     {"NodeId", Kind::kUint, 1, kMaxNodeId, "", true, "this API node's id"},
     {"HostName", Kind::kString, 0, 255, "", false, "where the API node runs; empty = any host"},
+    {"ClusterKeyFile", Kind::kString, 0, 4096, "", false,
+     "file holding the cluster key (as for [ndbd]); empty = links not authenticated"},
 };
 const std::size_t kApiNodeParamCount = std::size(kApiNodeParams);
 
@@ -166,7 +171,9 @@ Result<ClusterConfig> load_cluster_config(const config::File& file, const transp
   if (out.of_kind(NodeKind::kData).empty())
     return invalid(file.path + ": no [ndbd] section: a cluster needs a data node");
   std::vector<transport::NodeAddress> addresses;
-  for (const NodeDef& n : out.nodes) addresses.push_back({n.id, n.host, n.server_port, n.kind == NodeKind::kData});
+  for (const NodeDef& n : out.nodes)
+    addresses.push_back(
+        {n.id, n.host, n.server_port, n.kind == NodeKind::kData, n.params.get_string("ClusterKeyFile")});
   auto explicit_links = transport::load_link_table(file, registry, addresses);
   if (!explicit_links) return explicit_links.status();
   for (const transport::LinkConfig& link : explicit_links->all())

@@ -53,6 +53,9 @@ std::string endpoint_key(const LinkConfig& link) {
 // One connection attempt, shared by the connecting thread and accept().
 struct Attempt {
   transport::HandshakeRequest request;
+  // The greeting's nonce. Sim links carry no bytes: it is drawn as the
+  // attempt is made, and the proofs cover it as on the other media.
+  transport::AuthNonce server_nonce{};
   std::string endpoint;
   uint64_t client_send_bytes = 0;
   // Answer, guarded by the inbox mutex.
@@ -60,6 +63,7 @@ struct Attempt {
   bool abandoned = false;
   Status refusal;
   std::shared_ptr<SimWire> wire;
+  std::optional<transport::AuthMac> server_proof;
 };
 
 // A listener's queue of attempts; outlives the listener while connects hold it.
@@ -191,15 +195,12 @@ class SimListener final : public Listener {
   // Checks the request and answers it; returns our end or the refusal.
   Result<std::unique_ptr<Transporter>> handle(Attempt& attempt) {
     const std::string peer = "node " + std::to_string(attempt.request.from_node) + " on " + attempt.endpoint;
-    auto checked = transport::check_request(attempt.request, self_, kName, links_);
-    Status refusal = checked ? Status::ok() : checked.status();
-    if (checked && endpoint_key(**checked) != attempt.endpoint)
-      refusal = Status(StatusCode::kRejected, "node " + std::to_string(attempt.request.from_node) + " dialled " +
-                                                  attempt.endpoint + " but " + (*checked)->describe() + " listens on " +
-                                                  endpoint_key(**checked));
-    if (!refusal) {
+    std::optional<transport::AuthMac> proof;
+    auto checked = check(attempt, proof);
+    if (!checked) {
+      const Status& refusal = checked.status();
       FJORD_LOG_WARN("node %u: rejected sim connection from %s: %s", self_, peer.c_str(), refusal.message().c_str());
-      answer(attempt, refusal, nullptr);
+      answer(attempt, Status(StatusCode::kRejected, transport::refusal_for_peer(refusal, self_)), nullptr);
       return Status(StatusCode::kRejected, "rejected sim connection from " + peer + ": " + refusal.message());
     }
     const LinkConfig& link = **checked;
@@ -208,19 +209,36 @@ class SimListener final : public Listener {
       answer(attempt, Status(StatusCode::kRejected, wire.status().message()), nullptr);
       return wire.status();
     }
-    if (!answer(attempt, Status::ok(), *wire))
+    if (!answer(attempt, Status::ok(), *wire, proof))
       return Status(StatusCode::kTimeout, peer + " gave up before the connection was accepted");
     FJORD_LOG_INFO("node %u: accepted %s from node %u", self_, link.describe().c_str(), link.peer_of(self_));
     return std::unique_ptr<Transporter>(new SimTransporter(link, self_, std::move(wire).value(), 1));
   }
 
+  // The request's checks in order: link table, endpoint, keys.
+  Result<const LinkConfig*> check(const Attempt& attempt, std::optional<transport::AuthMac>& proof) const {
+    auto checked = transport::check_request(attempt.request, self_, kName, links_);
+    if (!checked) return checked;
+    if (endpoint_key(**checked) != attempt.endpoint)
+      return Status(StatusCode::kRejected, "node " + std::to_string(attempt.request.from_node) + " dialled " +
+                                               attempt.endpoint + " but " + (*checked)->describe() + " listens on " +
+                                               endpoint_key(**checked));
+    auto proved =
+        transport::check_client_proof(attempt.request, attempt.request.proof, attempt.server_nonce, **checked, self_);
+    if (!proved) return proved.status();
+    proof = *proved;
+    return checked;
+  }
+
   // False if the connecting side had already given up.
-  bool answer(Attempt& attempt, Status refusal, std::shared_ptr<SimWire> wire) {
+  bool answer(Attempt& attempt, Status refusal, std::shared_ptr<SimWire> wire,
+              std::optional<transport::AuthMac> proof = std::nullopt) {
     std::lock_guard lock(inbox_->mutex);
     if (attempt.abandoned) return false;
     attempt.answered = true;
     attempt.refusal = std::move(refusal);
     attempt.wire = std::move(wire);
+    attempt.server_proof = proof;
     inbox_->changed.notify_all();
     return true;
   }
@@ -256,6 +274,7 @@ class SimFactory final : public transport::TransporterFactory {
   std::span<const ParamSpec> parameters() const override { return kSimParams; }
 
   Result<std::unique_ptr<Listener>> listen(NodeId self, const LinkTable& links) override {
+    if (Status s = transport::check_own_keys(self, links, kName); !s) return s;
     auto inbox = std::make_shared<Inbox>();
     inbox->event.reset(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
     if (!inbox->event.valid()) return io_error("eventfd", errno);
@@ -283,8 +302,12 @@ class SimFactory final : public transport::TransporterFactory {
     if (server == self)
       return Status(StatusCode::kInvalidArgument,
                     "node " + std::to_string(self) + " is the server of " + link.describe());
+    auto key = transport::own_key(link, self);
+    if (!key) return key.status();
     auto attempt = std::make_shared<Attempt>();
     attempt->request = {self, server, std::string(kName), {}, link.checksum};
+    attempt->server_nonce = transport::random_nonce();
+    if (key->has_value()) transport::add_proof(attempt->request, **key, attempt->server_nonce);
     attempt->endpoint = endpoint_key(link);
     attempt->client_send_bytes = link.send_buffer_bytes;
     std::shared_ptr<Inbox> inbox = EndpointTable::instance().find(attempt->endpoint);
@@ -296,6 +319,10 @@ class SimFactory final : public transport::TransporterFactory {
       return Status(StatusCode::kRejected, "node " + std::to_string(server) +
                                                " rejected the sim connection from node " + std::to_string(self) + ": " +
                                                attempt->refusal.message());
+    if (Status s = transport::check_server_proof(attempt->request, attempt->server_proof,
+                                                 key->has_value() ? &**key : nullptr, attempt->server_nonce);
+        !s)
+      return s;
     FJORD_LOG_INFO("node %u: connected %s to node %u", self, link.describe().c_str(), server);
     return std::unique_ptr<Transporter>(new SimTransporter(link, self, attempt->wire, 0));
   }

@@ -116,12 +116,15 @@ class TcpListener final : public Listener {
       socklen_t from_len = sizeof from;
       UniqueFd conn = acceptor_.take(socket_.get(), reinterpret_cast<sockaddr*>(&from), &from_len);
       if (!conn.valid()) return;
+      // A peer already gone fails its greeting; it waits all the same, and
+      // its handshake reports it (no proof can be made over a nonce never sent).
+      auto greeting = transport::send_greeting(conn.get());
       // The peer is here: its set-up gets its own budget, not what is left
       // of this accept() slice. The bounds count by IP address.
       const auto* address = reinterpret_cast<const sockaddr*>(&from);
-      (void)pending_.add(
-          {std::move(conn), sockaddr_text(from), 0, transport::setup_deadline(deadline), transport::ip_text(address)},
-          monotonic_ns());
+      (void)pending_.add({std::move(conn), sockaddr_text(from), 0, transport::setup_deadline(deadline),
+                          transport::ip_text(address), greeting ? *greeting : transport::random_nonce()},
+                         monotonic_ns());
     }
   }
 
@@ -131,14 +134,14 @@ class TcpListener final : public Listener {
     sockaddr_storage from{};
     socklen_t from_len = sizeof from;
     ::getpeername(conn, reinterpret_cast<sockaddr*>(&from), &from_len);
-    auto accepted = transport::server_handshake(conn, self_, kName, links_, ready.deadline, peer);
+    auto accepted = transport::server_handshake(conn, self_, kName, links_, ready.deadline, peer, ready.greeting);
     if (!accepted) return accepted.status();
     const LinkConfig& link = *accepted->link;
     if (Status s = transport::check_peer_address(link, link.peer_of(self_), reinterpret_cast<const sockaddr*>(&from));
         !s)
       return transport::send_reject(conn, self_, kName, peer, s.message(), ready.deadline);
     if (Status s = set_socket_options(conn, link); !s) return s;
-    if (Status s = transport::send_accept(conn, {}, ready.deadline); !s) return s;
+    if (Status s = transport::send_accept(conn, *accepted, {}, ready.deadline); !s) return s;
     FJORD_LOG_INFO("node %u: accepted %s from node %u at %s", self_, link.describe().c_str(), link.peer_of(self_),
                    peer.c_str());
     return make_transporter(link, self_, std::move(ready.conn));
@@ -165,6 +168,7 @@ class TcpFactory final : public transport::TransporterFactory {
   Result<std::unique_ptr<Listener>> listen(NodeId self, const LinkTable& links) override {
     auto link = transport::listen_link(self, links, kName);
     if (!link) return link.status();
+    if (Status s = transport::check_own_keys(self, links, kName); !s) return s;
     const LinkConfig* first = *link;
     auto addresses = transport::resolve_host(first->host_of(self), first->port, true);
     if (!addresses) return addresses.status();
@@ -209,6 +213,8 @@ class TcpFactory final : public transport::TransporterFactory {
                     "node " + std::to_string(self) + " is the server of " + link.describe());
     if (link.port == 0)
       return Status(StatusCode::kInvalidArgument, link.describe() + " has no PortNumber to connect to");
+    auto key = transport::own_key(link, self);  // a key file problem is found before dialling
+    if (!key) return key.status();
     auto addresses = transport::resolve_host(link.host_of(server), link.port);
     if (!addresses) return addresses.status();
     Status last = Status(StatusCode::kNotFound, "no address");
@@ -220,7 +226,7 @@ class TcpFactory final : public transport::TransporterFactory {
       }
       if (Status s = set_socket_options(fd->get(), link); !s) return s;
       transport::HandshakeRequest request{self, server, std::string(kName), {}, link.checksum};
-      auto reply = transport::client_handshake(fd->get(), request, deadline);
+      auto reply = transport::client_handshake(fd->get(), request, key->has_value() ? &**key : nullptr, deadline);
       if (!reply) return reply.status();
       FJORD_LOG_INFO("node %u: connected %s to node %u at %s", self, link.describe().c_str(), server,
                      sockaddr_text(addr).c_str());

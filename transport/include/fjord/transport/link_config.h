@@ -40,11 +40,16 @@ struct LinkConfig {
   uint64_t overload_bytes = 0;     // fill at which new work is refused (OverloadLimit)
   std::string origin;              // "cluster.ini:12", for messages
   config::ParamSet params;         // all values, including transporter-specific ones
+  // Each end's ClusterKeyFile (its node section's; empty = none): the
+  // handshake proves the key each end reads from its own (handshake.h).
+  std::string key_file1;
+  std::string key_file2;
 
   bool involves(NodeId node) const { return node == node1 || node == node2; }
   NodeId peer_of(NodeId self) const { return self == node1 ? node2 : node1; }
   NodeId client_node() const { return peer_of(server_node); }
   const std::string& host_of(NodeId node) const { return node == node1 ? host1 : host2; }
+  const std::string& key_file_of(NodeId node) const { return node == node1 ? key_file1 : key_file2; }
   // "tcp link 1-2 (cluster.ini:12)"
   std::string describe() const;
 };
@@ -55,6 +60,7 @@ struct NodeAddress {
   std::string host;
   uint16_t server_port = 0;
   bool is_data_node = false;  // data nodes are the server side of data-API links
+  std::string key_file;       // ClusterKeyFile; empty = the node's links are not authenticated
 };
 
 class LinkTable {

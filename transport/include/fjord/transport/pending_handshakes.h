@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "fjord/base/fd.h"
+#include "fjord/transport/cluster_key.h"
 #include "fjord/transport/types.h"
 
 namespace fjord::transport {
@@ -53,6 +54,7 @@ class PendingHandshakes {
     uint32_t endpoint = 0;    // which of the listener's sockets took it
     DeadlineNs deadline = 0;  // the set-up's own (setup_deadline)
     std::string source;       // what the bounds count by: "10.0.0.7", "uid 1000"
+    AuthNonce greeting{};     // the nonce the listener's greeting sent (handshake.h)
   };
 
   // `epoll_fd`: the listener's epoll set, which it returns as fd().
