@@ -1,5 +1,6 @@
 // libFuzzer target: the config parser and link-table loader on arbitrary
-// text. Errors are fine; crashes, hangs and over-reads are not.
+// text, every error collected. Errors are fine; crashes, hangs and
+// over-reads are not.
 #include <cstdint>
 #include <string>
 
@@ -17,8 +18,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return r;
   }();
   const std::string text(reinterpret_cast<const char*>(data), size);
-  auto file = config::parse_text(text, "fuzz.ini");
-  if (!file) return 0;
-  (void)transport::load_link_table(*file, *registry);
+  // Syntax errors do not stop the schema checks: both run on every input.
+  config::Diagnostics diagnostics;
+  const config::File file = config::parse_text(text, "fuzz.ini", diagnostics);
+  (void)transport::load_link_table(file, *registry, {}, diagnostics);
+  if (diagnostics.has_errors()) (void)diagnostics.status();
   return 0;
 }

@@ -1,6 +1,7 @@
 #include "fjord/transport/link_config.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "fjord/transport/registry.h"
 
@@ -26,6 +27,33 @@ const ParamSpec kCommonLinkParams[] = {
      "send-memory fill at which producers slow down; 0 = 60% of SendBufferMemory"},
 };
 const std::size_t kCommonLinkParamCount = std::size(kCommonLinkParams);
+
+namespace {
+
+// NDB's parameter names of [tcp] and [shm] sections, and those both share
+// (the names of the other transporters' sections).
+// clang-format off
+constexpr std::string_view kNdbLinkNames[] = {
+    "Checksum", "Group", "HostName1", "HostName2", "NodeId1", "NodeId2", "NodeIdServer", "OverloadLimit",
+    "PortNumber", "PreferIPVersion", "PreSendChecksum", "SendBufferMemory", "SendSignalId", "SlowdownLimit"};
+constexpr std::string_view kNdbTcpNames[] = {
+    "Checksum", "Group", "HostName1", "HostName2", "NodeId1", "NodeId2", "NodeIdServer", "OverloadLimit",
+    "PortNumber", "PreferIPVersion", "PreSendChecksum", "SendBufferMemory", "SendSignalId", "SlowdownLimit",
+    "AllowUnresolvedHostNames", "Proxy", "ReceiveBufferMemory", "TcpSpinTime", "TCP_MAXSEG_SIZE", "TCP_RCV_BUF_SIZE",
+    "TCP_SND_BUF_SIZE", "TcpBind_INADDR_ANY"};
+constexpr std::string_view kNdbShmNames[] = {
+    "Checksum", "Group", "HostName1", "HostName2", "NodeId1", "NodeId2", "NodeIdServer", "OverloadLimit",
+    "PortNumber", "PreferIPVersion", "PreSendChecksum", "SendBufferMemory", "SendSignalId", "SlowdownLimit", "ShmKey",
+    "ShmSize", "ShmSpinTime", "SigNum"};
+// clang-format on
+
+}  // namespace
+
+std::span<const std::string_view> ndb_link_parameter_names(std::string_view type) {
+  if (type == "tcp") return kNdbTcpNames;
+  if (type == "shm") return kNdbShmNames;
+  return kNdbLinkNames;
+}
 
 std::string LinkConfig::describe() const {
   return type + " link " + std::to_string(node1) + "-" + std::to_string(node2) +
@@ -117,37 +145,82 @@ Status finish_link(LinkConfig& link, std::span<const NodeAddress> nodes, const s
 
 }  // namespace
 
-Result<LinkTable> load_link_table(const config::File& file, const TransporterRegistry& registry,
-                                  std::span<const NodeAddress> nodes) {
+namespace {
+
+config::Schema link_schema(const TransporterFactory& factory, std::vector<ParamSpec>& specs) {
+  specs.assign(kCommonLinkParams, kCommonLinkParams + kCommonLinkParamCount);
+  for (const ParamSpec& extra : factory.parameters()) specs.push_back(extra);
+  return config::Schema{specs, ndb_link_parameter_names(factory.name()), {}};
+}
+
+// The link of one section, or an error recorded in `diagnostics`.
+std::optional<LinkConfig> load_link(const config::File& file, const config::Section& section,
+                                    const TransporterFactory& factory, std::span<const NodeAddress> nodes,
+                                    config::Diagnostics& diagnostics) {
+  std::vector<ParamSpec> specs;
+  const std::size_t errors_before = diagnostics.error_count();
+  config::ParamSet params = config::apply_schema(file, section, link_schema(factory, specs), diagnostics);
+  if (diagnostics.error_count() != errors_before || !params.has("NodeId1") || !params.has("NodeId2"))
+    return std::nullopt;
+  const std::string where =
+      (section.line > 0 ? file.path + ":" + std::to_string(section.line) : "default link") + ": [" + section.name + "]";
+  LinkConfig link;
+  link.type = std::string(factory.name());
+  link.node1 = static_cast<NodeId>(params.get_uint("NodeId1"));
+  link.node2 = static_cast<NodeId>(params.get_uint("NodeId2"));
+  // Sections the engine adds itself (NDB's default TCP links) have no line.
+  link.origin = section.line > 0 ? file.path + ":" + std::to_string(section.line) : "default " + link.type + " link";
+  link.params = std::move(params);
+  if (Status s = finish_link(link, nodes, where); !s) {
+    diagnostics.error(s.message(), s.code());
+    return std::nullopt;
+  }
+  if (Status s = factory.validate(link); !s) {
+    diagnostics.error(where + ": " + s.message(), s.code());
+    return std::nullopt;
+  }
+  return link;
+}
+
+}  // namespace
+
+LinkTable load_link_table(const config::File& file, const TransporterRegistry& registry,
+                          std::span<const NodeAddress> nodes, config::Diagnostics& diagnostics) {
   std::vector<LinkConfig> links;
   for (const config::Section& section : file.sections) {
-    TransporterFactory* factory = registry.find(section.name);
-    if (!factory) continue;  // "tcp default" and non-link sections are not links
-    std::vector<ParamSpec> specs(kCommonLinkParams, kCommonLinkParams + kCommonLinkParamCount);
-    for (const ParamSpec& extra : factory->parameters()) specs.push_back(extra);
-    auto params = config::apply_schema(file, section, specs);
-    if (!params) return params.status();
-
-    const std::string where = (section.line > 0 ? file.path + ":" + std::to_string(section.line) : "default link") +
-                              ": [" + section.name + "]";
-    LinkConfig link;
-    link.type = std::string(factory->name());
-    link.node1 = static_cast<NodeId>(params->get_uint("NodeId1"));
-    link.node2 = static_cast<NodeId>(params->get_uint("NodeId2"));
-    // Sections the engine adds itself (NDB's default TCP links) have no line.
-    link.origin = section.line > 0 ? file.path + ":" + std::to_string(section.line) : "default " + link.type + " link";
-    link.params = std::move(params).value();
-    if (Status s = finish_link(link, nodes, where); !s) return s;
-    if (Status s = factory->validate(link); !s) return Status(s.code(), where + ": " + s.message());
-    for (const LinkConfig& other : links)
-      if ((other.node1 == link.node1 && other.node2 == link.node2) ||
-          (other.node1 == link.node2 && other.node2 == link.node1))
-        return Status(StatusCode::kAlreadyExists, where + ": nodes " + std::to_string(link.node1) + " and " +
-                                                      std::to_string(link.node2) + " already have a " + other.type +
-                                                      " link at " + other.origin);
-    links.push_back(std::move(link));
+    if (config::is_default_section(section.name)) {
+      const std::string_view base = std::string_view(section.name).substr(0, section.name.size() - 8);
+      std::vector<ParamSpec> specs;
+      if (const TransporterFactory* factory = registry.find(base))
+        config::check_default_section(file, section, link_schema(*factory, specs), diagnostics);
+      continue;
+    }
+    const TransporterFactory* factory = registry.find(section.name);
+    if (!factory) continue;  // not a link section
+    std::optional<LinkConfig> link = load_link(file, section, *factory, nodes, diagnostics);
+    if (!link) continue;
+    const auto same_pair = [&](const LinkConfig& other) {
+      return (other.node1 == link->node1 && other.node2 == link->node2) ||
+             (other.node1 == link->node2 && other.node2 == link->node1);
+    };
+    if (auto other = std::find_if(links.begin(), links.end(), same_pair); other != links.end()) {
+      diagnostics.error(link->origin + ": [" + section.name + "]: nodes " + std::to_string(link->node1) + " and " +
+                            std::to_string(link->node2) + " already have a " + other->type + " link at " +
+                            other->origin,
+                        StatusCode::kAlreadyExists);
+      continue;
+    }
+    links.push_back(std::move(*link));
   }
-  return LinkTable(std::move(links));
+  return LinkTable(std::move(links), diagnostics.warnings());
+}
+
+Result<LinkTable> load_link_table(const config::File& file, const TransporterRegistry& registry,
+                                  std::span<const NodeAddress> nodes) {
+  config::Diagnostics diagnostics;
+  LinkTable table = load_link_table(file, registry, nodes, diagnostics);
+  if (diagnostics.has_errors()) return diagnostics.status();
+  return table;
 }
 
 }  // namespace fjord::transport

@@ -111,10 +111,11 @@ Result<std::unique_ptr<Connection>> Connection::connect(const ConnectOptions& op
 }
 
 Status Connection::establish() {
-  auto file = !options_.config_path.empty() ? config::read_file(options_.config_path)
-                                            : config::parse_text(options_.config_text, "<config text>");
-  if (!file) return file.status();
-  auto cluster = engine::load_cluster_config(*file, *options_.registry);
+  // The config's warnings (NDB parameters with no effect here) are the data
+  // node's to log: a program connects many times.
+  auto cluster = !options_.config_path.empty()
+                     ? engine::load_cluster_config_file(options_.config_path, *options_.registry)
+                     : engine::load_cluster_config_text(options_.config_text, "<config text>", *options_.registry);
   if (!cluster) return cluster.status();
   self_ = options_.node_id;
   if (self_ == kNoNode) {

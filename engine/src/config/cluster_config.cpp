@@ -1,6 +1,7 @@
 #include "fjord/engine/cluster_config.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "fjord/engine/schema.h"
 #include "fjord/engine/thread_config.h"
@@ -54,12 +55,22 @@ const ParamSpec kDataNodeParams[] = {
 const std::size_t kDataNodeParamCount = std::size(kDataNodeParams);
 
 const ParamSpec kApiNodeParams[] = {
-    {"NodeId", Kind::kUint, 1, kMaxNodeId, "", true, "this API node's id"},
+    {"NodeId", Kind::kUint, 1, kMaxNodeId, "", false,
+     "this API node's id; if not given, the next id no other node has (as in NDB)"},
     {"HostName", Kind::kString, 0, 255, "", false, "where the API node runs; empty = any host"},
     {"ClusterKeyFile", Kind::kString, 0, 4096, "", false,
      "file holding the cluster key (as for [ndbd]); empty = links not authenticated"},
 };
 const std::size_t kApiNodeParamCount = std::size(kApiNodeParams);
+
+const ParamSpec kMgmNodeParams[] = {
+    {"NodeId", Kind::kUint, 1, kMaxNodeId, "", false,
+     "this management node's id; if not given, the next id no other node has (as in NDB)"},
+    {"HostName", Kind::kString, 0, 255, "localhost", false, "where the management node runs"},
+    {"ClusterKeyFile", Kind::kString, 0, 4096, "", false,
+     "file holding the cluster key (as for [ndbd]); empty = links not authenticated"},
+};
+const std::size_t kMgmNodeParamCount = std::size(kMgmNodeParams);
 
 const char* node_kind_name(NodeKind kind) noexcept {
   switch (kind) {
@@ -85,47 +96,90 @@ std::vector<const NodeDef*> ClusterConfig::of_kind(NodeKind kind) const {
 
 namespace {
 
-Status invalid(const std::string& m) { return Status(StatusCode::kInvalidArgument, m); }
+constexpr std::string_view kDataNodeAliases[] = {"ndbd"};
+constexpr std::string_view kApiNodeAliases[] = {"api", "mysqld"};
+constexpr std::string_view kMgmNodeAliases[] = {"ndb_mgmd", "mgm"};
+// NDB sections Fjord has no use for: accepted, with a warning.
+constexpr std::string_view kNdbOtherSections[] = {"system", "computer"};
 
-bool node_section(const std::string& name, NodeKind& kind) {
-  if (name == "ndbd")
-    kind = NodeKind::kData;
-  else if (name == "api" || name == "mysqld")
-    kind = NodeKind::kApi;
-  else if (name == "mgm" || name == "ndb_mgmd")
-    kind = NodeKind::kMgm;
-  else
-    return false;
-  return true;
+config::Schema node_schema(NodeKind kind) {
+  switch (kind) {
+    case NodeKind::kData:
+      return {{kDataNodeParams, kDataNodeParamCount}, {kNdbDataNodeNames, kNdbDataNodeNameCount}, kDataNodeAliases};
+    case NodeKind::kApi:
+      return {{kApiNodeParams, kApiNodeParamCount}, {kNdbApiNodeNames, kNdbApiNodeNameCount}, kApiNodeAliases};
+    case NodeKind::kMgm:
+      return {{kMgmNodeParams, kMgmNodeParamCount}, {kNdbMgmNodeNames, kNdbMgmNodeNameCount}, kMgmNodeAliases};
+  }
+  FJORD_ASSERT_MSG(false, "unknown node kind");
+  return {};
 }
 
-bool default_section(const std::string& name) {
-  constexpr std::string_view kSuffix = " default";
-  return name.size() > kSuffix.size() && name.compare(name.size() - kSuffix.size(), kSuffix.size(), kSuffix) == 0;
+bool node_section(std::string_view name, NodeKind& kind) {
+  for (NodeKind k : {NodeKind::kData, NodeKind::kApi, NodeKind::kMgm}) {
+    const auto aliases = node_schema(k).aliases;
+    if (std::find(aliases.begin(), aliases.end(), name) != aliases.end()) {
+      kind = k;
+      return true;
+    }
+  }
+  return false;
 }
 
-Result<NodeDef> load_node(const config::File& file, const config::Section& section, NodeKind kind) {
-  const std::span<const ParamSpec> specs = kind == NodeKind::kData
-                                               ? std::span<const ParamSpec>(kDataNodeParams, kDataNodeParamCount)
-                                               : std::span<const ParamSpec>(kApiNodeParams, kApiNodeParamCount);
-  // [mysqld] and [mgm] take [api] defaults' shape; their own default sections apply.
-  auto params = config::apply_schema(file, section, specs);
-  if (!params) return params.status();
+std::string_view without_default(std::string_view name) {
+  return config::is_default_section(name) ? name.substr(0, name.size() - std::string_view(" default").size()) : name;
+}
+
+// One node section; id kNoNode when NodeId is not given (assigned later).
+// Errors go to `diagnostics`; nullopt if the section has any.
+std::optional<NodeDef> load_node(const config::File& file, const config::Section& section, NodeKind kind,
+                                 config::Diagnostics& diagnostics) {
+  const std::size_t errors_before = diagnostics.error_count();
+  config::ParamSet params = config::apply_schema(file, section, node_schema(kind), diagnostics);
   NodeDef n;
   n.kind = kind;
-  n.id = static_cast<NodeId>(params->get_uint("NodeId"));
-  n.host = params->get_string("HostName");
-  if (kind == NodeKind::kData) {
-    const auto port = static_cast<uint16_t>(params->get_uint("ServerPort"));
+  n.section = section.name;
+  n.origin = file.path + ":" + std::to_string(section.line);
+  if (params.has("NodeId")) n.id = static_cast<NodeId>(params.get_uint("NodeId"));
+  n.host = params.get_string("HostName");
+  if (kind == NodeKind::kData && params.has("ServerPort")) {
+    const auto port = static_cast<uint16_t>(params.get_uint("ServerPort"));
     n.server_port = port != 0 ? port : static_cast<uint16_t>(kDefaultServerPortBase + n.id);
-    const std::string& tc = params->get_string("ThreadConfig");
+  }
+  if (kind == NodeKind::kData && params.has("ThreadConfig")) {
+    // Named at the line of the ThreadConfig key, which may be in [ndbd default].
+    const std::string& tc = params.get_string("ThreadConfig");
     if (!tc.empty())
       if (auto layout = parse_thread_config(tc); !layout)
-        return invalid(file.path + ":" + std::to_string(section.line) + ": [ndbd] " + layout.status().message());
+        diagnostics.error(params.origin("ThreadConfig") + ": [" + section.name + "] " + layout.status().message());
   }
-  n.origin = file.path + ":" + std::to_string(section.line);
-  n.params = std::move(params).value();
+  if (diagnostics.error_count() != errors_before) return std::nullopt;
+  n.params = std::move(params);
   return n;
+}
+
+// NDB's rule for a node section without NodeId: the id after the previous
+// node section's, skipping ids in use. Ids given anywhere in the file count
+// as in use, so an assigned id never collides with a later section's.
+void assign_node_ids(std::vector<NodeDef>& nodes, config::Diagnostics& diagnostics) {
+  std::vector<bool> used(kMaxNodeId + 1, false);
+  for (const NodeDef& n : nodes)
+    if (n.id != kNoNode) used[n.id] = true;
+  unsigned next = 1;
+  for (NodeDef& n : nodes) {
+    if (n.id == kNoNode) {
+      while (next <= kMaxNodeId && used[next]) ++next;
+      if (next > kMaxNodeId) {
+        diagnostics.error(n.origin + ": [" + n.section + "] no free node id left (1.." + std::to_string(kMaxNodeId) +
+                          ") to assign to a section without NodeId");
+        continue;
+      }
+      n.id = static_cast<NodeId>(next);
+      used[next] = true;
+      n.params.set("NodeId", config::Kind::kUint, n.id, std::to_string(n.id), "assigned");
+    }
+    next = n.id + 1U;
+  }
 }
 
 // A data node and a node with no link between them get a default TCP link.
@@ -145,59 +199,111 @@ void add_default_links(const std::vector<NodeDef>& nodes, const transport::LinkT
   }
 }
 
-}  // namespace
-
-Result<ClusterConfig> load_cluster_config(const config::File& file, const transport::TransporterRegistry& registry) {
-  ClusterConfig out;
-  out.path = file.path;
+// Node sections, in file order, with their ids; checks every other section
+// is a known one.
+std::vector<NodeDef> load_nodes(const config::File& file, const transport::TransporterRegistry& registry,
+                                config::Diagnostics& diagnostics) {
+  std::vector<NodeDef> nodes;
   for (const config::Section& section : file.sections) {
     NodeKind kind;
     if (node_section(section.name, kind)) {
-      auto node = load_node(file, section, kind);
-      if (!node) return node.status();
-      if (const NodeDef* other = out.node(node->id))
-        return Status(StatusCode::kAlreadyExists, node->origin + ": [" + section.name +
-                                                      "] NodeId=" + std::to_string(node->id) + " is already used at " +
-                                                      other->origin);
-      out.nodes.push_back(std::move(node).value());
+      if (std::optional<NodeDef> node = load_node(file, section, kind, diagnostics)) nodes.push_back(*node);
       continue;
     }
-    if (transport::is_link_section(section.name, registry)) continue;
-    if (default_section(section.name) && node_section(section.name.substr(0, section.name.size() - 8), kind)) continue;
-    return invalid(file.path + ":" + std::to_string(section.line) + ": unknown section [" + section.name +
-                   "]; known: ndbd, api, mysqld, mgm, and the transporters " + registry.names() +
-                   " (each also as '<name> default')");
+    const std::string_view base = without_default(section.name);
+    const std::string where = file.path + ":" + std::to_string(section.line);
+    if (base != section.name && node_section(base, kind)) {
+      config::check_default_section(file, section, node_schema(kind), diagnostics);
+    } else if (std::find(std::begin(kNdbOtherSections), std::end(kNdbOtherSections), base) !=
+               std::end(kNdbOtherSections)) {
+      diagnostics.warn(where + ": [" + section.name + "]: an NDB section Fjord does not use; it has no effect here");
+    } else if (!transport::is_link_section(section.name, registry)) {
+      diagnostics.error(where + ": unknown section [" + section.name +
+                        "]; known: ndbd, api, mysqld, ndb_mgmd, mgm, and the transporters " + registry.names() +
+                        " (each also as '<name> default')");
+    }
   }
-  if (out.of_kind(NodeKind::kData).empty())
-    return invalid(file.path + ": no [ndbd] section: a cluster needs a data node");
+  assign_node_ids(nodes, diagnostics);
+  return nodes;
+}
+
+void check_node_ids(const std::vector<NodeDef>& nodes, const config::File& file, config::Diagnostics& diagnostics) {
+  for (std::size_t i = 0; i < nodes.size(); ++i)
+    for (std::size_t j = 0; j < i; ++j)
+      if (nodes[i].id == nodes[j].id && nodes[i].id != kNoNode)
+        diagnostics.error(nodes[i].origin + ": [" + nodes[i].section + "] NodeId=" + std::to_string(nodes[i].id) +
+                              " is already used at " + nodes[j].origin,
+                          StatusCode::kAlreadyExists);
+  // A data node section with errors of its own is still there.
+  const bool has_data_node = std::any_of(file.sections.begin(), file.sections.end(), [](const config::Section& s) {
+    NodeKind kind;
+    return node_section(s.name, kind) && kind == NodeKind::kData;
+  });
+  if (!has_data_node) diagnostics.error(file.path + ": no [ndbd] section: a cluster needs a data node");
+}
+
+}  // namespace
+
+std::optional<ClusterConfig> load_cluster_config(const config::File& file,
+                                                 const transport::TransporterRegistry& registry,
+                                                 config::Diagnostics& diagnostics) {
+  ClusterConfig out;
+  out.path = file.path;
+  out.nodes = load_nodes(file, registry, diagnostics);
+  check_node_ids(out.nodes, file, diagnostics);
   std::vector<transport::NodeAddress> addresses;
   for (const NodeDef& n : out.nodes)
     addresses.push_back(
         {n.id, n.host, n.server_port, n.kind == NodeKind::kData, n.params.get_string("ClusterKeyFile")});
-  auto explicit_links = transport::load_link_table(file, registry, addresses);
-  if (!explicit_links) return explicit_links.status();
-  for (const transport::LinkConfig& link : explicit_links->all())
+  // The link sections are checked too; against the nodes only when those
+  // loaded, so a node's error is not repeated as "node N is not defined".
+  const bool nodes_loaded = !diagnostics.has_errors();
+  const std::span<const transport::NodeAddress> known =
+      nodes_loaded ? std::span<const transport::NodeAddress>(addresses) : std::span<const transport::NodeAddress>();
+  transport::LinkTable explicit_links = transport::load_link_table(file, registry, known, diagnostics);
+  for (const transport::LinkConfig& link : explicit_links.all())
     for (NodeId id : {link.node1, link.node2})
-      if (out.node(id)->kind == NodeKind::kMgm)
-        return invalid(link.origin + ": " + link.describe() + " joins management node " + std::to_string(id) +
-                       ", which carries no data traffic");
+      if (const NodeDef* n = out.node(id); n && n->kind == NodeKind::kMgm)
+        diagnostics.error(link.origin + ": " + link.describe() + " joins management node " + std::to_string(id) +
+                          ", which carries no data traffic");
+  if (diagnostics.has_errors()) return std::nullopt;
   if (!registry.find("tcp")) {
-    out.links = std::move(explicit_links).value();
-    return out;
+    out.links = std::move(explicit_links);
+  } else {
+    config::File with_defaults = file;
+    add_default_links(out.nodes, explicit_links, with_defaults);
+    out.links = transport::load_link_table(with_defaults, registry, addresses, diagnostics);
   }
-  config::File with_defaults = file;
-  add_default_links(out.nodes, *explicit_links, with_defaults);
-  auto links = transport::load_link_table(with_defaults, registry, addresses);
-  if (!links) return links.status();
-  out.links = std::move(links).value();
+  if (diagnostics.has_errors()) return std::nullopt;
+  out.warnings = diagnostics.warnings();
   return out;
+}
+
+Result<ClusterConfig> load_cluster_config(const config::File& file, const transport::TransporterRegistry& registry) {
+  config::Diagnostics diagnostics;
+  std::optional<ClusterConfig> cluster = load_cluster_config(file, registry, diagnostics);
+  if (!cluster) return diagnostics.status();
+  return std::move(*cluster);
+}
+
+Result<ClusterConfig> load_cluster_config_text(std::string_view text, const std::string& path,
+                                               const transport::TransporterRegistry& registry) {
+  config::Diagnostics diagnostics;
+  const config::File file = config::parse_text(text, path, diagnostics);
+  std::optional<ClusterConfig> cluster = load_cluster_config(file, registry, diagnostics);
+  if (!cluster) return diagnostics.status();
+  return std::move(*cluster);
 }
 
 Result<ClusterConfig> load_cluster_config_file(const std::string& path,
                                                const transport::TransporterRegistry& registry) {
-  auto file = config::read_file(path);
-  if (!file) return file.status();
-  return load_cluster_config(*file, registry);
+  config::Diagnostics diagnostics;
+  const config::File file = config::read_file(path, diagnostics);
+  // A file that could not be read has no sections: nothing more to report.
+  if (diagnostics.has_errors() && file.sections.empty()) return diagnostics.status();
+  std::optional<ClusterConfig> cluster = load_cluster_config(file, registry, diagnostics);
+  if (!cluster) return diagnostics.status();
+  return std::move(*cluster);
 }
 
 }  // namespace fjord::engine

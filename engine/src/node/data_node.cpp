@@ -95,9 +95,8 @@ Status admit_api_requests(LinkAdmission& admission) {
 
 Result<std::unique_ptr<DataNode>> DataNode::create(const DataNodeOptions& o) {
   if (!o.registry) return invalid("DataNodeOptions.registry is required");
-  auto file = !o.config_path.empty() ? config::read_file(o.config_path) : config::parse_text(o.config_text, "<config>");
-  if (!file) return file.status();
-  auto cluster = load_cluster_config(*file, *o.registry);
+  auto cluster = !o.config_path.empty() ? load_cluster_config_file(o.config_path, *o.registry)
+                                        : load_cluster_config_text(o.config_text, "<config>", *o.registry);
   if (!cluster) return cluster.status();
   const NodeDef* node = cluster->node(o.node_id);
   if (!node)
@@ -168,6 +167,7 @@ Status DataNode::start() {
   Impl& m = *impl_;
   if (m.started) return invalid("data node already started");
   FJORD_LOG_INFO("node %u: starting; %s", m.self, m.layout.source.c_str());
+  for (const std::string& warning : m.cluster.warnings) FJORD_LOG_WARN("node %u: %s", m.self, warning.c_str());
   if (Status s = m.runtime->start(); !s) return s;
   if (Status s = m.open_listeners(); !s) {
     m.runtime->stop();

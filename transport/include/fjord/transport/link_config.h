@@ -66,15 +66,19 @@ struct NodeAddress {
 class LinkTable {
  public:
   LinkTable() = default;
-  explicit LinkTable(std::vector<LinkConfig> links) : links_(std::move(links)) {}
+  explicit LinkTable(std::vector<LinkConfig> links, std::vector<std::string> warnings = {})
+      : links_(std::move(links)), warnings_(std::move(warnings)) {}
 
   const std::vector<LinkConfig>& all() const { return links_; }
   // The link between a and b (either order), or nullptr.
   const LinkConfig* find(NodeId a, NodeId b) const;
   std::vector<const LinkConfig*> links_of(NodeId node) const;
+  // NDB parameters of the link sections that have no effect here, one line each.
+  const std::vector<std::string>& warnings() const { return warnings_; }
 
  private:
   std::vector<LinkConfig> links_;
+  std::vector<std::string> warnings_;
 };
 
 // Builds the link table from every section of `file` whose name is a
@@ -82,9 +86,20 @@ class LinkTable {
 // node ids in 1..255 and different, NodeIdServer one of the two, at most one
 // link per node pair, slowdown <= overload <= SendBufferMemory, and each
 // transporter's own parameters. `nodes` (may be empty) fills in HostName,
-// PortNumber and NodeIdServer when a section does not give them.
+// PortNumber and NodeIdServer when a section does not give them. Every
+// error of the file is in the status; NDB parameters that have no effect
+// here are in the table's warnings().
 Result<LinkTable> load_link_table(const config::File& file, const TransporterRegistry& registry,
                                   std::span<const NodeAddress> nodes = {});
+// The same, recording errors and warnings in `diagnostics` (which may
+// already hold others of the same file) and returning the links that loaded.
+// The table's warnings() are all of `diagnostics`' warnings.
+LinkTable load_link_table(const config::File& file, const TransporterRegistry& registry,
+                          std::span<const NodeAddress> nodes, config::Diagnostics& diagnostics);
+
+// NDB's parameter names for a link section of this transporter ([tcp] and
+// [shm] have their own; other transporters take the names both share).
+std::span<const std::string_view> ndb_link_parameter_names(std::string_view type);
 
 // True if `section_name` is "<name>" or "<name> default" for a registered
 // transporter name.
