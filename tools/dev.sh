@@ -15,7 +15,7 @@ BUILD_DIR=${BUILD_DIR:-$ROOT/build}
 FUZZ_DIR=${FUZZ_DIR:-$ROOT/build-fuzz}
 FUZZ_SECONDS=${FUZZ_SECONDS:-20}
 
-BUILD_PKGS="meson ninja-build g++ pkg-config python3 libgtest-dev libgmock-dev libbenchmark-dev libnuma-dev libhwloc-dev libibverbs-dev librdmacm-dev ibverbs-providers libdpdk-dev"
+BUILD_PKGS="meson ninja-build g++ pkg-config python3 libgtest-dev libgmock-dev libbenchmark-dev libnuma-dev libhwloc-dev libibverbs-dev librdmacm-dev libssl-dev ibverbs-providers libdpdk-dev"
 RUN_PKGS="sockperf ucx-utils redis-server redis-tools gnuplot-nox"
 TEST_PKGS="clang libclang-rt-14-dev clang-format clang-tidy qemu-system-x86 busybox-static kmod perftest ibverbs-utils rdmacm-utils iproute2 linux-source-6.1 xz-utils make gcc binutils"
 

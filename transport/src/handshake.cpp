@@ -179,7 +179,27 @@ Result<const LinkConfig*> check_request(const HandshakeRequest& request, NodeId 
   return link;
 }
 
+namespace {
+// The stream a HandshakeStreamScope put in place of `fd` on this thread.
+thread_local int t_stream_fd = -1;
+thread_local HandshakeStream* t_stream = nullptr;
+HandshakeStream* stream_for(int fd) { return fd == t_stream_fd ? t_stream : nullptr; }
+}  // namespace
+
+HandshakeStreamScope::HandshakeStreamScope(int fd, HandshakeStream& stream)
+    : previous_fd_(t_stream_fd), previous_stream_(t_stream) {
+  FJORD_ASSERT(fd >= 0);
+  t_stream_fd = fd;
+  t_stream = &stream;
+}
+
+HandshakeStreamScope::~HandshakeStreamScope() {
+  t_stream_fd = previous_fd_;
+  t_stream = previous_stream_;
+}
+
 Status send_all(int fd, std::span<const std::byte> bytes, DeadlineNs deadline) {
+  if (HandshakeStream* stream = stream_for(fd)) return stream->send_all(bytes, deadline);
   std::size_t done = 0;
   while (done < bytes.size()) {
     const ssize_t n = ::send(fd, bytes.data() + done, bytes.size() - done, MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -200,6 +220,7 @@ Status send_all(int fd, std::span<const std::byte> bytes, DeadlineNs deadline) {
 }
 
 Status recv_exact(int fd, std::span<std::byte> bytes, DeadlineNs deadline) {
+  if (HandshakeStream* stream = stream_for(fd)) return stream->recv_exact(bytes, deadline);
   std::size_t done = 0;
   while (done < bytes.size()) {
     const ssize_t n = ::recv(fd, bytes.data() + done, bytes.size() - done, MSG_DONTWAIT);

@@ -1,5 +1,5 @@
 // TcpTransporter data path. Hot path: no allocation, one syscall per flush
-// and one per empty receive poll.
+// and one per empty receive poll (per record sent with TLS).
 #include "tcp_transporter.h"
 
 #include <sys/socket.h>
@@ -15,9 +15,10 @@ using transport::FlushStatus;
 using transport::ReceiveBatch;
 
 TcpTransporter::TcpTransporter(transport::LinkConfig config, NodeId self, UniqueFd socket, MirroredMap send_ring,
-                               MirroredMap receive_ring)
+                               MirroredMap receive_ring, std::unique_ptr<TlsSession> tls)
     : Transporter(std::move(config), self),
       socket_(std::move(socket)),
+      tls_(std::move(tls)),
       send_ring_(std::move(send_ring)),
       receive_ring_(std::move(receive_ring)),
       send_hot_(send_ring_.size(), kHotWindowBytes),
@@ -54,6 +55,7 @@ void TcpTransporter::commit(std::size_t bytes, uint32_t frames) {
 
 FlushStatus TcpTransporter::flush() {
   if (!is_up()) return FlushStatus::kDown;
+  if (tls_) return flush_tls();
   while (sent_ < committed_) {
     const ssize_t n = ::send(socket_.get(), send_ring_.data() + sent_ % send_ring_.size(),
                              static_cast<std::size_t>(committed_ - sent_), MSG_DONTWAIT | MSG_NOSIGNAL);
@@ -78,6 +80,10 @@ FlushStatus TcpTransporter::flush() {
 }
 
 void TcpTransporter::fill_receive_ring() {
+  if (tls_) {
+    fill_receive_ring_tls();
+    return;
+  }
   const std::size_t size = receive_ring_.size();
   while (!eof_) {
     const std::size_t free_bytes = size - static_cast<std::size_t>(filled_ - released_);
@@ -90,22 +96,67 @@ void TcpTransporter::fill_receive_ring() {
     }
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
-    eof_ = true;
-    if (n == 0) {
-      // The whole frames before the end are delivered; bytes after them are
-      // a frame the peer never finished (it died or broke mid-send), lost
-      // with the link: say so, or it reads like an orderly close.
-      scan_received();
-      const uint64_t partial = filled_ - scanned_;
-      declare_down(Status(
-          StatusCode::kLinkDown,
-          "node " + std::to_string(remote_node()) + " closed the connection" +
-              (partial == 0 ? std::string()
-                            : " in the middle of a frame (" + std::to_string(partial) + " bytes of it received)")));
-    } else
-      declare_down(Status(StatusCode::kLinkDown, std::string("receive from node ") + std::to_string(remote_node()) +
-                                                     " failed: " + std::strerror(errno)));
+    end_of_stream(n == 0, n == 0 ? std::string() : std::strerror(errno));
   }
+}
+
+void TcpTransporter::end_of_stream(bool closed, const std::string& why) {
+  eof_ = true;
+  if (!closed) {
+    declare_down(Status(StatusCode::kLinkDown,
+                        std::string("receive from node ") + std::to_string(remote_node()) + " failed: " + why));
+    return;
+  }
+  // The whole frames before the end are delivered; bytes after them are
+  // a frame the peer never finished (it died or broke mid-send), lost
+  // with the link: say so, or it reads like an orderly close.
+  scan_received();
+  const uint64_t partial = filled_ - scanned_;
+  declare_down(
+      Status(StatusCode::kLinkDown,
+             "node " + std::to_string(remote_node()) + " closed the connection" +
+                 (partial == 0 ? std::string()
+                               : " in the middle of a frame (" + std::to_string(partial) + " bytes of it received)")));
+}
+
+// Reads until the session holds nothing more (or the ring is full): bytes
+// left inside it would not make wait_fd() readable.
+void TcpTransporter::fill_receive_ring_tls() {
+  const std::size_t size = receive_ring_.size();
+  while (!eof_) {
+    const std::size_t free_bytes = size - static_cast<std::size_t>(filled_ - released_);
+    if (free_bytes == 0) return;
+    const TlsIo io = tls_->read({receive_ring_.data() + filled_ % size, free_bytes});
+    if (io.state == TlsIoState::kOk) {
+      filled_ += io.bytes;
+      if (!tls_->holds_data()) return;
+      continue;
+    }
+    if (io.state == TlsIoState::kWouldBlock) return;
+    end_of_stream(io.state == TlsIoState::kClosed, tls_->last_error());
+  }
+}
+
+FlushStatus TcpTransporter::flush_tls() {
+  while (sent_ < committed_) {
+    const TlsIo io =
+        tls_->write({send_ring_.data() + sent_ % send_ring_.size(), static_cast<std::size_t>(committed_ - sent_)});
+    if (io.state == TlsIoState::kOk) {
+      sent_ += io.bytes;
+      note_send(io.bytes);
+      continue;
+    }
+    if (io.state == TlsIoState::kWouldBlock) {
+      note_send_buffer_level();
+      return FlushStatus::kPending;
+    }
+    declare_down(Status(StatusCode::kLinkDown,
+                        "send to node " + std::to_string(remote_node()) + " failed: " + tls_->last_error()));
+    return FlushStatus::kDown;
+  }
+  if (reserved_ == 0) committed_ = sent_ = restart_point(send_hot_, committed_, send_ring_.size());
+  note_send_buffer_level();
+  return FlushStatus::kFlushed;
 }
 
 void TcpTransporter::scan_received() {
@@ -162,6 +213,7 @@ uint64_t TcpTransporter::restart_point(HotWindow& hot, uint64_t position, std::s
 
 bool TcpTransporter::arm_wakeup() {
   if (scanned_ != released_ || !is_up()) return false;
+  if (tls_ && tls_->holds_data()) return false;  // receive() reads it; the socket would not say
   // Whole frames may already sit in our ring behind a partial one: scan first.
   scan_received();
   return scanned_ == released_ && is_up();

@@ -5,6 +5,14 @@
 // committed. Receive: a private ring of ReceiveBufferMemory bytes; recv()
 // appends, scan_frames() advances over whole valid frames.
 //
+// With TLS (RequireTls) the same rings hold plaintext and a TlsSession
+// stands between them and the socket: flush() encrypts committed bytes into
+// records (a full socket is back-pressure, kPending, as without TLS), and
+// the receive ring fills with decrypted bytes. Records already read from
+// the socket may wait inside the session, where wait_fd() does not show
+// them: the receive side reads until the session holds nothing, and
+// arm_wakeup() refuses to sleep while it might.
+//
 // Indices are monotonically increasing byte counters (position = counter
 // modulo ring size); they are plain integers because each is touched by one
 // thread only (send side or receive side).
@@ -20,13 +28,15 @@
 #include "fjord/base/mirrored_map.h"
 #include "fjord/base/tuning.h"
 #include "fjord/transport/transporter.h"
+#include "tls_session.h"
 
 namespace fjord::tcp {
 
 class TcpTransporter final : public transport::Transporter {
  public:
+  // `tls`: the link's TLS session, or nullptr for plain TCP.
   TcpTransporter(transport::LinkConfig config, NodeId self, UniqueFd socket, MirroredMap send_ring,
-                 MirroredMap receive_ring);
+                 MirroredMap receive_ring, std::unique_ptr<TlsSession> tls);
   ~TcpTransporter() override;
 
   std::span<std::byte> reserve(std::size_t min_bytes) override;
@@ -47,6 +57,11 @@ class TcpTransporter final : public transport::Transporter {
   // Reads what the socket has into the receive ring; false on EOF or error
   // (the link is then declared down).
   void fill_receive_ring();
+  transport::FlushStatus flush_tls();
+  void fill_receive_ring_tls();
+  // The link goes down at the end of the stream: `closed` (an orderly end)
+  // or an error, described by `why`.
+  void end_of_stream(bool closed, const std::string& why);
   void scan_received();
   // For a ring empty at `position`: where it goes on, the next lap's start
   // once past the hot window, else `position`.
@@ -54,6 +69,7 @@ class TcpTransporter final : public transport::Transporter {
   static constexpr std::size_t kHotWindowBytes = tuning::kTcpHotWindowBytes;
 
   UniqueFd socket_;
+  std::unique_ptr<TlsSession> tls_;
   MirroredMap send_ring_;
   MirroredMap receive_ring_;
   // Send side: sent_ <= committed_ <= sent_ + ring size.

@@ -84,6 +84,30 @@ Result<const LinkConfig*> check_request(const HandshakeRequest& request, NodeId 
 inline constexpr uint64_t kSetupBudgetNs = 10'000'000'000ULL;
 DeadlineNs setup_deadline(DeadlineNs accept_deadline);
 
+// A set-up that wraps its socket in a stream of its own (TCP with TLS) runs
+// the handshake inside it: while a HandshakeStreamScope for `fd` lives on
+// this thread, send_all() and recv_exact() on `fd`, and so every helper
+// below, go through `stream` instead of the bare socket.
+class HandshakeStream {
+ public:
+  virtual Status send_all(std::span<const std::byte> bytes, DeadlineNs deadline) = 0;
+  virtual Status recv_exact(std::span<std::byte> bytes, DeadlineNs deadline) = 0;
+
+ protected:
+  ~HandshakeStream() = default;
+};
+class HandshakeStreamScope {
+ public:
+  HandshakeStreamScope(int fd, HandshakeStream& stream);
+  ~HandshakeStreamScope();
+  HandshakeStreamScope(const HandshakeStreamScope&) = delete;
+  HandshakeStreamScope& operator=(const HandshakeStreamScope&) = delete;
+
+ private:
+  int previous_fd_;
+  HandshakeStream* previous_stream_;
+};
+
 // Blocking-with-deadline helpers over a connected stream socket (TCP or Unix),
 // used by transporters that shake hands on a stream. The socket may be
 // blocking or not. kTimeout at the deadline, kLinkDown when the peer closes.
