@@ -1,16 +1,11 @@
 #include "media.h"
 
-#include <dirent.h>
 #include <unistd.h>
 
 #include <atomic>
-#include <cstdio>
-#include <cstdlib>
-#include <vector>
 
 #include "builtin_transporters.h"
-#include "fjord/base/assert.h"
-#include "fjord/tcp/tls_credentials.h"
+#include "tls_directory.h"
 
 namespace fjord::test {
 namespace {
@@ -29,39 +24,11 @@ std::string tcp_section(NodeId a, NodeId b, const std::string& extra) {
   return common("tcp", a, b) + "HostName1=127.0.0.1\nHostName2=127.0.0.1\nPortNumber=0\n" + extra;
 }
 
-// A cluster CA and certificates for nodes 1..kTlsNodes in a private
-// directory, made on first use and removed when the process exits.
-constexpr NodeId kTlsNodes = 16;
-
-class TlsDirectory {
- public:
-  TlsDirectory() {
-    const char* base = std::getenv("TMPDIR");
-    std::string pattern = std::string(base && *base ? base : "/tmp") + "/fjord-tls-media.XXXXXX";
-    const char* made = ::mkdtemp(pattern.data());
-    FJORD_ASSERT_MSG(made != nullptr, "mkdtemp for the TLS medium's credentials");
-    path_ = pattern;
-    std::vector<NodeId> nodes;
-    for (NodeId n = 1; n <= kTlsNodes; ++n) nodes.push_back(n);
-    const Status written = tcp::write_tls_credentials(path_, nodes);
-    FJORD_ASSERT_MSG(written.is_ok(), written.to_string().c_str());
-  }
-  ~TlsDirectory() {
-    if (DIR* dir = ::opendir(path_.c_str())) {
-      while (const dirent* entry = ::readdir(dir))
-        if (entry->d_name[0] != '.') ::unlink((path_ + "/" + entry->d_name).c_str());
-      ::closedir(dir);
-    }
-    ::rmdir(path_.c_str());
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
-
+// A cluster CA and certificates for nodes 1..16, made on first use and
+// removed when the process exits.
 const std::string& tls_directory() {
-  static TlsDirectory directory;
+  static const NodeId kNodes[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
+  static const TlsDirectory directory(kNodes);
   return directory.path();
 }
 

@@ -58,8 +58,7 @@ Status credential_error(const std::string& what) { return Status(StatusCode::kIn
 
 Result<std::string> find_file(const std::string& search_path, const std::string& file, const std::string& role) {
   std::string path = find_in_search_path(search_path, file);
-  if (path.empty())
-    return credential_error("no " + role + " " + file + " in TlsSearchPath=" + search_path);
+  if (path.empty()) return credential_error("no " + role + " " + file + " in TlsSearchPath=" + search_path);
   return path;
 }
 
@@ -217,8 +216,8 @@ Status TlsSession::check_peer(NodeId claimed) const {
   const std::string named = peer_node_ == kNoNode ? std::string("names no node (its common name is not ") +
                                                         std::string(kTlsNodeNamePrefix) + "<id>)"
                                                   : "names node " + std::to_string(peer_node_);
-  return Status(StatusCode::kRejected, "the TLS certificate of node " + std::to_string(claimed) + " " + named +
-                                           ", not node " + std::to_string(claimed));
+  return Status(StatusCode::kRejected, "the TLS certificate node " + std::to_string(claimed) + " presented " + named +
+                                           "; a certificate is good only for the node it names");
 }
 
 Status TlsSession::send_all(std::span<const std::byte> bytes, DeadlineNs deadline) {
@@ -230,7 +229,7 @@ Status TlsSession::send_all(std::span<const std::byte> bytes, DeadlineNs deadlin
       continue;
     }
     if (io.state != TlsIoState::kWouldBlock)
-      return Status(StatusCode::kLinkDown, "TLS send during the handshake: " + last_error_);
+      return Status(StatusCode::kLinkDown, "during the handshake: " + last_error_);
     if (monotonic_ns() >= deadline) return Status(StatusCode::kTimeout, "handshake send timed out");
     pollfd p{fd_, POLLOUT, 0};
     ::poll(&p, 1, poll_ms_until(deadline));
@@ -248,8 +247,7 @@ Status TlsSession::recv_exact(std::span<std::byte> bytes, DeadlineNs deadline) {
     }
     if (io.state == TlsIoState::kClosed)
       return Status(StatusCode::kLinkDown, "peer closed the connection during the handshake");
-    if (io.state == TlsIoState::kFailed)
-      return Status(StatusCode::kLinkDown, "TLS receive during the handshake: " + last_error_);
+    if (io.state == TlsIoState::kFailed) return Status(StatusCode::kLinkDown, "during the handshake: " + last_error_);
     if (monotonic_ns() >= deadline) return Status(StatusCode::kTimeout, "handshake receive timed out");
     pollfd p{fd_, POLLIN, 0};
     ::poll(&p, 1, poll_ms_until(deadline));
