@@ -114,8 +114,11 @@ Result<std::unique_ptr<Transporter>> make_transporter(const LinkConfig& link, No
   auto receive_ring =
       MirroredMap::anonymous(round_up_to_pages(link.params.get_uint("ReceiveBufferMemory")), "fjord-tcp-recv");
   if (!receive_ring) return receive_ring.status();
-  return std::unique_ptr<Transporter>(new TcpTransporter(link, self, std::move(socket), std::move(send_ring).value(),
-                                                         std::move(receive_ring).value(), std::move(tls)));
+  if (tls)
+    return std::unique_ptr<Transporter>(new TlsTcpTransporter(
+        link, self, std::move(socket), std::move(send_ring).value(), std::move(receive_ring).value(), std::move(tls)));
+  return std::unique_ptr<Transporter>(
+      new TcpTransporter(link, self, std::move(socket), std::move(send_ring).value(), std::move(receive_ring).value()));
 }
 
 class TcpListener final : public Listener {

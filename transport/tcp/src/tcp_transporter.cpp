@@ -1,5 +1,5 @@
-// TcpTransporter data path. Hot path: no allocation, one syscall per flush
-// and one per empty receive poll (per record sent with TLS).
+// TcpTransporter and TlsTcpTransporter data paths. Hot path: no allocation,
+// one syscall per flush (per record with TLS) and one per empty receive poll.
 #include "tcp_transporter.h"
 
 #include <sys/socket.h>
@@ -14,11 +14,19 @@ namespace fjord::tcp {
 using transport::FlushStatus;
 using transport::ReceiveBatch;
 
+inline uint64_t TcpTransporter::restart_point(HotWindow& hot, uint64_t position, std::size_t ring_bytes) noexcept {
+  if (!hot.due(position)) return position;
+  const uint64_t offset = position % ring_bytes;
+  if (!hot.go_back_now(position, offset, [] { return uint64_t{0}; })) return position;  // empty: nothing unread
+  const uint64_t lap_start = HotWindow::lap_end(position, offset, ring_bytes);
+  hot.went_back(lap_start);
+  return lap_start;
+}
+
 TcpTransporter::TcpTransporter(transport::LinkConfig config, NodeId self, UniqueFd socket, MirroredMap send_ring,
-                               MirroredMap receive_ring, std::unique_ptr<TlsSession> tls)
+                               MirroredMap receive_ring)
     : Transporter(std::move(config), self),
       socket_(std::move(socket)),
-      tls_(std::move(tls)),
       send_ring_(std::move(send_ring)),
       receive_ring_(std::move(receive_ring)),
       send_hot_(send_ring_.size(), kHotWindowBytes),
@@ -55,7 +63,6 @@ void TcpTransporter::commit(std::size_t bytes, uint32_t frames) {
 
 FlushStatus TcpTransporter::flush() {
   if (!is_up()) return FlushStatus::kDown;
-  if (tls_) return flush_tls();
   while (sent_ < committed_) {
     const ssize_t n = ::send(socket_.get(), send_ring_.data() + sent_ % send_ring_.size(),
                              static_cast<std::size_t>(committed_ - sent_), MSG_DONTWAIT | MSG_NOSIGNAL);
@@ -80,10 +87,6 @@ FlushStatus TcpTransporter::flush() {
 }
 
 void TcpTransporter::fill_receive_ring() {
-  if (tls_) {
-    fill_receive_ring_tls();
-    return;
-  }
   const std::size_t size = receive_ring_.size();
   while (!eof_) {
     const std::size_t free_bytes = size - static_cast<std::size_t>(filled_ - released_);
@@ -103,8 +106,8 @@ void TcpTransporter::fill_receive_ring() {
 void TcpTransporter::end_of_stream(bool closed, const std::string& why) {
   eof_ = true;
   if (!closed) {
-    declare_down(Status(StatusCode::kLinkDown,
-                        std::string("receive from node ") + std::to_string(remote_node()) + " failed: " + why));
+    declare_down(
+        Status(StatusCode::kLinkDown, "receive from node " + std::to_string(remote_node()) + " failed: " + why));
     return;
   }
   // The whole frames before the end are delivered; bytes after them are
@@ -117,46 +120,6 @@ void TcpTransporter::end_of_stream(bool closed, const std::string& why) {
              "node " + std::to_string(remote_node()) + " closed the connection" +
                  (partial == 0 ? std::string()
                                : " in the middle of a frame (" + std::to_string(partial) + " bytes of it received)")));
-}
-
-// Reads until the session holds nothing more (or the ring is full): bytes
-// left inside it would not make wait_fd() readable.
-void TcpTransporter::fill_receive_ring_tls() {
-  const std::size_t size = receive_ring_.size();
-  while (!eof_) {
-    const std::size_t free_bytes = size - static_cast<std::size_t>(filled_ - released_);
-    if (free_bytes == 0) return;
-    const TlsIo io = tls_->read({receive_ring_.data() + filled_ % size, free_bytes});
-    if (io.state == TlsIoState::kOk) {
-      filled_ += io.bytes;
-      if (!tls_->holds_data()) return;
-      continue;
-    }
-    if (io.state == TlsIoState::kWouldBlock) return;
-    end_of_stream(io.state == TlsIoState::kClosed, tls_->last_error());
-  }
-}
-
-FlushStatus TcpTransporter::flush_tls() {
-  while (sent_ < committed_) {
-    const TlsIo io =
-        tls_->write({send_ring_.data() + sent_ % send_ring_.size(), static_cast<std::size_t>(committed_ - sent_)});
-    if (io.state == TlsIoState::kOk) {
-      sent_ += io.bytes;
-      note_send(io.bytes);
-      continue;
-    }
-    if (io.state == TlsIoState::kWouldBlock) {
-      note_send_buffer_level();
-      return FlushStatus::kPending;
-    }
-    declare_down(Status(StatusCode::kLinkDown,
-                        "send to node " + std::to_string(remote_node()) + " failed: " + tls_->last_error()));
-    return FlushStatus::kDown;
-  }
-  if (reserved_ == 0) committed_ = sent_ = restart_point(send_hot_, committed_, send_ring_.size());
-  note_send_buffer_level();
-  return FlushStatus::kFlushed;
 }
 
 void TcpTransporter::scan_received() {
@@ -202,18 +165,8 @@ void TcpTransporter::release(std::size_t bytes) {
   released_ += bytes;
 }
 
-uint64_t TcpTransporter::restart_point(HotWindow& hot, uint64_t position, std::size_t ring_bytes) noexcept {
-  if (!hot.due(position)) return position;
-  const uint64_t offset = position % ring_bytes;
-  if (!hot.go_back_now(position, offset, [] { return uint64_t{0}; })) return position;  // empty: nothing unread
-  const uint64_t lap_start = HotWindow::lap_end(position, offset, ring_bytes);
-  hot.went_back(lap_start);
-  return lap_start;
-}
-
 bool TcpTransporter::arm_wakeup() {
   if (scanned_ != released_ || !is_up()) return false;
-  if (tls_ && tls_->holds_data()) return false;  // receive() reads it; the socket would not say
   // Whole frames may already sit in our ring behind a partial one: scan first.
   scan_received();
   return scanned_ == released_ && is_up();
@@ -223,6 +176,72 @@ void TcpTransporter::on_down() {
   // shutdown(2) is safe while the other side's thread is inside send/recv on
   // this socket; close waits for the destructor.
   ::shutdown(socket_.get(), SHUT_RDWR);
+}
+
+// ---- TLS ------------------------------------------------------------------
+
+TlsTcpTransporter::TlsTcpTransporter(transport::LinkConfig config, NodeId self, UniqueFd socket, MirroredMap send_ring,
+                                     MirroredMap receive_ring, std::unique_ptr<TlsSession> tls)
+    : TcpTransporter(std::move(config), self, std::move(socket), std::move(send_ring), std::move(receive_ring)),
+      tls_(std::move(tls)) {
+  FJORD_ASSERT(tls_ != nullptr);
+}
+
+FlushStatus TlsTcpTransporter::flush() {
+  if (!is_up()) return FlushStatus::kDown;
+  while (sent_ < committed_) {
+    const TlsIo io =
+        tls_->write({send_ring_.data() + sent_ % send_ring_.size(), static_cast<std::size_t>(committed_ - sent_)});
+    if (io.state == TlsIoState::kOk) {
+      sent_ += io.bytes;
+      note_send(io.bytes);
+      continue;
+    }
+    if (io.state == TlsIoState::kWouldBlock) {
+      note_send_buffer_level();
+      return FlushStatus::kPending;
+    }
+    declare_down(Status(StatusCode::kLinkDown,
+                        "send to node " + std::to_string(remote_node()) + " failed: " + tls_->last_error()));
+    return FlushStatus::kDown;
+  }
+  if (reserved_ == 0) committed_ = sent_ = restart_point(send_hot_, committed_, send_ring_.size());
+  note_send_buffer_level();
+  return FlushStatus::kFlushed;
+}
+
+// Reads until the session holds nothing more (or the ring is full): bytes
+// left inside it would not make wait_fd() readable.
+void TlsTcpTransporter::fill_receive_ring_tls() {
+  const std::size_t size = receive_ring_.size();
+  while (!eof_) {
+    const std::size_t free_bytes = size - static_cast<std::size_t>(filled_ - released_);
+    if (free_bytes == 0) return;
+    const TlsIo io = tls_->read({receive_ring_.data() + filled_ % size, free_bytes});
+    if (io.state == TlsIoState::kOk) {
+      filled_ += io.bytes;
+      if (!tls_->holds_data()) return;
+      continue;
+    }
+    if (io.state == TlsIoState::kWouldBlock) return;
+    end_of_stream(io.state == TlsIoState::kClosed, tls_->last_error());
+  }
+}
+
+ReceiveBatch TlsTcpTransporter::receive() {
+  if (scanned_ == released_ && !eof_) {
+    if (filled_ == released_)
+      filled_ = scanned_ = released_ = restart_point(receive_hot_, filled_, receive_ring_.size());
+    fill_receive_ring_tls();
+    scan_received();
+  }
+  return {{receive_ring_.data() + released_ % receive_ring_.size(), static_cast<std::size_t>(scanned_ - released_)},
+          scanned_frames_};
+}
+
+bool TlsTcpTransporter::arm_wakeup() {
+  if (tls_->holds_data()) return false;  // receive() reads it; the socket would not say
+  return TcpTransporter::arm_wakeup();
 }
 
 }  // namespace fjord::tcp

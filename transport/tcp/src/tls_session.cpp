@@ -119,11 +119,11 @@ NodeId certificate_node(X509* cert) {
 // A listener without TLS answers a ClientHello with a plain handshake
 // refusal: its magic where a TLS record should start.
 bool plain_reply_waiting(int fd) {
-  std::byte prefix[4];
-  if (::recv(fd, prefix, sizeof prefix, MSG_PEEK | MSG_DONTWAIT) != static_cast<ssize_t>(sizeof prefix)) return false;
-  const uint32_t magic = static_cast<uint32_t>(prefix[0]) | static_cast<uint32_t>(prefix[1]) << 8 |
-                         static_cast<uint32_t>(prefix[2]) << 16 | static_cast<uint32_t>(prefix[3]) << 24;
-  return magic == transport::kHandshakeReplyMagic;
+  // A TLS record starts with its content type (20..24); the reply's magic
+  // starts with 'F'. The session has read nothing of the socket itself.
+  std::byte first{};
+  if (::recv(fd, &first, 1, MSG_PEEK | MSG_DONTWAIT) != 1) return false;
+  return first == static_cast<std::byte>(transport::kHandshakeReplyMagic & 0xff);
 }
 
 Status plain_refusal(int fd, DeadlineNs deadline, const std::string& peer) {
@@ -160,7 +160,44 @@ Result<std::shared_ptr<TlsContext>> TlsContext::load(NodeId self, const std::str
   return context;
 }
 
-TlsSession::TlsSession(SSL* ssl, int fd) : ssl_(ssl), fd_(fd) {}
+TlsSession::TlsSession(SSL* ssl, int fd)
+    : ssl_(ssl), fd_(fd), ciphertext_(std::make_unique<std::byte[]>(kCiphertextBytes)) {}
+
+// Clearing the queue walks all its slots: only when something is there.
+void TlsSession::clear_errors() {
+  if (ERR_peek_error() != 0) ERR_clear_error();
+}
+
+// The session reads from memory that this class fills from the socket
+// (take_socket_bytes), never from the socket itself: an idle poll costs one
+// recv(), and during the handshake the client can look at the server's
+// first bytes before OpenSSL does.
+Status TlsSession::read_through_memory() {
+  BIO* memory = BIO_new(BIO_s_mem());
+  if (memory == nullptr) return Status(StatusCode::kInternal, "BIO_new: " + openssl_errors());
+  BIO_set_mem_eof_return(memory, -1);  // empty means "wait", not end of stream
+  SSL_set0_rbio(ssl_, memory);
+  receive_bio_ = memory;
+  return Status::ok();
+}
+
+// One recv() into the session's memory: kOk (bytes taken), kWouldBlock,
+// kClosed or kFailed (last_error_).
+TlsIoState TlsSession::take_socket_bytes() {
+  const ssize_t n = ::recv(fd_, ciphertext_.get(), kCiphertextBytes, MSG_DONTWAIT);
+  if (n > 0) {
+    const int written = BIO_write(receive_bio_, ciphertext_.get(), static_cast<int>(n));
+    FJORD_ASSERT(written == static_cast<int>(n));
+    return TlsIoState::kOk;
+  }
+  if (n == 0) {
+    last_error_ = "the peer closed the connection";
+    return TlsIoState::kClosed;
+  }
+  if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return TlsIoState::kWouldBlock;
+  last_error_ = std::string("receive failed: ") + std::strerror(errno);
+  return TlsIoState::kFailed;
+}
 
 TlsSession::~TlsSession() { SSL_free(ssl_); }
 
@@ -170,7 +207,8 @@ Result<std::unique_ptr<TlsSession>> TlsSession::connect(const TlsContext& contex
   SSL* ssl = SSL_new(context.get());
   if (ssl == nullptr) return Status(StatusCode::kInternal, "SSL_new: " + openssl_errors());
   std::unique_ptr<TlsSession> session(new TlsSession(ssl, fd));
-  if (SSL_set_fd(ssl, fd) != 1) return Status(StatusCode::kInternal, "SSL_set_fd: " + openssl_errors());
+  if (SSL_set_wfd(ssl, fd) != 1) return Status(StatusCode::kInternal, "SSL_set_wfd: " + openssl_errors());
+  if (Status s = session->read_through_memory(); !s) return s;
   if (Status s = session->drive_handshake(true, deadline, peer); !s) return s;
   if (Status s = session->check_peer(server); !s) return s;
   return session;
@@ -182,7 +220,8 @@ Result<std::unique_ptr<TlsSession>> TlsSession::accept(const TlsContext& context
   SSL* ssl = SSL_new(context.get());
   if (ssl == nullptr) return Status(StatusCode::kInternal, "SSL_new: " + openssl_errors());
   std::unique_ptr<TlsSession> session(new TlsSession(ssl, fd));
-  if (SSL_set_fd(ssl, fd) != 1) return Status(StatusCode::kInternal, "SSL_set_fd: " + openssl_errors());
+  if (SSL_set_wfd(ssl, fd) != 1) return Status(StatusCode::kInternal, "SSL_set_wfd: " + openssl_errors());
+  if (Status s = session->read_through_memory(); !s) return s;
   if (Status s = session->drive_handshake(false, deadline, peer); !s) return s;
   return session;
 }
@@ -197,17 +236,19 @@ Status TlsSession::drive_handshake(bool client, DeadlineNs deadline, const std::
       std::string why = openssl_errors();
       const long verify = SSL_get_verify_result(ssl_);
       if (verify != X509_V_OK) why += " (" + std::string(X509_verify_cert_error_string(verify)) + ")";
-      if (err == SSL_ERROR_SYSCALL && errno != 0) why = std::strerror(errno);
-      if (err == SSL_ERROR_ZERO_RETURN || (err == SSL_ERROR_SYSCALL && errno == 0))
-        why = "the peer closed the connection";
+      if (err == SSL_ERROR_SYSCALL) why = errno != 0 ? std::strerror(errno) : "the peer closed the connection";
       return Status(StatusCode::kRejected, "TLS handshake with " + peer + " failed: " + why);
     }
     if (monotonic_ns() >= deadline) return Status(StatusCode::kTimeout, "TLS handshake with " + peer + " timed out");
     pollfd p{fd_, static_cast<short>(err == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT), 0};
-    if (::poll(&p, 1, poll_ms_until(deadline)) > 0 && client && plain_reply_waiting(fd_))
-      return plain_refusal(fd_, deadline, peer);
+    if (::poll(&p, 1, poll_ms_until(deadline)) <= 0 || err != SSL_ERROR_WANT_READ) continue;
+    if (client && plain_reply_waiting(fd_)) return plain_refusal(fd_, deadline, peer);
+    const TlsIoState taken = take_socket_bytes();
+    if (taken == TlsIoState::kClosed || taken == TlsIoState::kFailed)
+      return Status(StatusCode::kRejected, "TLS handshake with " + peer + " failed: " + last_error_);
   }
   peer_node_ = certificate_node(SSL_get0_peer_certificate(ssl_));
+  holds_data_ = SSL_has_pending(ssl_) == 1 || BIO_ctrl_pending(receive_bio_) > 0;
   return Status::ok();
 }
 
@@ -255,14 +296,21 @@ Status TlsSession::recv_exact(std::span<std::byte> bytes, DeadlineNs deadline) {
   return Status::ok();
 }
 
+// The socket is read here, into a memory BIO the session decrypts from, so
+// that a poll of an idle link is one recv() as without TLS; OpenSSL runs
+// only when there are bytes.
 TlsIo TlsSession::read(std::span<std::byte> into) {
   FJORD_ASSERT(!into.empty());
   std::lock_guard lock(mutex_);
-  ERR_clear_error();
+  if (!holds_data_) {
+    const TlsIoState taken = take_socket_bytes();
+    if (taken != TlsIoState::kOk) return {0, taken};
+  }
+  clear_errors();
   std::size_t n = 0;
   const int rc = SSL_read_ex(ssl_, into.data(), into.size(), &n);
   if (rc == 1) {
-    holds_data_ = SSL_has_pending(ssl_) == 1;
+    holds_data_ = SSL_has_pending(ssl_) == 1 || BIO_ctrl_pending(receive_bio_) > 0;
     return {n, TlsIoState::kOk};
   }
   holds_data_ = false;
@@ -272,7 +320,7 @@ TlsIo TlsSession::read(std::span<std::byte> into) {
 TlsIo TlsSession::write(std::span<const std::byte> bytes) {
   FJORD_ASSERT(!bytes.empty());
   std::lock_guard lock(mutex_);
-  ERR_clear_error();
+  clear_errors();
   std::size_t n = 0;
   const int rc = SSL_write_ex(ssl_, bytes.data(), bytes.size(), &n);
   if (rc == 1) return {n, TlsIoState::kOk};

@@ -35,6 +35,7 @@
 
 struct ssl_st;
 struct ssl_ctx_st;
+struct bio_st;
 
 namespace fjord::tcp {
 
@@ -108,10 +109,17 @@ class TlsSession final : public transport::HandshakeStream {
  private:
   TlsSession(ssl_st* ssl, int fd);
   Status drive_handshake(bool client, DeadlineNs deadline, const std::string& peer);
+  Status read_through_memory();
+  TlsIoState take_socket_bytes();
+  static void clear_errors();
+  // One recv() of ciphertext at most: a little over one whole TLS record.
+  static constexpr std::size_t kCiphertextBytes = 16 * 1024 + 512;
   TlsIo failed(int rc, const char* what);
 
   ssl_st* ssl_;
   int fd_;
+  bio_st* receive_bio_ = nullptr;  // owned by ssl_; read() fills it from fd_
+  std::unique_ptr<std::byte[]> ciphertext_;
   NodeId peer_node_ = kNoNode;
   std::mutex mutex_;  // one OpenSSL call at a time (see the header comment)
   bool holds_data_ = false;
