@@ -45,7 +45,8 @@ std::string find_in_search_path(const std::string& search_path, const std::strin
     const std::size_t end = std::min(search_path.find(':', start), search_path.size());
     const std::string dir = search_path.substr(start, end - start);
     if (!dir.empty()) {
-      std::string path = dir + "/" + file;
+      std::string path = dir;
+      path.append("/").append(file);
       struct stat st {};
       if (::stat(path.c_str(), &st) == 0) return path;
     }
@@ -114,6 +115,10 @@ NodeId certificate_node(X509* cert) {
   const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), id);
   if (ec != std::errc() || end != digits.data() + digits.size() || id == 0 || id > kMaxNodeId) return kNoNode;
   return static_cast<NodeId>(id);
+}
+
+Status handshake_failure(const std::string& peer, const std::string& why) {
+  return Status(StatusCode::kRejected, "TLS handshake with " + peer + " failed: " + why);
 }
 
 // A listener without TLS answers a ClientHello with a plain handshake
@@ -199,7 +204,7 @@ TlsIoState TlsSession::take_socket_bytes() {
   return TlsIoState::kFailed;
 }
 
-TlsSession::~TlsSession() { SSL_free(ssl_); }
+TlsSession::~TlsSession() { SSL_free(ssl_); }  // the socket stays open: the transporter owns it
 
 Result<std::unique_ptr<TlsSession>> TlsSession::connect(const TlsContext& context, int fd, NodeId server,
                                                         DeadlineNs deadline, const std::string& peer) {
@@ -237,15 +242,14 @@ Status TlsSession::drive_handshake(bool client, DeadlineNs deadline, const std::
       const long verify = SSL_get_verify_result(ssl_);
       if (verify != X509_V_OK) why += " (" + std::string(X509_verify_cert_error_string(verify)) + ")";
       if (err == SSL_ERROR_SYSCALL) why = errno != 0 ? std::strerror(errno) : "the peer closed the connection";
-      return Status(StatusCode::kRejected, "TLS handshake with " + peer + " failed: " + why);
+      return handshake_failure(peer, why);
     }
     if (monotonic_ns() >= deadline) return Status(StatusCode::kTimeout, "TLS handshake with " + peer + " timed out");
     pollfd p{fd_, static_cast<short>(err == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT), 0};
     if (::poll(&p, 1, poll_ms_until(deadline)) <= 0 || err != SSL_ERROR_WANT_READ) continue;
     if (client && plain_reply_waiting(fd_)) return plain_refusal(fd_, deadline, peer);
     const TlsIoState taken = take_socket_bytes();
-    if (taken == TlsIoState::kClosed || taken == TlsIoState::kFailed)
-      return Status(StatusCode::kRejected, "TLS handshake with " + peer + " failed: " + last_error_);
+    if (taken == TlsIoState::kClosed || taken == TlsIoState::kFailed) return handshake_failure(peer, last_error_);
   }
   peer_node_ = certificate_node(SSL_get0_peer_certificate(ssl_));
   holds_data_ = SSL_has_pending(ssl_) == 1 || BIO_ctrl_pending(receive_bio_) > 0;

@@ -81,7 +81,7 @@ class TlsSession final : public transport::HandshakeStream {
   // ClientHello (starts_with_tls_record).
   static Result<std::unique_ptr<TlsSession>> accept(const TlsContext& context, int fd, DeadlineNs deadline,
                                                     const std::string& peer);
-  ~TlsSession();
+  ~TlsSession() override;
   TlsSession(const TlsSession&) = delete;
   TlsSession& operator=(const TlsSession&) = delete;
 

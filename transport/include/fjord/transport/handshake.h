@@ -90,11 +90,9 @@ DeadlineNs setup_deadline(DeadlineNs accept_deadline);
 // below, go through `stream` instead of the bare socket.
 class HandshakeStream {
  public:
+  virtual ~HandshakeStream() = default;
   virtual Status send_all(std::span<const std::byte> bytes, DeadlineNs deadline) = 0;
   virtual Status recv_exact(std::span<std::byte> bytes, DeadlineNs deadline) = 0;
-
- protected:
-  ~HandshakeStream() = default;
 };
 class HandshakeStreamScope {
  public:
