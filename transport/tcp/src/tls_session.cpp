@@ -97,7 +97,7 @@ Status configure_context(SSL_CTX* ctx, const std::string& ca, const std::string&
   // Partial writes: flush() counts whole records sent and retries the rest;
   // the retry passes the same bytes from the same ring offset.
   SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
-  // Read ahead: one recv() takes as many records as have arrived.
+  // Read ahead: each SSL_read takes all the ciphertext read() put in memory.
   SSL_CTX_set_read_ahead(ctx, 1);
   return Status::ok();
 }

@@ -18,8 +18,8 @@
 // link's sender thread calls write() and its receiver thread read() and
 // holds_data(), possibly at the same time; an OpenSSL connection is not safe
 // for concurrent use, so a mutex (uncontended when one thread does both)
-// serialises them. Hot path: read(), write(), holds_data(); no allocation
-// except when a call fails.
+// serialises them. Hot path: read(), write(), holds_data(); once warm (the
+// session's buffers sized), no allocation except when a call fails.
 #pragma once
 
 #include <cstddef>
