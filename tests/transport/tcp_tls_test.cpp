@@ -199,5 +199,38 @@ TEST_F(TcpTlsTest, GarbageOnATlsListenerIsRefusedAndTheListenerServesOn) {
   expect_frames_pass(pair);
 }
 
+// A peer that starts a TLS record and stops holds the listener for the TLS
+// set-up budget (2 s), not the whole set-up budget (10 s): a good peer
+// behind it connects in well under the latter.
+TEST_F(TcpTlsTest, AStalledTlsPeerHoldsTheListenerOnlyBriefly) {
+  auto table = load_links(tcp_section(1, 2, tls_lines(cluster_.path())));
+  ASSERT_TRUE(table) << table.status().to_string();
+  auto listener = test_registry().find("tcp")->listen(1, *table);
+  ASSERT_TRUE(listener) << listener.status().to_string();
+  // A record header announcing 128 bytes, then 11 of them, then silence.
+  const uint8_t partial[16] = {0x16, 0x03, 0x01, 0x00, 0x80, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11};
+  UniqueFd stalled = connect_raw((*listener)->port());
+  ASSERT_TRUE(stalled.valid());
+  ASSERT_EQ(::send(stalled.get(), partial, sizeof partial, MSG_NOSIGNAL), 16);
+  const uint64_t start = monotonic_ns();
+  const DeadlineNs deadline = start + 20 * kSecond;
+  const transport::LinkConfig client_link = client_view(*table->find(1, 2), **listener);
+  Result<std::unique_ptr<transport::Transporter>> client(Status(StatusCode::kInternal, "not run"));
+  std::thread connector([&] { client = test_registry().find("tcp")->connect(2, client_link, deadline); });
+  Result<std::unique_ptr<transport::Transporter>> server(Status(StatusCode::kInternal, "not run"));
+  std::string refusals;
+  while (!server && monotonic_ns() < deadline) {
+    server = (*listener)->accept(std::min(deadline, monotonic_ns() + kSecond));
+    if (!server) refusals += server.status().message() + "\n";
+  }
+  connector.join();
+  ASSERT_TRUE(server) << server.status().to_string() << "\n" << refusals;
+  ASSERT_TRUE(client) << client.status().to_string();
+  EXPECT_LT(monotonic_ns() - start, 8 * kSecond) << "the stalled peer held the listener for its whole set-up budget";
+  EXPECT_NE(refusals.find("TLS handshake with 127.0.0.1:"), std::string::npos) << refusals;
+  LinkPair pair{nullptr, std::move(server).value(), std::move(client).value()};
+  expect_frames_pass(pair);
+}
+
 }  // namespace
 }  // namespace fjord::test

@@ -49,6 +49,12 @@ const ParamSpec kTcpParams[] = {
 
 // ---- TLS hook: right after connect/accept, before the Fjord handshake ----
 
+// A listener's budget for a TLS peer's handshake and the request inside it,
+// which it reads blocking (a plain request waits in PendingHandshakes until
+// whole). A peer of the cluster needs milliseconds; one that stalls holds
+// the listener no longer than this.
+constexpr uint64_t kTlsSetupBudgetNs = 2'000'000'000ULL;
+
 bool requires_tls(const LinkConfig& link) { return link.params.get_bool("RequireTls"); }
 const std::string& tls_search_path(const LinkConfig& link) { return link.params.get_string("TlsSearchPath"); }
 
@@ -191,20 +197,25 @@ class TcpListener final : public Listener {
     sockaddr_storage from{};
     socklen_t from_len = sizeof from;
     ::getpeername(conn, reinterpret_cast<sockaddr*>(&from), &from_len);
-    auto tls = accept_tls(conn, peer, ready.deadline);
+    // A plain request waited in pending_ until it was all there; a TLS
+    // handshake and the request inside it are read here, holding up the
+    // listener, so they get a short budget of their own.
+    const DeadlineNs deadline =
+        starts_with_tls_record(conn) ? std::min(ready.deadline, monotonic_ns() + kTlsSetupBudgetNs) : ready.deadline;
+    auto tls = accept_tls(conn, peer, deadline);
     if (!tls) return tls.status();
     std::optional<transport::HandshakeStreamScope> through_tls;
     if (*tls) through_tls.emplace(conn, **tls);
-    auto accepted = transport::server_handshake(conn, self_, kName, links_, ready.deadline, peer);
+    auto accepted = transport::server_handshake(conn, self_, kName, links_, deadline, peer);
     if (!accepted) return accepted.status();
     const LinkConfig& link = *accepted->link;
     if (Status s = check_link_tls(self_, link, tls->get(), accepted->request.from_node); !s)
-      return transport::send_reject(conn, self_, kName, peer, s.message(), ready.deadline);
+      return transport::send_reject(conn, self_, kName, peer, s.message(), deadline);
     if (Status s = transport::check_peer_address(link, link.peer_of(self_), reinterpret_cast<const sockaddr*>(&from));
         !s)
-      return transport::send_reject(conn, self_, kName, peer, s.message(), ready.deadline);
+      return transport::send_reject(conn, self_, kName, peer, s.message(), deadline);
     if (Status s = set_socket_options(conn, link); !s) return s;
-    if (Status s = transport::send_accept(conn, {}, ready.deadline); !s) return s;
+    if (Status s = transport::send_accept(conn, {}, deadline); !s) return s;
     FJORD_LOG_INFO("node %u: accepted %s from node %u at %s%s", self_, link.describe().c_str(), link.peer_of(self_),
                    peer.c_str(), *tls ? " with TLS" : "");
     return make_transporter(link, self_, std::move(ready.conn), std::move(tls).value());
