@@ -4,9 +4,11 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 
+#include <atomic>
 #include <fstream>
 #include <thread>
 #include <vector>
@@ -197,6 +199,53 @@ TEST_F(TcpTlsTest, GarbageOnATlsListenerIsRefusedAndTheListenerServesOn) {
   ASSERT_TRUE(client) << client.status().to_string();
   LinkPair pair{nullptr, std::move(server).value(), std::move(client).value()};
   expect_frames_pass(pair);
+}
+
+// One recv() takes several records; those not yet decrypted wait inside the
+// session, where wait_fd() does not show them. A receiver that arms its
+// wake-up right after releasing each batch (as a node's poll loop does)
+// must never be put to sleep while they do: once the sender has sent all,
+// a sleep that ends on its timeout with frames still to come is a lost
+// wake-up.
+TEST_F(TcpTlsTest, ArmingAfterEachBatchLosesNoWakeUpToBytesInsideTheSession) {
+  auto table = load_links(tcp_section(1, 2, tls_lines(cluster_.path()) + "ReceiveBufferMemory=64K\n"));
+  ASSERT_TRUE(table) << table.status().to_string();
+  auto pair = connect_pair(*table, 1, *table->find(1, 2), 2);
+  ASSERT_TRUE(pair) << pair.status().to_string();
+  constexpr uint64_t kFrames = 600;
+  std::atomic<bool> sent_all{false};
+  std::thread sender([&] {
+    const DeadlineNs give_up = monotonic_ns() + 30 * kSecond;
+    for (uint64_t seq = 0; seq < kFrames && monotonic_ns() < give_up;)
+      if (send_sequenced(*pair->client, seq, 3000))
+        ++seq;
+      else
+        std::this_thread::yield();
+    while (pair->client->flush() == transport::FlushStatus::kPending && monotonic_ns() < give_up)
+      std::this_thread::yield();
+    sent_all = true;
+  });
+  uint64_t next = 0;
+  int slept_out = 0;
+  const DeadlineNs deadline = monotonic_ns() + 60 * kSecond;
+  while (next < kFrames && monotonic_ns() < deadline && pair->server->is_up()) {
+    const transport::ReceiveBatch batch = pair->server->receive();
+    frame::FrameCursor cursor(batch.bytes);
+    frame::SignalView view;
+    while (cursor.next(view)) {
+      ASSERT_EQ(check_sequenced(view, next), "");
+      ++next;
+    }
+    pair->server->release(batch.bytes.size());
+    if (next == kFrames || !pair->server->arm_wakeup()) continue;
+    const bool all_were_sent = sent_all;
+    pollfd p{pair->server->wait_fd(), POLLIN, 0};
+    if (::poll(&p, 1, 3000) == 0 && all_were_sent) ++slept_out;
+    pair->server->disarm_wakeup();
+  }
+  sender.join();
+  EXPECT_EQ(next, kFrames) << pair->server->down_reason().to_string();
+  EXPECT_EQ(slept_out, 0) << "a sleep ended on its timeout with frames waiting";
 }
 
 // A peer that starts a TLS record and stops holds the listener for the TLS
