@@ -10,6 +10,7 @@
 #include "builtin_transporters.h"
 #include "fjord/engine/cluster_config.h"
 #include "fjord/engine/data_node.h"
+#include "fjord/tcp/tls_credentials.h"
 
 namespace fjord::bench {
 namespace {
@@ -30,6 +31,7 @@ std::string absent_reason(std::string_view name) {
 }
 
 std::string link_text(const std::string& type, NodeId data_node, NodeId api_node) {
+  if (type == kTcpTls) return "[tcp] link " + std::to_string(data_node) + "-" + std::to_string(api_node) + " with TLS";
   return "[" + type + "] link " + std::to_string(data_node) + "-" + std::to_string(api_node);
 }
 
@@ -37,15 +39,16 @@ std::string link_text(const std::string& type, NodeId data_node, NodeId api_node
 Status choose_transporters(const Options& o, std::vector<std::string>& run, std::vector<TransporterColumn>& skipped) {
   auto& registry = tools::builtin_registry();
   const std::vector<std::string> wanted =
-      o.transporter.empty() ? built_in_transporters() : std::vector<std::string>{o.transporter};
+      o.transporter.empty() ? database_transporters() : std::vector<std::string>{o.transporter};
   for (const std::string& name : wanted) {
     TransporterColumn column;
     column.name = name;
     column.outcome = Outcome::kUnavailable;
+    const std::string_view medium = name == kTcpTls ? std::string_view("tcp") : std::string_view(name);
     if (std::find(std::begin(kProcessLocal), std::end(kProcessLocal), name) != std::end(kProcessLocal)) {
       column.reason = std::string(registry.find(name)->description()) +
                       ": in-process only, and the data node runs in its own process";
-    } else if (Status s = registry.find(name)->probe(); !s) {
+    } else if (Status s = registry.find(medium)->probe(); !s) {
       column.reason = s.message();
     } else {
       run.push_back(name);
@@ -59,6 +62,18 @@ Status choose_transporters(const Options& o, std::vector<std::string>& run, std:
       if (!registry.find(name))
         skipped.push_back({std::string(name), Outcome::kUnavailable, absent_reason(name), kNoNode, ""});
   if (run.empty()) return Status(StatusCode::kUnavailable, "no transporter can reach a data node here");
+  return Status::ok();
+}
+
+// A cluster CA and certificates for the data node and every API node of
+// the run, in the run's directory (removed with it).
+Status write_run_credentials(EmbeddedConfig& c, const std::string& dir) {
+  std::vector<NodeId> nodes{kEmbeddedDataNode};
+  for (std::size_t i = 0; i < c.transporters.size(); ++i)
+    for (uint32_t a = 0; a < c.api_nodes_per_transporter; ++a) nodes.push_back(embedded_api_node(i, a));
+  c.tls_search_path = dir;
+  if (Status s = tcp::write_tls_credentials(dir, nodes); !s)
+    return Status(s.code(), "TLS credentials for the tcp-tls links: " + s.message());
   return Status::ok();
 }
 
@@ -93,6 +108,13 @@ Result<ClusterTarget> embedded_cluster(const Options& o, const RunContext& ctx, 
   c.data_memory_bytes = embedded_data_memory_bytes(rows, row_bytes);
   c.api_nodes_per_transporter = api_nodes;
   c.endpoint_base = unique << 8;
+  if (std::find(run.begin(), run.end(), kTcpTls) != run.end()) {
+    if (Status s = write_run_credentials(c, *dir); !s) {
+      std::error_code ignored;
+      std::filesystem::remove_all(*dir, ignored);
+      return s;
+    }
+  }
   t.config_path = *dir + "/config.ini";
   t.temp_dir = *dir;
   t.data_node = kEmbeddedDataNode;

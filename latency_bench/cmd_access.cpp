@@ -246,6 +246,21 @@ std::string shm_host_state(const AccessReport& r) {
          format_us(after->per_row_ns.p50_ns) + " us after the shm rows";
 }
 
+// TLS's cost: tcp-tls beside plain tcp, measured against the same node.
+void add_tls_target(AccessReport& r, const AccessCell* tcp) {
+  const std::string tls_pk = "serial pk read over tcp-tls: median <= 1.3x plain tcp's";
+  const AccessCell* tls = r.cell(std::string(kTcpTls), AccessMethod::kSerialPk);
+  if (tcp && tcp->outcome == Outcome::kMeasured && tls && tls->outcome == Outcome::kMeasured &&
+      tcp->per_row_ns.p50_ns > 0)
+    r.targets.push_back(evaluated_target(
+        tls_pk, static_cast<double>(tls->per_row_ns.p50_ns) / static_cast<double>(tcp->per_row_ns.p50_ns), 1.3, "x tcp",
+        "tcp-tls p50 " + format_us(tls->per_row_ns.p50_ns) + " us / tcp p50 " + format_us(tcp->per_row_ns.p50_ns) +
+            " us",
+        false));
+  else
+    r.targets.push_back(unevaluated_target(tls_pk, "needs tcp and tcp-tls measured in the same run"));
+}
+
 void add_targets(const Options& o, AccessReport& r) {
   const std::string shm_host = shm_host_state(r);
   const std::string shm_pk = "serial pk read over shm: median <= 2 us";
@@ -263,6 +278,7 @@ void add_targets(const Options& o, AccessReport& r) {
   else
     r.targets.push_back(unevaluated_target(
         tcp_pk, !tcp ? "tcp was not measured in this run" : "needs the bare TCP floor: --compare with --poll busy"));
+  add_tls_target(r, tcp);
   const std::string batched = "batched pk read, 20 rows per execute, over shm: <= 0.2 us per row (median)";
   const AccessCell* b = r.cell("shm", AccessMethod::kBatchedPk);
   if (o.batch != 20)

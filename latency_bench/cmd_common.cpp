@@ -7,6 +7,15 @@
 
 namespace fjord::bench {
 
+std::vector<std::string> database_transporters() {
+  std::vector<std::string> names;
+  for (std::string& name : built_in_transporters()) {
+    names.push_back(name);
+    if (name == "tcp") names.emplace_back(kTcpTls);
+  }
+  return names;
+}
+
 std::vector<std::string> built_in_transporters() {
   std::vector<std::string> names;
   for (const transport::TransporterFactory* f : tools::builtin_registry().all()) names.emplace_back(f->name());

@@ -37,6 +37,10 @@ int usage_error(const std::string& message);
 int run_error(const std::string& message);
 // Finishes the machine facts and prints the report as a table or JSON.
 void emit_report(Report& report, const Options& options);
+// The registered transporters.
 std::vector<std::string> built_in_transporters();
+// What access and throughput measure: the registered transporters with
+// kTcpTls after tcp.
+std::vector<std::string> database_transporters();
 
 }  // namespace fjord::bench

@@ -17,7 +17,7 @@ namespace {
 int run_main(int argc, char** argv) {
   using namespace fjord::bench;
   const std::vector<std::string> args(argv + 1, argv + argc);
-  const std::vector<std::string> transporters = built_in_transporters();
+  const std::vector<std::string> transporters = database_transporters();
   auto options = parse_options(args, transporters);
   if (!options) return usage_error(options.status().message());
   if (options->command == Command::kHelp) {

@@ -15,6 +15,7 @@
 #include "fjord/engine/data_node.h"
 #include "fjord/engine/storage/page_pool.h"
 #include "fjord/transport/config_file.h"
+#include "options.h"
 
 namespace fjord::bench {
 namespace {
@@ -155,6 +156,13 @@ std::string embedded_config_text(const EmbeddedConfig& c, const transport::Trans
   for (std::size_t i = 0; i < c.transporters.size(); ++i) {
     const std::string& type = c.transporters[i];
     if (type == "tcp") continue;  // the default link between a data node and an API node
+    if (type == kTcpTls) {
+      for (uint32_t a = 0; a < c.api_nodes_per_transporter; ++a)
+        t += "[tcp]\nNodeId1=" + std::to_string(kEmbeddedDataNode) +
+             "\nNodeId2=" + std::to_string(embedded_api_node(i, a)) +
+             "\nRequireTls=1\nTlsSearchPath=" + c.tls_search_path + "\n";
+      continue;
+    }
     const transport::TransporterFactory* factory = registry.find(type);
     // Both ends on this machine, at the address the medium can use (an RDMA
     // device's, not 127.0.0.1; the factory knows which).

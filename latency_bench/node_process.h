@@ -40,7 +40,8 @@ struct EmbeddedConfig {
   std::string control_socket;  // "@fjord-latency-bench-<pid>"
   uint64_t data_memory_bytes = 64ULL << 20;
   uint32_t api_nodes_per_transporter = 8;
-  uint64_t endpoint_base = 0;  // ShmKey and the like: unique to this process
+  uint64_t endpoint_base = 0;   // ShmKey and the like: unique to this process
+  std::string tls_search_path;  // TlsSearchPath of the tcp-tls links (kTcpTls)
 };
 
 inline constexpr NodeId kEmbeddedDataNode = 1;

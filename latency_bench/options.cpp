@@ -146,6 +146,11 @@ Status settle(ParseState& f) {
     return bad("--link-param adds to the generated link section; with --config, edit the file instead");
   o.command = command_of(o, f);
   if (Status s = check_scopes(o.command, f.given); !s) return s;
+  if (o.transporter == kTcpTls && o.command != Command::kAccess && o.command != Command::kThroughput)
+    return bad(
+        "--transporter tcp-tls is a column of access and throughput; ping takes TLS as --link-param "
+        "RequireTls=1 --link-param TlsSearchPath=DIR (DIR holding cluster-ca.crt and both ends' "
+        "node-<id>.crt and node-<id>.key)");
 
   if (o.command == Command::kPingAll) {
     const std::string word = f.command_word.empty() ? "ping-all" : f.command_word;

@@ -17,6 +17,10 @@
 
 namespace fjord::bench {
 
+// TCP with TLS on both ends (RequireTls, credentials made for the run in its
+// directory): a column of access and throughput of its own beside plain tcp.
+inline constexpr std::string_view kTcpTls = "tcp-tls";
+
 enum class Command : uint8_t {
   kAccess,      // the access-method table (serial/batched pk, uk, scans) against a data node; the default
   kThroughput,  // flexAsynch-style: definer and executor threads, many transactions in flight

@@ -5,6 +5,7 @@
 #include <atomic>
 
 #include "builtin_transporters.h"
+#include "tls_directory.h"
 
 namespace fjord::test {
 namespace {
@@ -23,6 +24,18 @@ std::string tcp_section(NodeId a, NodeId b, const std::string& extra) {
   return common("tcp", a, b) + "HostName1=127.0.0.1\nHostName2=127.0.0.1\nPortNumber=0\n" + extra;
 }
 
+// A cluster CA and certificates for nodes 1..16, made on first use and
+// removed when the process exits.
+const std::string& tls_directory() {
+  static const NodeId kNodes[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
+  static const TlsDirectory directory(kNodes);
+  return directory.path();
+}
+
+std::string tcp_tls_section(NodeId a, NodeId b, const std::string& extra) {
+  return tcp_section(a, b, "RequireTls=1\nTlsSearchPath=" + tls_directory() + "\n" + extra);
+}
+
 std::string shm_section(NodeId a, NodeId b, const std::string& extra) {
   return common("shm", a, b) + "ShmKey=" + unique_suffix() + "\n" + extra;
 }
@@ -38,9 +51,8 @@ std::string rdma_section(NodeId a, NodeId b, const std::string& extra) {
 }
 
 const Medium kAll[] = {
-    {"tcp", tcp_section},
-    {"shm", shm_section},
-    {"sim", sim_section, /*in_process_only=*/true},
+    {"tcp", tcp_section},   {"tcp", tcp_tls_section, false, "tcp_tls"},
+    {"shm", shm_section},   {"sim", sim_section, /*in_process_only=*/true},
     {"rdma", rdma_section},
 };
 
@@ -55,7 +67,7 @@ std::vector<Medium> contract_media() {
 
 const Medium* find_medium(const std::string& type) {
   for (const Medium& m : kAll)
-    if (m.type == type) return &m;
+    if (m.name() == type) return &m;
   return nullptr;
 }
 

@@ -18,10 +18,15 @@ struct Medium {
   // Both ends must live in one process (sim): a test that runs the peer in
   // another process cannot apply, and skips with a reason.
   bool in_process_only = false;
+  // The name tests show when it is not `type` (the same transporter with
+  // settings of its own, such as TCP with TLS).
+  std::string label;
+
+  const std::string& name() const { return label.empty() ? type : label; }
 };
 
 // For readable test names and failure messages.
-inline void PrintTo(const Medium& medium, std::ostream* os) { *os << medium.type; }
+inline void PrintTo(const Medium& medium, std::ostream* os) { *os << medium.name(); }
 
 // Media with a registered factory in this build (not yet probed).
 std::vector<Medium> contract_media();

@@ -917,7 +917,7 @@ TEST_P(StreamListeners, AThousandConnectAndDisconnectCyclesLeakNothing) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllTransporters, ContractTest, ::testing::ValuesIn(contract_media()),
-                         [](const ::testing::TestParamInfo<Medium>& param_info) { return param_info.param.type; });
+                         [](const ::testing::TestParamInfo<Medium>& param_info) { return param_info.param.name(); });
 
 }  // namespace
 }  // namespace fjord::test

@@ -115,8 +115,9 @@ TEST_F(DatabaseProgram, NoArgumentDefaultWithASmallTable) {
     else
       EXPECT_FALSE(t["reason"].text.empty()) << t["transporter"].text << " skipped without a reason";
   }
-  for (const std::string type : {"tcp", "shm"})
-    if (runnable(type)) {
+  // tcp-tls is tcp with TLS on both ends, measured wherever tcp is.
+  for (const std::string type : {"tcp", "tcp-tls", "shm"})
+    if (runnable(type == "tcp-tls" ? "tcp" : type)) {
       EXPECT_NE(std::find(measured.begin(), measured.end(), type), measured.end()) << type;
       expect_access_results(j, type, 200, 30);
     }
@@ -134,7 +135,7 @@ TEST_F(DatabaseProgram, NoArgumentDefaultWithASmallTable) {
   for (const char* name :
        {"floor.bare_tcp_busy", "redis.get.tcp", "redis.mget.tcp", "redis.get.unix", "redis.mget.unix"})
     EXPECT_NE(std::find(compared.begin(), compared.end(), name), compared.end()) << name;
-  EXPECT_EQ(j["targets"].items.size(), 4u);
+  EXPECT_EQ(j["targets"].items.size(), 5u);
   // Around the shm rows, the cache-line mailbox (the host's cross-core
   // state), named beside the shm targets.
   if (runnable("shm")) {

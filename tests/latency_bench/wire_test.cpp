@@ -131,7 +131,7 @@ TEST_P(LatencyBenchOverLink, ADriverThatGoesAwayEndsTheSession) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Media, LatencyBenchOverLink, ::testing::ValuesIn(test::contract_media()),
-                         [](const ::testing::TestParamInfo<test::Medium>& medium) { return medium.param.type; });
+                         [](const ::testing::TestParamInfo<test::Medium>& medium) { return medium.param.name(); });
 
 // A factory whose parameters include an endpoint key, for the generator.
 class EndpointFactory final : public transport::TransporterFactory {

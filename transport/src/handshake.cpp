@@ -230,7 +230,27 @@ Result<const LinkConfig*> check_request(const HandshakeRequest& request, NodeId 
   return link;
 }
 
+namespace {
+// The stream a HandshakeStreamScope put in place of `fd` on this thread.
+thread_local int t_stream_fd = -1;
+thread_local HandshakeStream* t_stream = nullptr;
+HandshakeStream* stream_for(int fd) { return fd == t_stream_fd ? t_stream : nullptr; }
+}  // namespace
+
+HandshakeStreamScope::HandshakeStreamScope(int fd, HandshakeStream& stream)
+    : previous_fd_(t_stream_fd), previous_stream_(t_stream) {
+  FJORD_ASSERT(fd >= 0);
+  t_stream_fd = fd;
+  t_stream = &stream;
+}
+
+HandshakeStreamScope::~HandshakeStreamScope() {
+  t_stream_fd = previous_fd_;
+  t_stream = previous_stream_;
+}
+
 Status send_all(int fd, std::span<const std::byte> bytes, DeadlineNs deadline) {
+  if (HandshakeStream* stream = stream_for(fd)) return stream->send_all(bytes, deadline);
   std::size_t done = 0;
   while (done < bytes.size()) {
     const ssize_t n = ::send(fd, bytes.data() + done, bytes.size() - done, MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -251,6 +271,7 @@ Status send_all(int fd, std::span<const std::byte> bytes, DeadlineNs deadline) {
 }
 
 Status recv_exact(int fd, std::span<std::byte> bytes, DeadlineNs deadline) {
+  if (HandshakeStream* stream = stream_for(fd)) return stream->recv_exact(bytes, deadline);
   std::size_t done = 0;
   while (done < bytes.size()) {
     const ssize_t n = ::recv(fd, bytes.data() + done, bytes.size() - done, MSG_DONTWAIT);
@@ -388,21 +409,24 @@ Result<AuthNonce> send_greeting(int fd) {
   return nonce;
 }
 
-namespace {
-
 Result<AuthNonce> recv_greeting(int fd, DeadlineNs deadline) {
   auto bytes = recv_handshake_message(fd, kHandshakeGreetingMagic, deadline);
   if (!bytes) return bytes.status();
   return decode_greeting(*bytes);
 }
 
-// Sends the request; with `key`, after the greeting whose nonce it proves.
-Result<AuthNonce> send_request(int fd, HandshakeRequest& request, const ClusterKey* key, DeadlineNs deadline) {
+namespace {
+
+// Sends the request; with `key`, after the greeting whose nonce it proves
+// (read here unless the caller read it already: `greeting_read`).
+Result<AuthNonce> send_request(int fd, HandshakeRequest& request, const ClusterKey* key, DeadlineNs deadline,
+                               const AuthNonce* greeting_read) {
   if (!key) {
     if (Status s = send_all(fd, encode_request(request), deadline); !s) return s;
+    if (greeting_read) return *greeting_read;
     return recv_greeting(fd, deadline);
   }
-  auto greeting = recv_greeting(fd, deadline);
+  auto greeting = greeting_read ? Result<AuthNonce>(*greeting_read) : recv_greeting(fd, deadline);
   if (!greeting) return greeting.status();
   add_proof(request, *key, *greeting);
   if (Status s = send_all(fd, encode_request(request), deadline); !s) return s;
@@ -411,8 +435,9 @@ Result<AuthNonce> send_request(int fd, HandshakeRequest& request, const ClusterK
 
 }  // namespace
 
-Result<HandshakeReply> client_handshake(int fd, HandshakeRequest request, const ClusterKey* key, DeadlineNs deadline) {
-  auto greeting = send_request(fd, request, key, deadline);
+Result<HandshakeReply> client_handshake(int fd, HandshakeRequest request, const ClusterKey* key, DeadlineNs deadline,
+                                        const AuthNonce* greeting_read) {
+  auto greeting = send_request(fd, request, key, deadline, greeting_read);
   if (!greeting) return greeting.status();
   auto bytes = recv_handshake_message(fd, kHandshakeReplyMagic, deadline);
   if (!bytes) return bytes.status();

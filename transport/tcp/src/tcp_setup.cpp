@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include "fjord/base/acceptor.h"
@@ -22,6 +23,7 @@
 #include "fjord/transport/ip_address.h"
 #include "fjord/transport/pending_handshakes.h"
 #include "tcp_transporter.h"
+#include "tls_session.h"
 
 namespace fjord::tcp {
 namespace {
@@ -43,7 +45,60 @@ const ParamSpec kTcpParams[] = {
     {"ReceiveBufferMemory", Kind::kBytes, 64 << 10, 1ULL << 30, "2M", false, "receive ring of this link"},
     {"TCP_SND_BUF_SIZE", Kind::kBytes, 0, 1ULL << 30, "0", false, "SO_SNDBUF; 0 = the kernel's default"},
     {"TCP_RCV_BUF_SIZE", Kind::kBytes, 0, 1ULL << 30, "0", false, "SO_RCVBUF; 0 = the kernel's default"},
+    {"RequireTls", Kind::kBool, 0, 1, "false", false,
+     "this end speaks TLS 1.3 on the link and refuses a peer that does not (needs TlsSearchPath)"},
+    {"TlsSearchPath", Kind::kString, 0, 4096, "", false,
+     "directories (colon-separated) holding cluster-ca.crt and node-<id>.crt/.key; a listener with it accepts TLS"},
 };
+
+// ---- TLS hook: right after connect/accept, before the Fjord handshake ----
+
+// A listener's budget for a TLS peer's handshake and the request inside it,
+// which it reads blocking (a plain request waits in PendingHandshakes until
+// whole). A peer of the cluster needs milliseconds; one that stalls holds
+// the listener no longer than this.
+constexpr uint64_t kTlsSetupBudgetNs = 2'000'000'000ULL;
+
+bool requires_tls(const LinkConfig& link) { return link.params.get_bool("RequireTls"); }
+const std::string& tls_search_path(const LinkConfig& link) { return link.params.get_string("TlsSearchPath"); }
+
+// The connecting side's TLS session, or nullptr when its link does not
+// require TLS.
+Result<std::unique_ptr<TlsSession>> connect_tls(NodeId self, const LinkConfig& link, int fd, DeadlineNs deadline,
+                                                const std::string& peer) {
+  if (!requires_tls(link)) return std::unique_ptr<TlsSession>();
+  auto context = TlsContext::load(self, tls_search_path(link));
+  if (!context) return Status(context.status().code(), link.describe() + ": " + context.status().message());
+  return TlsSession::connect(**context, fd, link.server_node, deadline, peer);
+}
+
+// The TLS settings of a listener: one TlsSearchPath for all its tcp links
+// (a node has one certificate), or none.
+Result<std::shared_ptr<TlsContext>> listener_tls(NodeId self, const LinkTable& links) {
+  const LinkConfig* with_path = nullptr;
+  for (const LinkConfig* link : links.links_of(self)) {
+    if (link->type != kName || tls_search_path(*link).empty()) continue;
+    if (with_path && tls_search_path(*with_path) != tls_search_path(*link))
+      return Status(StatusCode::kInvalidArgument, with_path->describe() + " and " + link->describe() + " give node " +
+                                                      std::to_string(self) +
+                                                      " different TlsSearchPath values; its tcp links share one");
+    with_path = link;
+  }
+  if (!with_path) return std::shared_ptr<TlsContext>();
+  auto context = TlsContext::load(self, tls_search_path(*with_path));
+  if (!context) return Status(context.status().code(), with_path->describe() + ": " + context.status().message());
+  return context;
+}
+
+// After the Fjord handshake matched `link`: TLS as the link requires, and a
+// certificate that names the node the request claims.
+Status check_link_tls(NodeId self, const LinkConfig& link, const TlsSession* tls, NodeId claimed) {
+  if (tls) return tls->check_peer(claimed);
+  if (!requires_tls(link)) return Status::ok();
+  return Status(StatusCode::kRejected, link.describe() + " requires TLS at node " + std::to_string(self) +
+                                           " (RequireTls=1) but node " + std::to_string(claimed) +
+                                           " connected without it");
+}
 
 std::string sockaddr_text(const sockaddr_storage& addr) {
   return transport::sockaddr_text(reinterpret_cast<const sockaddr*>(&addr));
@@ -62,12 +117,16 @@ Status set_socket_options(int fd, const LinkConfig& link) {
   return Status::ok();
 }
 
-Result<std::unique_ptr<Transporter>> make_transporter(const LinkConfig& link, NodeId self, UniqueFd socket) {
+Result<std::unique_ptr<Transporter>> make_transporter(const LinkConfig& link, NodeId self, UniqueFd socket,
+                                                      std::unique_ptr<TlsSession> tls) {
   auto send_ring = MirroredMap::anonymous(round_up_to_pages(link.send_buffer_bytes), "fjord-tcp-send");
   if (!send_ring) return send_ring.status();
   auto receive_ring =
       MirroredMap::anonymous(round_up_to_pages(link.params.get_uint("ReceiveBufferMemory")), "fjord-tcp-recv");
   if (!receive_ring) return receive_ring.status();
+  if (tls)
+    return std::unique_ptr<Transporter>(new TlsTcpTransporter(
+        link, self, std::move(socket), std::move(send_ring).value(), std::move(receive_ring).value(), std::move(tls)));
   return std::unique_ptr<Transporter>(
       new TcpTransporter(link, self, std::move(socket), std::move(send_ring).value(), std::move(receive_ring).value()));
 }
@@ -76,13 +135,15 @@ class TcpListener final : public Listener {
  public:
   // `ready`: an epoll set holding `socket` (the listener's fd()), where
   // connections waiting for their handshake join it.
-  TcpListener(NodeId self, const LinkTable& links, UniqueFd socket, UniqueFd ready, uint16_t port, std::string endpoint)
+  TcpListener(NodeId self, const LinkTable& links, UniqueFd socket, UniqueFd ready, uint16_t port, std::string endpoint,
+              std::shared_ptr<TlsContext> tls)
       : self_(self),
         links_(links),
         socket_(std::move(socket)),
         ready_(std::move(ready)),
         port_(port),
         endpoint_(std::move(endpoint)),
+        tls_(std::move(tls)),
         acceptor_("node " + std::to_string(self) + ": tcp listener on " + endpoint_),
         pending_(ready_.get(), "tcp listener on " + endpoint_) {}
 
@@ -128,23 +189,49 @@ class TcpListener final : public Listener {
     }
   }
 
+  // The TLS session of a connection that opens with a ClientHello, or
+  // nullptr for one that speaks the plain handshake.
+  Result<std::unique_ptr<TlsSession>> accept_tls(int conn, const std::string& peer, DeadlineNs deadline) {
+    if (!starts_with_tls_record(conn)) return std::unique_ptr<TlsSession>();
+    if (!tls_)
+      return transport::send_reject(
+          conn, self_, kName, peer,
+          "node " + std::to_string(self_) + " has no TLS credentials (none of its tcp links sets TlsSearchPath)",
+          deadline);
+    auto session = TlsSession::accept(*tls_, conn, deadline, peer);
+    if (!session) FJORD_LOG_WARN("node %u: %s", self_, session.status().message().c_str());
+    return session;
+  }
+
   Result<std::unique_ptr<Transporter>> set_up(transport::PendingHandshakes::Entry ready) {
     const int conn = ready.conn.get();
     const std::string& peer = ready.peer;
     sockaddr_storage from{};
     socklen_t from_len = sizeof from;
     ::getpeername(conn, reinterpret_cast<sockaddr*>(&from), &from_len);
-    auto accepted = transport::server_handshake(conn, self_, kName, links_, ready.deadline, peer, ready.greeting);
+    // A plain request waited in pending_ until it was all there; a TLS
+    // handshake and the request inside it are read here, holding up the
+    // listener, so they get a short budget of their own. The greeting went
+    // out in the clear as the connection was accepted (take_waiting()).
+    const DeadlineNs deadline =
+        starts_with_tls_record(conn) ? std::min(ready.deadline, monotonic_ns() + kTlsSetupBudgetNs) : ready.deadline;
+    auto tls = accept_tls(conn, peer, deadline);
+    if (!tls) return tls.status();
+    std::optional<transport::HandshakeStreamScope> through_tls;
+    if (*tls) through_tls.emplace(conn, **tls);
+    auto accepted = transport::server_handshake(conn, self_, kName, links_, deadline, peer, ready.greeting);
     if (!accepted) return accepted.status();
     const LinkConfig& link = *accepted->link;
+    if (Status s = check_link_tls(self_, link, tls->get(), accepted->request.from_node); !s)
+      return transport::send_reject(conn, self_, kName, peer, s.message(), deadline);
     if (Status s = transport::check_peer_address(link, link.peer_of(self_), reinterpret_cast<const sockaddr*>(&from));
         !s)
-      return transport::send_reject(conn, self_, kName, peer, s.message(), ready.deadline);
+      return transport::send_reject(conn, self_, kName, peer, s.message(), deadline);
     if (Status s = set_socket_options(conn, link); !s) return s;
-    if (Status s = transport::send_accept(conn, *accepted, {}, ready.deadline); !s) return s;
-    FJORD_LOG_INFO("node %u: accepted %s from node %u at %s", self_, link.describe().c_str(), link.peer_of(self_),
-                   peer.c_str());
-    return make_transporter(link, self_, std::move(ready.conn));
+    if (Status s = transport::send_accept(conn, *accepted, {}, deadline); !s) return s;
+    FJORD_LOG_INFO("node %u: accepted %s from node %u at %s%s", self_, link.describe().c_str(), link.peer_of(self_),
+                   peer.c_str(), *tls ? " with TLS" : "");
+    return make_transporter(link, self_, std::move(ready.conn), std::move(tls).value());
   }
 
   NodeId self_;
@@ -153,6 +240,7 @@ class TcpListener final : public Listener {
   UniqueFd ready_;
   uint16_t port_;
   std::string endpoint_;
+  std::shared_ptr<TlsContext> tls_;  // nullptr: this listener has no TLS credentials
   Acceptor acceptor_;
   transport::PendingHandshakes pending_;
 };
@@ -164,6 +252,13 @@ class TcpFactory final : public transport::TransporterFactory {
     return "TCP sockets (ordinary socket calls only, so LD_PRELOAD socket libraries work)";
   }
   std::span<const ParamSpec> parameters() const override { return kTcpParams; }
+  Status validate(const LinkConfig& link) const override {
+    if (requires_tls(link) && tls_search_path(link).empty())
+      return Status(StatusCode::kInvalidArgument,
+                    "RequireTls=1 needs TlsSearchPath, the directories holding cluster-ca.crt and each node's "
+                    "node-<id>.crt and node-<id>.key");
+    return Status::ok();
+  }
 
   Result<std::unique_ptr<Listener>> listen(NodeId self, const LinkTable& links) override {
     auto link = transport::listen_link(self, links, kName);
@@ -198,8 +293,12 @@ class TcpFactory final : public transport::TransporterFactory {
       ev.events = EPOLLIN;
       if (!ready.valid() || ::epoll_ctl(ready.get(), EPOLL_CTL_ADD, fd.get(), &ev) != 0)
         return io_error("epoll for the tcp listener on " + endpoint, errno);
-      FJORD_LOG_INFO("node %u: tcp listening on %s", self, endpoint.c_str());
-      return std::unique_ptr<Listener>(new TcpListener(self, links, std::move(fd), std::move(ready), port, endpoint));
+      auto tls = listener_tls(self, links);
+      if (!tls) return tls.status();
+      FJORD_LOG_INFO("node %u: tcp listening on %s%s", self, endpoint.c_str(),
+                     *tls ? (", TLS with " + (*tls)->certificate_path()).c_str() : "");
+      return std::unique_ptr<Listener>(
+          new TcpListener(self, links, std::move(fd), std::move(ready), port, endpoint, std::move(tls).value()));
     }
     return last;
   }
@@ -225,12 +324,25 @@ class TcpFactory final : public transport::TransporterFactory {
         continue;
       }
       if (Status s = set_socket_options(fd->get(), link); !s) return s;
+      // The listener's greeting comes in the clear, before any TLS.
+      std::optional<transport::AuthNonce> greeting;
+      if (requires_tls(link)) {
+        auto read = transport::recv_greeting(fd->get(), deadline);
+        if (!read) return read.status();
+        greeting = *read;
+      }
+      auto tls =
+          connect_tls(self, link, fd->get(), deadline, "node " + std::to_string(server) + " at " + sockaddr_text(addr));
+      if (!tls) return tls.status();
+      std::optional<transport::HandshakeStreamScope> through_tls;
+      if (*tls) through_tls.emplace(fd->get(), **tls);
       transport::HandshakeRequest request{self, server, std::string(kName), {}, link.checksum};
-      auto reply = transport::client_handshake(fd->get(), request, key->has_value() ? &**key : nullptr, deadline);
+      auto reply = transport::client_handshake(fd->get(), request, key->has_value() ? &**key : nullptr, deadline,
+                                               greeting ? &*greeting : nullptr);
       if (!reply) return reply.status();
-      FJORD_LOG_INFO("node %u: connected %s to node %u at %s", self, link.describe().c_str(), server,
-                     sockaddr_text(addr).c_str());
-      return make_transporter(link, self, std::move(fd).value());
+      FJORD_LOG_INFO("node %u: connected %s to node %u at %s%s", self, link.describe().c_str(), server,
+                     sockaddr_text(addr).c_str(), *tls ? " with TLS" : "");
+      return make_transporter(link, self, std::move(fd).value(), std::move(tls).value());
     }
     return last;
   }

@@ -1,5 +1,5 @@
-// TcpTransporter data path. Hot path: no allocation, one syscall per flush
-// and one per empty receive poll.
+// TcpTransporter and TlsTcpTransporter data paths. Hot path: no allocation,
+// one syscall per flush (per record with TLS) and one per empty receive poll.
 #include "tcp_transporter.h"
 
 #include <sys/socket.h>
@@ -13,6 +13,15 @@ namespace fjord::tcp {
 
 using transport::FlushStatus;
 using transport::ReceiveBatch;
+
+inline uint64_t TcpTransporter::restart_point(HotWindow& hot, uint64_t position, std::size_t ring_bytes) noexcept {
+  if (!hot.due(position)) return position;
+  const uint64_t offset = position % ring_bytes;
+  if (!hot.go_back_now(position, offset, [] { return uint64_t{0}; })) return position;  // empty: nothing unread
+  const uint64_t lap_start = HotWindow::lap_end(position, offset, ring_bytes);
+  hot.went_back(lap_start);
+  return lap_start;
+}
 
 TcpTransporter::TcpTransporter(transport::LinkConfig config, NodeId self, UniqueFd socket, MirroredMap send_ring,
                                MirroredMap receive_ring)
@@ -90,22 +99,27 @@ void TcpTransporter::fill_receive_ring() {
     }
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
-    eof_ = true;
-    if (n == 0) {
-      // The whole frames before the end are delivered; bytes after them are
-      // a frame the peer never finished (it died or broke mid-send), lost
-      // with the link: say so, or it reads like an orderly close.
-      scan_received();
-      const uint64_t partial = filled_ - scanned_;
-      declare_down(Status(
-          StatusCode::kLinkDown,
-          "node " + std::to_string(remote_node()) + " closed the connection" +
-              (partial == 0 ? std::string()
-                            : " in the middle of a frame (" + std::to_string(partial) + " bytes of it received)")));
-    } else
-      declare_down(Status(StatusCode::kLinkDown, std::string("receive from node ") + std::to_string(remote_node()) +
-                                                     " failed: " + std::strerror(errno)));
+    end_of_stream(n == 0, n == 0 ? std::string() : std::strerror(errno));
   }
+}
+
+void TcpTransporter::end_of_stream(bool closed, const std::string& why) {
+  eof_ = true;
+  if (!closed) {
+    declare_down(
+        Status(StatusCode::kLinkDown, "receive from node " + std::to_string(remote_node()) + " failed: " + why));
+    return;
+  }
+  // The whole frames before the end are delivered; bytes after them are
+  // a frame the peer never finished (it died or broke mid-send), lost
+  // with the link: say so, or it reads like an orderly close.
+  scan_received();
+  const uint64_t partial = filled_ - scanned_;
+  declare_down(
+      Status(StatusCode::kLinkDown,
+             "node " + std::to_string(remote_node()) + " closed the connection" +
+                 (partial == 0 ? std::string()
+                               : " in the middle of a frame (" + std::to_string(partial) + " bytes of it received)")));
 }
 
 void TcpTransporter::scan_received() {
@@ -151,15 +165,6 @@ void TcpTransporter::release(std::size_t bytes) {
   released_ += bytes;
 }
 
-uint64_t TcpTransporter::restart_point(HotWindow& hot, uint64_t position, std::size_t ring_bytes) noexcept {
-  if (!hot.due(position)) return position;
-  const uint64_t offset = position % ring_bytes;
-  if (!hot.go_back_now(position, offset, [] { return uint64_t{0}; })) return position;  // empty: nothing unread
-  const uint64_t lap_start = HotWindow::lap_end(position, offset, ring_bytes);
-  hot.went_back(lap_start);
-  return lap_start;
-}
-
 bool TcpTransporter::arm_wakeup() {
   if (scanned_ != released_ || !is_up()) return false;
   // Whole frames may already sit in our ring behind a partial one: scan first.
@@ -171,6 +176,72 @@ void TcpTransporter::on_down() {
   // shutdown(2) is safe while the other side's thread is inside send/recv on
   // this socket; close waits for the destructor.
   ::shutdown(socket_.get(), SHUT_RDWR);
+}
+
+// ---- TLS ------------------------------------------------------------------
+
+TlsTcpTransporter::TlsTcpTransporter(transport::LinkConfig config, NodeId self, UniqueFd socket, MirroredMap send_ring,
+                                     MirroredMap receive_ring, std::unique_ptr<TlsSession> tls)
+    : TcpTransporter(std::move(config), self, std::move(socket), std::move(send_ring), std::move(receive_ring)),
+      tls_(std::move(tls)) {
+  FJORD_ASSERT(tls_ != nullptr);
+}
+
+FlushStatus TlsTcpTransporter::flush() {
+  if (!is_up()) return FlushStatus::kDown;
+  while (sent_ < committed_) {
+    const TlsIo io =
+        tls_->write({send_ring_.data() + sent_ % send_ring_.size(), static_cast<std::size_t>(committed_ - sent_)});
+    if (io.state == TlsIoState::kOk) {
+      sent_ += io.bytes;
+      note_send(io.bytes);
+      continue;
+    }
+    if (io.state == TlsIoState::kWouldBlock) {
+      note_send_buffer_level();
+      return FlushStatus::kPending;
+    }
+    declare_down(Status(StatusCode::kLinkDown,
+                        "send to node " + std::to_string(remote_node()) + " failed: " + tls_->last_error()));
+    return FlushStatus::kDown;
+  }
+  if (reserved_ == 0) committed_ = sent_ = restart_point(send_hot_, committed_, send_ring_.size());
+  note_send_buffer_level();
+  return FlushStatus::kFlushed;
+}
+
+// Reads until the session holds nothing more (or the ring is full): bytes
+// left inside it would not make wait_fd() readable.
+void TlsTcpTransporter::fill_receive_ring_tls() {
+  const std::size_t size = receive_ring_.size();
+  while (!eof_) {
+    const std::size_t free_bytes = size - static_cast<std::size_t>(filled_ - released_);
+    if (free_bytes == 0) return;
+    const TlsIo io = tls_->read({receive_ring_.data() + filled_ % size, free_bytes});
+    if (io.state == TlsIoState::kOk) {
+      filled_ += io.bytes;
+      if (!tls_->holds_data()) return;
+      continue;
+    }
+    if (io.state == TlsIoState::kWouldBlock) return;
+    end_of_stream(io.state == TlsIoState::kClosed, tls_->last_error());
+  }
+}
+
+ReceiveBatch TlsTcpTransporter::receive() {
+  if (scanned_ == released_ && !eof_) {
+    if (filled_ == released_)
+      filled_ = scanned_ = released_ = restart_point(receive_hot_, filled_, receive_ring_.size());
+    fill_receive_ring_tls();
+    scan_received();
+  }
+  return {{receive_ring_.data() + released_ % receive_ring_.size(), static_cast<std::size_t>(scanned_ - released_)},
+          scanned_frames_};
+}
+
+bool TlsTcpTransporter::arm_wakeup() {
+  if (tls_->holds_data()) return false;  // receive() reads it; the socket would not say
+  return TcpTransporter::arm_wakeup();
 }
 
 }  // namespace fjord::tcp

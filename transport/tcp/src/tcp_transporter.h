@@ -5,6 +5,15 @@
 // committed. Receive: a private ring of ReceiveBufferMemory bytes; recv()
 // appends, scan_frames() advances over whole valid frames.
 //
+// TlsTcpTransporter, a link with TLS (RequireTls), keeps the same rings of
+// plaintext and puts a TlsSession between them and the socket: flush()
+// encrypts committed bytes into records (a full socket is back-pressure,
+// kPending, as without TLS), and the receive ring fills with decrypted
+// bytes. Records already read from the socket may wait inside the session,
+// where wait_fd() does not show them: the receive side reads until the
+// session holds nothing, and arm_wakeup() refuses to sleep while it might.
+// A subclass rather than a flag, so that plain TCP's path has no TLS test.
+//
 // Indices are monotonically increasing byte counters (position = counter
 // modulo ring size); they are plain integers because each is touched by one
 // thread only (send side or receive side).
@@ -20,10 +29,11 @@
 #include "fjord/base/mirrored_map.h"
 #include "fjord/base/tuning.h"
 #include "fjord/transport/transporter.h"
+#include "tls_session.h"
 
 namespace fjord::tcp {
 
-class TcpTransporter final : public transport::Transporter {
+class TcpTransporter : public transport::Transporter {
  public:
   TcpTransporter(transport::LinkConfig config, NodeId self, UniqueFd socket, MirroredMap send_ring,
                  MirroredMap receive_ring);
@@ -42,15 +52,20 @@ class TcpTransporter final : public transport::Transporter {
   bool arm_wakeup() override;
   void disarm_wakeup() override {}
 
- private:
+ protected:
   void on_down() override;
   // Reads what the socket has into the receive ring; false on EOF or error
   // (the link is then declared down).
   void fill_receive_ring();
   void scan_received();
+  // The link goes down at the end of the stream: `closed` (an orderly end,
+  // after whole frames) or an error, described by `why`.
+  [[gnu::cold]] void end_of_stream(bool closed, const std::string& why);
+
   // For a ring empty at `position`: where it goes on, the next lap's start
   // once past the hot window, else `position`.
-  static uint64_t restart_point(HotWindow& hot, uint64_t position, std::size_t ring_bytes) noexcept;
+  // Declared inline: on every empty poll, in both transporters' paths.
+  static inline uint64_t restart_point(HotWindow& hot, uint64_t position, std::size_t ring_bytes) noexcept;
   static constexpr std::size_t kHotWindowBytes = tuning::kTcpHotWindowBytes;
 
   UniqueFd socket_;
@@ -68,6 +83,23 @@ class TcpTransporter final : public transport::Transporter {
   uint32_t scanned_frames_ = 0;  // frames in [released_, scanned_)
   HotWindow receive_hot_;
   bool eof_ = false;
+};
+
+class TlsTcpTransporter final : public TcpTransporter {
+ public:
+  TlsTcpTransporter(transport::LinkConfig config, NodeId self, UniqueFd socket, MirroredMap send_ring,
+                    MirroredMap receive_ring, std::unique_ptr<TlsSession> tls);
+
+  transport::FlushStatus flush() override;
+  transport::ReceiveBatch receive() override;
+  bool arm_wakeup() override;
+
+ private:
+  // Reads decrypted bytes into the receive ring until the session holds
+  // nothing more or the ring is full.
+  void fill_receive_ring_tls();
+
+  std::unique_ptr<TlsSession> tls_;
 };
 
 }  // namespace fjord::tcp

@@ -152,6 +152,28 @@ std::string refusal_for_peer(const Status& refusal, NodeId self);
 inline constexpr uint64_t kSetupBudgetNs = 10'000'000'000ULL;
 DeadlineNs setup_deadline(DeadlineNs accept_deadline);
 
+// A set-up that wraps its socket in a stream of its own (TCP with TLS) runs
+// the handshake inside it: while a HandshakeStreamScope for `fd` lives on
+// this thread, send_all() and recv_exact() on `fd`, and so every helper
+// below, go through `stream` instead of the bare socket.
+class HandshakeStream {
+ public:
+  virtual ~HandshakeStream() = default;
+  virtual Status send_all(std::span<const std::byte> bytes, DeadlineNs deadline) = 0;
+  virtual Status recv_exact(std::span<std::byte> bytes, DeadlineNs deadline) = 0;
+};
+class HandshakeStreamScope {
+ public:
+  HandshakeStreamScope(int fd, HandshakeStream& stream);
+  ~HandshakeStreamScope();
+  HandshakeStreamScope(const HandshakeStreamScope&) = delete;
+  HandshakeStreamScope& operator=(const HandshakeStreamScope&) = delete;
+
+ private:
+  int previous_fd_;
+  HandshakeStream* previous_stream_;
+};
+
 // Blocking-with-deadline helpers over a connected stream socket (TCP or Unix),
 // used by transporters that shake hands on a stream. The socket may be
 // blocking or not. kTimeout at the deadline, kLinkDown when the peer closes.
@@ -165,12 +187,19 @@ Result<std::vector<std::byte>> recv_handshake_message(int fd, uint32_t magic, De
 // nonce it carries, for server_handshake().
 Result<AuthNonce> send_greeting(int fd);
 
+// Reads the accepting side's greeting and returns its nonce. A client whose
+// handshake runs inside another session it starts after connecting (TLS)
+// reads the greeting, sent in the clear as the connection was accepted,
+// before that session and hands it to client_handshake(); the nonce is no
+// secret, the proofs over it travel inside the session.
+Result<AuthNonce> recv_greeting(int fd, DeadlineNs deadline);
 // Runs the client half over a stream socket: reads the greeting (first,
 // when this node holds `key` (own_key(), loaded before connecting), to prove
-// it), sends the request, reads the reply, and returns it if accepted and,
-// with a key, proved by the server; else the server's reason or what failed
-// as kRejected.
-Result<HandshakeReply> client_handshake(int fd, HandshakeRequest request, const ClusterKey* key, DeadlineNs deadline);
+// it; not at all when `greeting_read` gives it), sends the request, reads the
+// reply, and returns it if accepted and, with a key, proved by the server;
+// else the server's reason or what failed as kRejected.
+Result<HandshakeReply> client_handshake(int fd, HandshakeRequest request, const ClusterKey* key, DeadlineNs deadline,
+                                        const AuthNonce* greeting_read = nullptr);
 // Runs the server half: reads the request and checks it, and the client's
 // proof against `greeting` (the nonce send_greeting() sent). On success
 // returns the matched link, the request and this side's proof (the caller

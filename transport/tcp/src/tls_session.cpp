@@ -1,0 +1,360 @@
+// TLS on a TCP link: credentials, handshake and record I/O over OpenSSL.
+// Set-up is the slow path (blocking with deadlines); read()/write() are the
+// data path.
+#include "tls_session.h"
+
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+
+#include "fjord/base/assert.h"
+#include "fjord/base/clock.h"
+#include "fjord/tcp/tls_credentials.h"
+
+namespace fjord::tcp {
+namespace {
+
+int poll_ms_until(DeadlineNs deadline) {
+  const uint64_t now = monotonic_ns();
+  return now >= deadline ? 0 : static_cast<int>(std::min<uint64_t>((deadline - now) / 1'000'000 + 1, 1000));
+}
+
+// OpenSSL's error queue of this thread, oldest first, as one line; emptied.
+std::string openssl_errors() {
+  std::string text;
+  while (const unsigned long code = ERR_get_error()) {
+    const char* reason = ERR_reason_error_string(code);
+    if (!text.empty()) text += "; ";
+    text += reason ? reason : "error " + std::to_string(code);
+  }
+  return text.empty() ? std::string("no detail from OpenSSL") : text;
+}
+
+// The first directory of `search_path` holding `file`, joined; empty if none.
+std::string find_in_search_path(const std::string& search_path, const std::string& file) {
+  std::size_t start = 0;
+  while (start <= search_path.size()) {
+    const std::size_t end = std::min(search_path.find(':', start), search_path.size());
+    const std::string dir = search_path.substr(start, end - start);
+    if (!dir.empty()) {
+      std::string path = dir;
+      path.append("/").append(file);
+      struct stat st {};
+      if (::stat(path.c_str(), &st) == 0) return path;
+    }
+    start = end + 1;
+  }
+  return {};
+}
+
+Status credential_error(const std::string& what) { return Status(StatusCode::kInvalidArgument, what); }
+
+Result<std::string> find_file(const std::string& search_path, const std::string& file, const std::string& role) {
+  std::string path = find_in_search_path(search_path, file);
+  if (path.empty()) return credential_error("no " + role + " " + file + " in TlsSearchPath=" + search_path);
+  return path;
+}
+
+// A private key others can read is not a secret: refuse it as ssh does.
+Status check_key_mode(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return io_error("stat " + path, errno);
+  if ((st.st_mode & 077) != 0) {
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+    return credential_error("private key " + path + " is readable by others (mode " + mode +
+                            "); it must be readable by its owner only (chmod 600)");
+  }
+  return Status::ok();
+}
+
+Status configure_context(SSL_CTX* ctx, const std::string& ca, const std::string& cert, const std::string& key) {
+  SSL_CTX_set_min_proto_version(ctx, TLS1_3_VERSION);
+  SSL_CTX_set_max_proto_version(ctx, TLS1_3_VERSION);
+  SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, nullptr);
+  if (SSL_CTX_load_verify_locations(ctx, ca.c_str(), nullptr) != 1)
+    return credential_error("cluster CA certificate " + ca + ": " + openssl_errors());
+  if (SSL_CTX_use_certificate_chain_file(ctx, cert.c_str()) != 1)
+    return credential_error("node certificate " + cert + ": " + openssl_errors());
+  if (SSL_CTX_use_PrivateKey_file(ctx, key.c_str(), SSL_FILETYPE_PEM) != 1)
+    return credential_error("private key " + key + ": " + openssl_errors());
+  if (SSL_CTX_check_private_key(ctx) != 1)
+    return credential_error("private key " + key + " does not belong to certificate " + cert + ": " + openssl_errors());
+  // No session tickets or renegotiation: after the handshake neither side
+  // sends anything but application records unless the peer asks for a key
+  // update, so a read never has to write.
+  SSL_CTX_set_num_tickets(ctx, 0);
+  SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
+  SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_IGNORE_UNEXPECTED_EOF);
+  // Partial writes: flush() counts whole records sent and retries the rest;
+  // the retry passes the same bytes from the same ring offset.
+  SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+  // Read ahead: each SSL_read takes all the ciphertext read() put in memory.
+  SSL_CTX_set_read_ahead(ctx, 1);
+  return Status::ok();
+}
+
+// The node id in a certificate's common name "fjord-node-<id>"; kNoNode if none.
+NodeId certificate_node(X509* cert) {
+  if (cert == nullptr) return kNoNode;
+  char name[128] = {};
+  if (X509_NAME_get_text_by_NID(X509_get_subject_name(cert), NID_commonName, name, sizeof name) <= 0) return kNoNode;
+  const std::string_view text(name);
+  const std::string_view prefix = kTlsNodeNamePrefix;
+  if (text.substr(0, prefix.size()) != prefix) return kNoNode;
+  unsigned id = 0;
+  const auto digits = text.substr(prefix.size());
+  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), id);
+  if (ec != std::errc() || end != digits.data() + digits.size() || id == 0 || id > kMaxNodeId) return kNoNode;
+  return static_cast<NodeId>(id);
+}
+
+Status handshake_failure(const std::string& peer, const std::string& why) {
+  return Status(StatusCode::kRejected, "TLS handshake with " + peer + " failed: " + why);
+}
+
+// A listener without TLS answers a ClientHello with a plain handshake
+// refusal: its magic where a TLS record should start.
+bool plain_reply_waiting(int fd) {
+  // A TLS record starts with its content type (20..24); the reply's magic
+  // starts with 'F'. The session has read nothing of the socket itself.
+  std::byte first{};
+  if (::recv(fd, &first, 1, MSG_PEEK | MSG_DONTWAIT) != 1) return false;
+  return first == static_cast<std::byte>(transport::kHandshakeReplyMagic & 0xff);
+}
+
+Status plain_refusal(int fd, DeadlineNs deadline, const std::string& peer) {
+  auto bytes = transport::recv_handshake_message(fd, transport::kHandshakeReplyMagic, deadline);
+  if (!bytes) return bytes.status();
+  auto reply = transport::decode_reply(*bytes);
+  if (!reply) return reply.status();
+  return Status(StatusCode::kRejected, peer + " answered the TLS handshake without TLS: " +
+                                           (reply->accepted ? std::string("it accepted in plain") : reply->reason));
+}
+
+}  // namespace
+
+TlsContext::TlsContext(SSL_CTX* ctx, std::string certificate_path)
+    : ctx_(ctx), certificate_path_(std::move(certificate_path)) {}
+
+TlsContext::~TlsContext() { SSL_CTX_free(ctx_); }
+
+Result<std::shared_ptr<TlsContext>> TlsContext::load(NodeId self, const std::string& search_path) {
+  FJORD_ASSERT(self != kNoNode);
+  if (search_path.empty()) return credential_error("TlsSearchPath is not set");
+  auto ca = find_file(search_path, std::string(kTlsCaCertificateFile), "cluster CA certificate");
+  if (!ca) return ca.status();
+  auto cert = find_file(search_path, tls_node_certificate_file(self), "certificate for node " + std::to_string(self));
+  if (!cert) return cert.status();
+  auto key = find_file(search_path, tls_node_key_file(self), "private key for node " + std::to_string(self));
+  if (!key) return key.status();
+  if (Status s = check_key_mode(*key); !s) return s;
+  ERR_clear_error();
+  SSL_CTX* ctx = SSL_CTX_new(TLS_method());
+  if (ctx == nullptr) return Status(StatusCode::kInternal, "SSL_CTX_new: " + openssl_errors());
+  std::shared_ptr<TlsContext> context(new TlsContext(ctx, *cert));
+  if (Status s = configure_context(ctx, *ca, *cert, *key); !s) return s;
+  return context;
+}
+
+TlsSession::TlsSession(SSL* ssl, int fd)
+    : ssl_(ssl), fd_(fd), ciphertext_(std::make_unique<std::byte[]>(kCiphertextBytes)) {}
+
+// Clearing the queue walks all its slots: only when something is there.
+void TlsSession::clear_errors() {
+  if (ERR_peek_error() != 0) ERR_clear_error();
+}
+
+// The session reads from memory that this class fills from the socket
+// (take_socket_bytes), never from the socket itself: an idle poll costs one
+// recv(), and during the handshake the client can look at the server's
+// first bytes before OpenSSL does.
+Status TlsSession::read_through_memory() {
+  BIO* memory = BIO_new(BIO_s_mem());
+  if (memory == nullptr) return Status(StatusCode::kInternal, "BIO_new: " + openssl_errors());
+  BIO_set_mem_eof_return(memory, -1);  // empty means "wait", not end of stream
+  SSL_set0_rbio(ssl_, memory);
+  receive_bio_ = memory;
+  return Status::ok();
+}
+
+// One recv() into the session's memory: kOk (bytes taken), kWouldBlock,
+// kClosed or kFailed (last_error_).
+TlsIoState TlsSession::take_socket_bytes() {
+  const ssize_t n = ::recv(fd_, ciphertext_.get(), kCiphertextBytes, MSG_DONTWAIT);
+  if (n > 0) {
+    const int written = BIO_write(receive_bio_, ciphertext_.get(), static_cast<int>(n));
+    FJORD_ASSERT(written == static_cast<int>(n));
+    return TlsIoState::kOk;
+  }
+  if (n == 0) {
+    last_error_ = "the peer closed the connection";
+    return TlsIoState::kClosed;
+  }
+  if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return TlsIoState::kWouldBlock;
+  last_error_ = std::string("receive failed: ") + std::strerror(errno);
+  return TlsIoState::kFailed;
+}
+
+TlsSession::~TlsSession() { SSL_free(ssl_); }  // the socket stays open: the transporter owns it
+
+Result<std::unique_ptr<TlsSession>> TlsSession::connect(const TlsContext& context, int fd, NodeId server,
+                                                        DeadlineNs deadline, const std::string& peer) {
+  ERR_clear_error();
+  SSL* ssl = SSL_new(context.get());
+  if (ssl == nullptr) return Status(StatusCode::kInternal, "SSL_new: " + openssl_errors());
+  std::unique_ptr<TlsSession> session(new TlsSession(ssl, fd));
+  if (SSL_set_wfd(ssl, fd) != 1) return Status(StatusCode::kInternal, "SSL_set_wfd: " + openssl_errors());
+  if (Status s = session->read_through_memory(); !s) return s;
+  if (Status s = session->drive_handshake(true, deadline, peer); !s) return s;
+  if (Status s = session->check_peer(server); !s) return s;
+  return session;
+}
+
+Result<std::unique_ptr<TlsSession>> TlsSession::accept(const TlsContext& context, int fd, DeadlineNs deadline,
+                                                       const std::string& peer) {
+  ERR_clear_error();
+  SSL* ssl = SSL_new(context.get());
+  if (ssl == nullptr) return Status(StatusCode::kInternal, "SSL_new: " + openssl_errors());
+  std::unique_ptr<TlsSession> session(new TlsSession(ssl, fd));
+  if (SSL_set_wfd(ssl, fd) != 1) return Status(StatusCode::kInternal, "SSL_set_wfd: " + openssl_errors());
+  if (Status s = session->read_through_memory(); !s) return s;
+  if (Status s = session->drive_handshake(false, deadline, peer); !s) return s;
+  return session;
+}
+
+Status TlsSession::drive_handshake(bool client, DeadlineNs deadline, const std::string& peer) {
+  for (;;) {
+    ERR_clear_error();
+    const int rc = client ? SSL_connect(ssl_) : SSL_accept(ssl_);
+    if (rc == 1) break;
+    const int err = SSL_get_error(ssl_, rc);
+    if (err != SSL_ERROR_WANT_READ && err != SSL_ERROR_WANT_WRITE) {
+      std::string why = openssl_errors();
+      const long verify = SSL_get_verify_result(ssl_);
+      if (verify != X509_V_OK) why += " (" + std::string(X509_verify_cert_error_string(verify)) + ")";
+      if (err == SSL_ERROR_SYSCALL) why = errno != 0 ? std::strerror(errno) : "the peer closed the connection";
+      return handshake_failure(peer, why);
+    }
+    if (monotonic_ns() >= deadline) return Status(StatusCode::kTimeout, "TLS handshake with " + peer + " timed out");
+    pollfd p{fd_, static_cast<short>(err == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT), 0};
+    if (::poll(&p, 1, poll_ms_until(deadline)) <= 0 || err != SSL_ERROR_WANT_READ) continue;
+    if (client && plain_reply_waiting(fd_)) return plain_refusal(fd_, deadline, peer);
+    const TlsIoState taken = take_socket_bytes();
+    if (taken == TlsIoState::kClosed || taken == TlsIoState::kFailed) return handshake_failure(peer, last_error_);
+  }
+  peer_node_ = certificate_node(SSL_get0_peer_certificate(ssl_));
+  holds_data_ = SSL_has_pending(ssl_) == 1 || BIO_ctrl_pending(receive_bio_) > 0;
+  return Status::ok();
+}
+
+Status TlsSession::check_peer(NodeId claimed) const {
+  if (peer_node_ == claimed) return Status::ok();
+  const std::string named = peer_node_ == kNoNode ? std::string("names no node (its common name is not ") +
+                                                        std::string(kTlsNodeNamePrefix) + "<id>)"
+                                                  : "names node " + std::to_string(peer_node_);
+  return Status(StatusCode::kRejected, "the TLS certificate node " + std::to_string(claimed) + " presented " + named +
+                                           "; a certificate is good only for the node it names");
+}
+
+Status TlsSession::send_all(std::span<const std::byte> bytes, DeadlineNs deadline) {
+  std::size_t done = 0;
+  while (done < bytes.size()) {
+    const TlsIo io = write(bytes.subspan(done));
+    if (io.state == TlsIoState::kOk) {
+      done += io.bytes;
+      continue;
+    }
+    if (io.state != TlsIoState::kWouldBlock)
+      return Status(StatusCode::kLinkDown, "during the handshake: " + last_error_);
+    if (monotonic_ns() >= deadline) return Status(StatusCode::kTimeout, "handshake send timed out");
+    pollfd p{fd_, POLLOUT, 0};
+    ::poll(&p, 1, poll_ms_until(deadline));
+  }
+  return Status::ok();
+}
+
+Status TlsSession::recv_exact(std::span<std::byte> bytes, DeadlineNs deadline) {
+  std::size_t done = 0;
+  while (done < bytes.size()) {
+    const TlsIo io = read(bytes.subspan(done));
+    if (io.state == TlsIoState::kOk) {
+      done += io.bytes;
+      continue;
+    }
+    if (io.state == TlsIoState::kClosed)
+      return Status(StatusCode::kLinkDown, "peer closed the connection during the handshake");
+    if (io.state == TlsIoState::kFailed) return Status(StatusCode::kLinkDown, "during the handshake: " + last_error_);
+    if (monotonic_ns() >= deadline) return Status(StatusCode::kTimeout, "handshake receive timed out");
+    pollfd p{fd_, POLLIN, 0};
+    ::poll(&p, 1, poll_ms_until(deadline));
+  }
+  return Status::ok();
+}
+
+// The socket is read here, into a memory BIO the session decrypts from, so
+// that a poll of an idle link is one recv() as without TLS; OpenSSL runs
+// only when there are bytes.
+TlsIo TlsSession::read(std::span<std::byte> into) {
+  FJORD_ASSERT(!into.empty());
+  std::lock_guard lock(mutex_);
+  if (!holds_data_) {
+    const TlsIoState taken = take_socket_bytes();
+    if (taken != TlsIoState::kOk) return {0, taken};
+  }
+  clear_errors();
+  std::size_t n = 0;
+  const int rc = SSL_read_ex(ssl_, into.data(), into.size(), &n);
+  if (rc == 1) {
+    holds_data_ = SSL_has_pending(ssl_) == 1 || BIO_ctrl_pending(receive_bio_) > 0;
+    return {n, TlsIoState::kOk};
+  }
+  holds_data_ = false;
+  return failed(rc, "receive");
+}
+
+TlsIo TlsSession::write(std::span<const std::byte> bytes) {
+  FJORD_ASSERT(!bytes.empty());
+  std::lock_guard lock(mutex_);
+  clear_errors();
+  std::size_t n = 0;
+  const int rc = SSL_write_ex(ssl_, bytes.data(), bytes.size(), &n);
+  if (rc == 1) return {n, TlsIoState::kOk};
+  return failed(rc, "send");
+}
+
+// Under mutex_: what a failed SSL_read_ex/SSL_write_ex means.
+TlsIo TlsSession::failed(int rc, const char* what) {
+  const int saved_errno = errno;
+  const int err = SSL_get_error(ssl_, rc);
+  // A read that wants to write (or the reverse) only happens for a key
+  // update: the next call on either side finishes it.
+  if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) return {0, TlsIoState::kWouldBlock};
+  if (err == SSL_ERROR_ZERO_RETURN) {
+    last_error_ = "the peer closed the connection";
+    return {0, TlsIoState::kClosed};
+  }
+  if (err == SSL_ERROR_SYSCALL)
+    last_error_ = std::string(what) + " failed: " +
+                  (saved_errno != 0 ? std::strerror(saved_errno) : "the connection ended without TLS closing it");
+  else
+    last_error_ = std::string("TLS ") + what + " failed: " + openssl_errors();
+  return {0, TlsIoState::kFailed};
+}
+
+bool starts_with_tls_record(int fd) {
+  // A TLS record header: content type 22 (handshake), version 3.x.
+  std::byte prefix[2];
+  if (::recv(fd, prefix, sizeof prefix, MSG_PEEK | MSG_DONTWAIT) != static_cast<ssize_t>(sizeof prefix)) return false;
+  return prefix[0] == std::byte{0x16} && prefix[1] == std::byte{0x03};
+}
+
+}  // namespace fjord::tcp

@@ -1,0 +1,133 @@
+// TLS on a TCP link (internal header): the node's credentials (TlsContext),
+// the TLS handshake right after connect/accept, and the record layer the
+// data path reads and writes through (TlsSession). OpenSSL, TLS 1.3 only.
+//
+// Both ends present a certificate signed by the cluster's CA and verify the
+// other's. A node certificate names its node in its common name
+// ("fjord-node-<id>"); the client checks that the server's names the node it
+// dialled, the server that the client's names the node its handshake
+// request claims (check_peer), so a certificate lends no other node's id.
+//
+// Files, looked up in the directories of TlsSearchPath (colon-separated,
+// the first directory that holds a file wins; fjord/tcp/tls_credentials.h):
+//   cluster-ca.crt   the cluster's CA certificate (PEM)
+//   node-<id>.crt    this node's certificate, signed by that CA (PEM)
+//   node-<id>.key    its private key (PEM), readable by its owner only
+//
+// Threads: set-up runs on the connecting or accepting thread. Afterwards the
+// link's sender thread calls write() and its receiver thread read() and
+// holds_data(), possibly at the same time; an OpenSSL connection is not safe
+// for concurrent use, so a mutex (uncontended when one thread does both)
+// serialises them. Hot path: read(), write(), holds_data(); once warm (the
+// session's buffers sized), no allocation except when a call fails.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+
+#include "fjord/base/status.h"
+#include "fjord/transport/handshake.h"
+#include "fjord/transport/types.h"
+
+struct ssl_st;
+struct ssl_ctx_st;
+struct bio_st;
+
+namespace fjord::tcp {
+
+// A node's TLS credentials, loaded once; shared by the sessions made from it.
+class TlsContext {
+ public:
+  // Loads node `self`'s certificate and key and the cluster CA from
+  // `search_path`. Errors name the file and what is wrong with it.
+  static Result<std::shared_ptr<TlsContext>> load(NodeId self, const std::string& search_path);
+  ~TlsContext();
+  TlsContext(const TlsContext&) = delete;
+  TlsContext& operator=(const TlsContext&) = delete;
+
+  ssl_ctx_st* get() const { return ctx_; }
+  const std::string& certificate_path() const { return certificate_path_; }
+
+ private:
+  TlsContext(ssl_ctx_st* ctx, std::string certificate_path);
+  ssl_ctx_st* ctx_;
+  std::string certificate_path_;
+};
+
+enum class TlsIoState : uint8_t {
+  kOk,          // `bytes` moved
+  kWouldBlock,  // the socket has nothing to read, or no room to write
+  kClosed,      // the peer closed the connection
+  kFailed,      // a TLS alert, a bad record or a socket error: last_error()
+};
+struct TlsIo {
+  std::size_t bytes = 0;
+  TlsIoState state = TlsIoState::kOk;
+};
+
+class TlsSession final : public transport::HandshakeStream {
+ public:
+  // The TLS handshake as the client on connected socket `fd`, checking that
+  // the server's certificate names node `server`. A peer that answers with
+  // a plain handshake refusal (a listener without TLS) is reported with its
+  // reason. `peer`: how messages name the other end.
+  static Result<std::unique_ptr<TlsSession>> connect(const TlsContext& context, int fd, NodeId server,
+                                                     DeadlineNs deadline, const std::string& peer);
+  // The server half, on an accepted socket whose first bytes are a TLS
+  // ClientHello (starts_with_tls_record).
+  static Result<std::unique_ptr<TlsSession>> accept(const TlsContext& context, int fd, DeadlineNs deadline,
+                                                    const std::string& peer);
+  ~TlsSession() override;
+  TlsSession(const TlsSession&) = delete;
+  TlsSession& operator=(const TlsSession&) = delete;
+
+  // The node the peer's certificate names, or kNoNode if it names none.
+  NodeId peer_node() const { return peer_node_; }
+  // Refuses unless the peer's certificate names node `claimed`.
+  Status check_peer(NodeId claimed) const;
+
+  // The set-up's byte stream (transport::HandshakeStreamScope).
+  Status send_all(std::span<const std::byte> bytes, DeadlineNs deadline) override;
+  Status recv_exact(std::span<std::byte> bytes, DeadlineNs deadline) override;
+
+  // Data path. read() decrypts into `into` (at most one record's worth);
+  // write() encrypts and sends a prefix of `bytes` (whole records).
+  TlsIo read(std::span<std::byte> into);
+  TlsIo write(std::span<const std::byte> bytes);
+  // True if the last read() returned bytes and more decrypted or received
+  // bytes may wait inside the session, where wait_fd() does not show them.
+  // After a read() that said kWouldBlock, anything more must come through
+  // the socket, which then becomes readable.
+  bool holds_data() const { return holds_data_; }
+  // Why the last read() or write() said kFailed or kClosed.
+  const std::string& last_error() const { return last_error_; }
+
+ private:
+  TlsSession(ssl_st* ssl, int fd);
+  Status drive_handshake(bool client, DeadlineNs deadline, const std::string& peer);
+  Status read_through_memory();
+  TlsIoState take_socket_bytes();
+  static void clear_errors();
+  // One recv() of ciphertext at most: a little over one whole TLS record.
+  static constexpr std::size_t kCiphertextBytes = 16 * 1024 + 512;
+  TlsIo failed(int rc, const char* what);
+
+  ssl_st* ssl_;
+  int fd_;
+  bio_st* receive_bio_ = nullptr;  // owned by ssl_; read() fills it from fd_
+  std::unique_ptr<std::byte[]> ciphertext_;
+  NodeId peer_node_ = kNoNode;
+  std::mutex mutex_;  // one OpenSSL call at a time (see the header comment)
+  bool holds_data_ = false;
+  std::string last_error_;
+};
+
+// Whether the first bytes waiting on `fd` are a TLS handshake record (a
+// ClientHello), read without taking them.
+bool starts_with_tls_record(int fd);
+
+}  // namespace fjord::tcp
