@@ -80,6 +80,11 @@ Status configure_context(SSL_CTX* ctx, const std::string& ca, const std::string&
   SSL_CTX_set_min_proto_version(ctx, TLS1_3_VERSION);
   SSL_CTX_set_max_proto_version(ctx, TLS1_3_VERSION);
   SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, nullptr);
+  // AES-128-GCM first (OpenSSL's default order starts with AES-256-GCM):
+  // TLS 1.3's mandatory suite, ten AES rounds per block instead of fourteen.
+  // The server follows the client's order, and both ends set the same.
+  if (SSL_CTX_set_ciphersuites(ctx, "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256") != 1)
+    return Status(StatusCode::kInternal, "SSL_CTX_set_ciphersuites: " + openssl_errors());
   if (SSL_CTX_load_verify_locations(ctx, ca.c_str(), nullptr) != 1)
     return credential_error("cluster CA certificate " + ca + ": " + openssl_errors());
   if (SSL_CTX_use_certificate_chain_file(ctx, cert.c_str()) != 1)
