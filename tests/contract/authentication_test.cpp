@@ -204,7 +204,7 @@ TEST_P(AuthenticationTest, AConnectingEndWithAnInsecureKeyFileDoesNotDial) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllTransporters, AuthenticationTest, ::testing::ValuesIn(contract_media()),
-                         [](const ::testing::TestParamInfo<Medium>& param) { return param.param.type; });
+                         [](const ::testing::TestParamInfo<Medium>& param) { return param.param.name(); });
 
 }  // namespace
 }  // namespace fjord::test
