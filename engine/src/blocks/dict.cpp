@@ -8,6 +8,7 @@ using namespace protocol;
 
 DictBlock::DictBlock(uint16_t tc_instances, uint16_t ldm_instances, uint32_t default_partitions)
     : Block(block_numbers::kDict, 0, "DICT"),
+      faults_("DICT"),
       tc_instances_(tc_instances),
       ldm_instances_(ldm_instances),
       default_partitions_(default_partitions) {}
@@ -29,18 +30,24 @@ void DictBlock::execute(const Signal& signal, BlockContext& context) {
       context.send(signal.sender_address(), out.number, out.data());
       break;
     }
-    case gsn::kSchemaInstallConf: {
-      auto conf = decode_schema_install_conf(signal);
-      FJORD_ASSERT_MSG(conf.is_ok(), "LDM or TC sent a malformed schema install confirmation");
-      FJORD_ASSERT_MSG(busy_, "schema install confirmation without an install");
-      if (conf->install_id == install_id_ && --confs_awaited_ == 0) {
-        busy_ = false;
-        reply(context);
-        start_next(context);
-      }
-      break;
-    }
+    case gsn::kSchemaInstallConf: install_conf(signal, context); break;
     default: FJORD_LOG_WARN("DICT: ignored signal %u from node %u", signal.number(), signal.sender_node);
+  }
+}
+
+void DictBlock::install_conf(const Signal& signal, BlockContext& context) {
+  auto conf = decode_schema_install_conf(signal);
+  if (!conf) return faults_.refuse(signal, conf.status().message());
+  // Installs go to this node's TC and LDM instances only.
+  if (signal.sender_node != context.self_node())
+    return faults_.refuse(signal, "a schema install confirmation from another node");
+  if (!busy_ || conf->install_id != install_id_)
+    return faults_.refuse(signal, "a confirmation of no install in progress");
+  FJORD_ASSERT(confs_awaited_ > 0);
+  if (--confs_awaited_ == 0) {
+    busy_ = false;
+    reply(context);
+    start_next(context);
   }
 }
 
@@ -86,6 +93,8 @@ void DictBlock::create(const Request& r, BlockContext& context) {
   if (tables_.count(base.name) || base.name.find('$') != std::string::npos)
     return refuse(r, tables_.count(base.name) ? ErrorCode::kTableExists : ErrorCode::kBadRequest, context);
   if (base.partitions == 0) base.partitions = default_partitions_;
+  // The table's id and one per index.
+  if (kMaxTableId - next_id_ + 1 < 1 + base.indexes.size()) return refuse(r, ErrorCode::kTooManyTables, context);
   base.table_id = next_id_++;
   base.version = next_version_++;
   std::vector<TableDef> install_list;

@@ -45,6 +45,7 @@ void TcBlock::Impl::start_abort(uint32_t tx_ref, ErrorCode error, uint32_t op_in
 }
 
 void TcBlock::Impl::tx_conf(const Signal& s, BlockContext& c) {
+  if (!from_own_ldm(s, c)) return;
   auto conf = decode_lqh_tx_conf(s);
   FJORD_ASSERT_MSG(conf.is_ok(), "LDM sent a malformed commit/abort confirmation");
   uint32_t tx_ref;

@@ -114,6 +114,7 @@ void TcBlock::Impl::scan_next(const Signal& s, BlockContext& c) {
 }
 
 void TcBlock::Impl::scan_frag_conf(const Signal& s, BlockContext& c) {
+  if (!from_own_ldm(s, c)) return;
   auto conf = decode_scan_frag_conf(s);
   FJORD_ASSERT_MSG(conf.is_ok(), "LDM sent a malformed ScanFragConf");
   if (!scans.valid(conf->tc_scan)) return;
@@ -133,6 +134,7 @@ void TcBlock::Impl::scan_frag_conf(const Signal& s, BlockContext& c) {
 }
 
 void TcBlock::Impl::scan_frag_ref(const Signal& s, BlockContext& c) {
+  if (!from_own_ldm(s, c)) return;
   auto ref = decode_scan_frag_ref(s);
   FJORD_ASSERT_MSG(ref.is_ok(), "LDM sent a malformed ScanFragRef");
   if (!scans.valid(ref->tc_scan)) return;
