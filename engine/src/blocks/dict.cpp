@@ -22,16 +22,14 @@ void DictBlock::execute(const Signal& signal, BlockContext& context) {
       // Answered even when malformed (request id 0): the API then fails on
       // the id, not on a silent wait.
       auto req = decode_api_reg_req(signal);
-      if (!req)
-        FJORD_LOG_WARN("DICT: malformed ApiRegReq from node %u: %s", signal.sender_node,
-                       req.status().message().c_str());
+      if (!req) faults_.refuse(signal, req.status().message());
       const uint32_t request_id = req ? req->request_id : 0;
       const SignalOut out = encode(ApiRegConf{request_id, tc_instances_, ldm_instances_, default_partitions_});
       context.send(signal.sender_address(), out.number, out.data());
       break;
     }
     case gsn::kSchemaInstallConf: install_conf(signal, context); break;
-    default: FJORD_LOG_WARN("DICT: ignored signal %u from node %u", signal.number(), signal.sender_node);
+    default: faults_.refuse(signal, "a signal DICT does not serve");
   }
 }
 
@@ -54,7 +52,7 @@ void DictBlock::install_conf(const Signal& signal, BlockContext& context) {
 void DictBlock::accept(const Signal& signal, BlockContext& context) {
   auto m = decode_schema_message(signal);
   if (!m) {
-    FJORD_LOG_WARN("DICT: malformed schema request from node %u: %s", signal.sender_node, m.status().message().c_str());
+    faults_.refuse(signal, m.status().message());
     using L = protocol::layout::SchemaMessage;
     const uint32_t request_id = signal.word_count() > L::kRequestId ? signal.word(L::kRequestId) : 0;
     const SignalOut out = encode(SchemaRef{request_id, ErrorCode::kBadRequest});

@@ -82,7 +82,7 @@ void TcBlock::execute(const Signal& s, BlockContext& c) {
     case runtime_signals::kNodeDisconnected: return m.node_disconnected(static_cast<NodeId>(s.word(0)), c);
     case runtime_signals::kNodeConnected: return;
     case kTcTimer: return timer_signal(s, c);
-    default: FJORD_LOG_WARN("%s: ignored signal %u from node %u", name().c_str(), s.number(), s.sender_node);
+    default: m.faults.refuse(s, "a signal TC does not serve");
   }
 }
 

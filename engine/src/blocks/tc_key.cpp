@@ -134,7 +134,7 @@ void TcBlock::Impl::refuse(NodeId sender, const TcKeyReq& req, ErrorCode error, 
 // A TcKeyReq or TcKeyTrain that does not decode: refused (kBadRequest) to
 // the handle and transaction its first words name, if it has them.
 void TcBlock::Impl::refuse_malformed(const Signal& s, const Status& why, BlockContext& c) {
-  FJORD_LOG_WARN("TC: refused a request from node %u: %s", s.sender_node, why.message().c_str());
+  faults.refuse(s, why.message());
   TcKeyReq blank;
   // A train begins with a request's handle and transaction words.
   using L = layout::TcKeyReq;

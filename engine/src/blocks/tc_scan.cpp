@@ -13,7 +13,7 @@ using namespace protocol;
 void TcBlock::Impl::scan_req(const Signal& s, BlockContext& c) {
   auto decoded = decode_scan_req(s);
   if (!decoded) {
-    FJORD_LOG_WARN("TC: refused a scan from node %u: %s", s.sender_node, decoded.status().message().c_str());
+    faults.refuse(s, decoded.status().message());
     bump(counters.refused_requests);
     using L = layout::ScanReq;
     if (s.word_count() > L::kScanId)
@@ -97,7 +97,7 @@ void TcBlock::Impl::scan_next(const Signal& s, BlockContext& c) {
     if (s.number() == gsn::kScanCloseReq)
       scan.close_requested = true;
     else
-      FJORD_LOG_WARN("TC: scan %u of node %u continued while its round runs; ignored", m->scan_id, s.sender_node);
+      faults.refuse(s, "a scan continued while its round runs");
     return;
   }
   if (s.number() == gsn::kScanCloseReq) scan.closing = true;

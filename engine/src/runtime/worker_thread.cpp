@@ -739,6 +739,8 @@ void BlockContext::send_delayed(uint32_t delay_ms, BlockRef to, uint16_t signal_
 
 Block* BlockContext::block_on_this_thread(BlockRef ref) const { return thread_.block_here(ref); }
 
+bool BlockContext::node_hosts(BlockRef ref) const { return thread_.shared().thread_of(ref) >= 0; }
+
 bool BlockContext::node_connected(NodeId node) const {
   return node == self_node() || (node <= kMaxNodeId && thread_.shared().links[node].up.load(std::memory_order_acquire));
 }

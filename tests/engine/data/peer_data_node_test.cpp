@@ -5,6 +5,7 @@
 // stays up, and its committed rows are intact and readable by a fresh API.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <vector>
 
 #include "builtin_transporters.h"
@@ -64,7 +65,10 @@ class PeerDataNodeTest : public DataApiTest {
       const transport::ReceiveBatch batch = peer_->receive();
       frame::FrameCursor cursor(batch.bytes);
       bool answered = false;
-      for (frame::SignalView v; cursor.next(v);) answered |= v.header.signal_number == gsn::kApiRegConf;
+      for (frame::SignalView v; cursor.next(v);) {
+        answered |= v.header.signal_number == gsn::kApiRegConf;
+        ++received_[v.header.signal_number];
+      }
       peer_->release(batch.bytes.size());
       if (answered) return;
     }
@@ -86,6 +90,7 @@ class PeerDataNodeTest : public DataApiTest {
   }
 
   std::unique_ptr<transport::Transporter> peer_;
+  std::map<uint16_t, int> received_;  // signals node 1 sent node 2, by number
 };
 
 std::vector<std::byte> table_bytes(uint32_t id, uint32_t partitions) {
@@ -154,6 +159,44 @@ TEST_F(PeerDataNodeTest, InstallConfirmationsFromAnotherNodeAreRefused) {
   sync();
   auto created = conn_->create_table(accounts_def("after_the_confirmations"));
   ASSERT_TRUE(created) << created.status().to_string();
+  expect_rows_intact();
+}
+
+// Read results and scan rows go to an API node's receiver: a request that
+// names this data node as the API node is refused (an LqhKeyRef or a
+// ScanFragRef to its sender), where the results would have gone to a block
+// the node does not have.
+TEST_F(PeerDataNodeTest, RequestsWhoseResultsGoToThisDataNodeAreRefused) {
+  const api::Row key = key_of(3);
+  protocol::LqhKeyReq read;
+  read.tc_op = 1;
+  read.tx = {uint64_t{kPeer} << 48 | 1};
+  read.table_id = table_->table_id;
+  read.table_version = table_->version;
+  read.result_to = protocol::ResultTo::kApi;
+  read.api_node = 1;
+  read.key = key.entries();
+  std::byte encoded[engine::kMaxKeyBytes];
+  auto length = protocol::encode_key_section(engine::KeyCodec::for_primary_key(*table_), read.key, encoded);
+  ASSERT_TRUE(length) << length.status().to_string();
+  const uint64_t hash = engine::hash_key(encoded, length.value());
+  read.key_hash = static_cast<uint32_t>(hash);
+  read.partition = engine::partition_of(hash, table_->partitions);
+  send(protocol::encode(read), kLdm);
+  for (uint32_t p = 0; p < table_->partitions; ++p) {
+    protocol::ScanFragReq scan;
+    scan.tc_scan = p;
+    scan.table_id = table_->table_id;
+    scan.table_version = table_->version;
+    scan.partition = p;
+    scan.batch_rows = 16;
+    scan.api_node = 1;
+    send(protocol::encode(scan), kLdm);
+  }
+  sync();
+  EXPECT_EQ(received_[gsn::kLqhKeyRef], 1);
+  EXPECT_EQ(received_[gsn::kScanFragRef], static_cast<int>(table_->partitions));
+  EXPECT_EQ(received_[gsn::kKeyData] + received_[gsn::kScanRows], 0);
   expect_rows_intact();
 }
 

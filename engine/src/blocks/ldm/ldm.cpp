@@ -68,7 +68,7 @@ void LdmBlock::execute(const Signal& s, BlockContext& c) {
     case runtime_signals::kStart:
     case runtime_signals::kNodeConnected:
     case runtime_signals::kNodeDisconnected: return;
-    default: FJORD_LOG_WARN("%s: ignored signal %u from node %u", name().c_str(), s.number(), s.sender_node);
+    default: m.faults.refuse(s, "a signal LDM does not serve");
   }
 }
 
