@@ -107,12 +107,12 @@ void api_scan_and_schema_seeds(const std::string& dir) {
   write_seed(dir, "api_scan_ordered", o);
 
   const std::string name = kPlayName;
-  const std::vector<std::byte> table = encode_table(table_shape("fuzz_new"));
+  const std::vector<std::byte> table = encode_table(table_shape("fuzz_new0"));
   SeedWriter s;
   s.signal(0, encode(ApiRegReq{1}), kToDict);
   s.signal(0, encode(SchemaMessage{gsn::kGetTableReq, 2, std::as_bytes(std::span(name))}), kToDict);
   s.signal(0, encode(SchemaMessage{gsn::kCreateTableReq, 3, table}), kToDict);
-  const std::string drop = "fuzz_new";
+  const std::string drop = "fuzz_new0";
   s.signal(0, encode(SchemaMessage{gsn::kDropTableReq, 4, std::as_bytes(std::span(drop))}), kToDict);
   write_seed(dir, "api_schema", s);
 }
@@ -204,17 +204,17 @@ void data_scan_and_schema_seeds(const std::string& dir) {
   write_seed(dir, "data_scan_frag", w);
 
   TableDef t = table_shape("fuzz_installed");
-  t.table_id = 60;
+  t.table_id = kFirstInstallId;
   t.version = 60;
   t.indexes.clear();
   const std::vector<std::byte> bytes = encode_table(t);
   SeedWriter s;
-  for (uint8_t to : {kToTc, kToLdm}) s.signal(1, encode(SchemaInstall{1, 60, false, bytes}), to);
-  for (uint8_t to : {kToTc, kToLdm}) s.signal(1, encode(SchemaInstall{2, 60, true, {}}), to);
+  for (uint8_t to : {kToTc, kToLdm}) s.signal(1, encode(SchemaInstall{1, kFirstInstallId, false, bytes}), to);
+  for (uint8_t to : {kToTc, kToLdm}) s.signal(1, encode(SchemaInstall{2, kFirstInstallId, true, {}}), to);
   write_seed(dir, "data_schema_install", s);
   SeedWriter bad;
-  bad.signal(1, encode(SchemaInstall{3, 61, false, {}}), kToTc);
-  bad.signal(1, encode(SchemaInstall{3, 61, false, {}}), kToLdm);
+  bad.signal(1, encode(SchemaInstall{3, kFirstInstallId + 1, false, {}}), kToTc);
+  bad.signal(1, encode(SchemaInstall{3, kFirstInstallId + 1, false, {}}), kToLdm);
   write_seed(dir, "data_schema_install_empty", bad);
 }
 
