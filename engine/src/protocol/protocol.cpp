@@ -505,7 +505,10 @@ Result<LqhTxReq> decode_lqh_tx_req(const Signal& s) {
   if (Status st = shape<L>(s, n); !st) return st;
   const uint32_t tc_instance = s.word(L::kTcInstance);
   if (tc_instance > 0xFFFF) return bad(n, "TC instance " + std::to_string(tc_instance));
-  return LqhTxReq{tx_of<L>(s), static_cast<uint16_t>(tc_instance)};
+  const TxId tx = tx_of<L>(s);
+  // As in an LqhKeyReq: LDM looks transactions up by id, and the all-ones id is no key.
+  if (tx.api_node() > kMaxNodeId) return bad(n, "transaction id " + std::to_string(tx.value) + " names no node");
+  return LqhTxReq{tx, static_cast<uint16_t>(tc_instance)};
 }
 
 SignalOut encode(uint16_t number, const LqhTxConf& m) {

@@ -125,6 +125,10 @@ TEST_F(PeerDataNodeTest, MalformedSchemaInstallsAreRefused) {
   }
   send_words(gsn::kSchemaInstall, kTc, {9});
   send_words(gsn::kSchemaInstall, kLdm, {9});
+  // A commit and an abort of the all-ones transaction id (an empty slot's
+  // key in LDM's map of transactions).
+  for (uint16_t n : {gsn::kLqhCommitReq, gsn::kLqhAbortReq})
+    send(protocol::encode(n, protocol::LqhTxReq{{UINT64_MAX}, 0}), kLdm);
   sync();
   expect_rows_intact();
 }

@@ -527,8 +527,9 @@ TEST(ProtocolTest, LdmMessagesRoundTrip) {
   EXPECT_EQ(error_text(ErrorCode::kNoSuchRow), "626: Tuple did not exist");
 }
 
-// A transaction id names its API node in its top 16 bits: an LqhKeyReq
-// whose id names none (the all-ones id among them) is refused.
+// A transaction id names its API node in its top 16 bits: an LqhKeyReq,
+// LqhCommitReq or LqhAbortReq whose id names none (the all-ones id among
+// them) is refused.
 TEST(ProtocolTest, LqhKeyReqRefusesATransactionIdOfNoNode) {
   Wire w;
   const auto key = values_of({{0, "key"}});
@@ -543,6 +544,10 @@ TEST(ProtocolTest, LqhKeyReqRefusesATransactionIdOfNoNode) {
   EXPECT_NE(refused.status().message().find("names no node"), std::string::npos) << refused.status().message();
   q.tx = TxId{uint64_t{kMaxNodeId} << 48 | 5};
   EXPECT_TRUE(decode_lqh_key_req(w.carry(encode(q))));
+  for (uint16_t n : {gsn::kLqhCommitReq, gsn::kLqhAbortReq}) {
+    EXPECT_FALSE(decode_lqh_tx_req(w.carry(encode(n, LqhTxReq{TxId{UINT64_MAX}, 0}))));
+    EXPECT_TRUE(decode_lqh_tx_req(w.carry(encode(n, LqhTxReq{q.tx, 0}))));
+  }
 }
 
 // Schema installs: the table id within 1..kMaxTableId, and an install's
