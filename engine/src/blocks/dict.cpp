@@ -8,6 +8,7 @@ using namespace protocol;
 
 DictBlock::DictBlock(uint16_t tc_instances, uint16_t ldm_instances, uint32_t default_partitions)
     : Block(block_numbers::kDict, 0, "DICT"),
+      faults_("DICT"),
       tc_instances_(tc_instances),
       ldm_instances_(ldm_instances),
       default_partitions_(default_partitions) {}
@@ -21,33 +22,37 @@ void DictBlock::execute(const Signal& signal, BlockContext& context) {
       // Answered even when malformed (request id 0): the API then fails on
       // the id, not on a silent wait.
       auto req = decode_api_reg_req(signal);
-      if (!req)
-        FJORD_LOG_WARN("DICT: malformed ApiRegReq from node %u: %s", signal.sender_node,
-                       req.status().message().c_str());
+      if (!req) faults_.refuse(signal, req.status().message());
       const uint32_t request_id = req ? req->request_id : 0;
       const SignalOut out = encode(ApiRegConf{request_id, tc_instances_, ldm_instances_, default_partitions_});
       context.send(signal.sender_address(), out.number, out.data());
       break;
     }
-    case gsn::kSchemaInstallConf: {
-      auto conf = decode_schema_install_conf(signal);
-      FJORD_ASSERT_MSG(conf.is_ok(), "LDM or TC sent a malformed schema install confirmation");
-      FJORD_ASSERT_MSG(busy_, "schema install confirmation without an install");
-      if (conf->install_id == install_id_ && --confs_awaited_ == 0) {
-        busy_ = false;
-        reply(context);
-        start_next(context);
-      }
-      break;
-    }
-    default: FJORD_LOG_WARN("DICT: ignored signal %u from node %u", signal.number(), signal.sender_node);
+    case gsn::kSchemaInstallConf: install_conf(signal, context); break;
+    default: faults_.refuse(signal, "a signal DICT does not serve");
+  }
+}
+
+void DictBlock::install_conf(const Signal& signal, BlockContext& context) {
+  auto conf = decode_schema_install_conf(signal);
+  if (!conf) return faults_.refuse(signal, conf.status().message());
+  // Installs go to this node's TC and LDM instances only.
+  if (signal.sender_node != context.self_node())
+    return faults_.refuse(signal, "a schema install confirmation from another node");
+  if (!busy_ || conf->install_id != install_id_)
+    return faults_.refuse(signal, "a confirmation of no install in progress");
+  FJORD_ASSERT(confs_awaited_ > 0);
+  if (--confs_awaited_ == 0) {
+    busy_ = false;
+    reply(context);
+    start_next(context);
   }
 }
 
 void DictBlock::accept(const Signal& signal, BlockContext& context) {
   auto m = decode_schema_message(signal);
   if (!m) {
-    FJORD_LOG_WARN("DICT: malformed schema request from node %u: %s", signal.sender_node, m.status().message().c_str());
+    faults_.refuse(signal, m.status().message());
     using L = protocol::layout::SchemaMessage;
     const uint32_t request_id = signal.word_count() > L::kRequestId ? signal.word(L::kRequestId) : 0;
     const SignalOut out = encode(SchemaRef{request_id, ErrorCode::kBadRequest});
@@ -86,6 +91,8 @@ void DictBlock::create(const Request& r, BlockContext& context) {
   if (tables_.count(base.name) || base.name.find('$') != std::string::npos)
     return refuse(r, tables_.count(base.name) ? ErrorCode::kTableExists : ErrorCode::kBadRequest, context);
   if (base.partitions == 0) base.partitions = default_partitions_;
+  // The table's id and one per index.
+  if (kMaxTableId - next_id_ + 1 < 1 + base.indexes.size()) return refuse(r, ErrorCode::kTooManyTables, context);
   base.table_id = next_id_++;
   base.version = next_version_++;
   std::vector<TableDef> install_list;

@@ -45,6 +45,7 @@ void TcBlock::Impl::start_abort(uint32_t tx_ref, ErrorCode error, uint32_t op_in
 }
 
 void TcBlock::Impl::tx_conf(const Signal& s, BlockContext& c) {
+  if (!from_own_ldm(s, c)) return;
   auto conf = decode_lqh_tx_conf(s);
   FJORD_ASSERT_MSG(conf.is_ok(), "LDM sent a malformed commit/abort confirmation");
   uint32_t tx_ref;
@@ -99,10 +100,8 @@ void TcBlock::Impl::free_tx(uint32_t tx_ref) {
 
 void TcBlock::Impl::rollback_req(const Signal& s, BlockContext& c) {
   auto m = decode_tc_tx_message(s);
-  if (!m || m->tx.api_node() != s.sender_node) {
-    FJORD_LOG_WARN("TC: refused a commit/rollback from node %u", s.sender_node);
-    return;
-  }
+  if (!m) return faults.refuse(s, m.status().message());
+  if (m->tx.api_node() != s.sender_node) return faults.refuse(s, "a commit or rollback of another node's transaction");
   uint32_t tx_ref;
   if (!tx_by_id.find(m->tx.value, tx_ref)) {
     // Unknown: already gone. A rollback succeeds trivially; a commit cannot.

@@ -26,6 +26,7 @@
 
 #include "fjord/base/counter.h"
 #include "fjord/engine/blocks/ldm.h"
+#include "fjord/engine/blocks/protocol_faults.h"
 #include "fjord/engine/blocks/tc.h"
 #include "pools.h"
 
@@ -124,6 +125,7 @@ struct TcBlock::Impl {
 
   TcOptions o;
   TcCounters& counters;
+  ProtocolFaults faults;                         // signals refused as malformed or out of place
   std::vector<std::unique_ptr<TcTable>> tables;  // by table id
   RecordPool<Tx> txs;
   IdMap tx_by_id;
@@ -279,6 +281,15 @@ struct TcBlock::Impl {
   const PreparedKey* prepared_for(const Signal& s) const;
   void refuse(NodeId sender, const protocol::TcKeyReq& req, protocol::ErrorCode error, BlockContext& c);
   void refuse_malformed(const Signal& s, const Status& why, BlockContext& c);
+  // An answer of an LDM: TC asks only this node's LDM instances, so an
+  // answer from another node is refused (the rest is this node's own
+  // invariant, asserted).
+  bool from_own_ldm(const Signal& s, BlockContext& c) {
+    if (s.sender_node == c.self_node()) [[likely]]
+      return true;
+    faults.refuse(s, "an LDM answer from another node; TC asks only this node's LDM instances");
+    return false;
+  }
   uint32_t new_op(uint32_t tx_ref, OpKind kind);
   // Sets lqh.partition and lqh.key_hash for `key` (unencoded key values);
   // `encoded`, when given, gets the encoded key (in key_buffer) and its hash.

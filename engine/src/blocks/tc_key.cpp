@@ -134,7 +134,7 @@ void TcBlock::Impl::refuse(NodeId sender, const TcKeyReq& req, ErrorCode error, 
 // A TcKeyReq or TcKeyTrain that does not decode: refused (kBadRequest) to
 // the handle and transaction its first words name, if it has them.
 void TcBlock::Impl::refuse_malformed(const Signal& s, const Status& why, BlockContext& c) {
-  FJORD_LOG_WARN("TC: refused a request from node %u: %s", s.sender_node, why.message().c_str());
+  faults.refuse(s, why.message());
   TcKeyReq blank;
   // A train begins with a request's handle and transaction words.
   using L = layout::TcKeyReq;
@@ -232,6 +232,7 @@ void TcBlock::Impl::send_lqh(uint32_t op_ref, const LqhKeyReq& req, BlockContext
 // ---- answers from the LDMs ----------------------------------------------------------------
 
 void TcBlock::Impl::lqh_key_conf(const Signal& s, BlockContext& c) {
+  if (!from_own_ldm(s, c)) return;
   auto conf = decode_lqh_key_conf(s);
   FJORD_ASSERT_MSG(conf.is_ok(), "LDM sent a malformed LqhKeyConf");
   if (!ops.valid(conf->tc_op)) return;  // a late answer for an operation already given up
@@ -251,6 +252,7 @@ void TcBlock::Impl::lqh_key_conf(const Signal& s, BlockContext& c) {
 }
 
 void TcBlock::Impl::lqh_key_ref(const Signal& s, BlockContext& c) {
+  if (!from_own_ldm(s, c)) return;
   auto ref = decode_lqh_key_ref(s);
   FJORD_ASSERT_MSG(ref.is_ok(), "LDM sent a malformed LqhKeyRef");
   if (!ops.valid(ref->tc_op)) return;

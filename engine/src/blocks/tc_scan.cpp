@@ -13,7 +13,7 @@ using namespace protocol;
 void TcBlock::Impl::scan_req(const Signal& s, BlockContext& c) {
   auto decoded = decode_scan_req(s);
   if (!decoded) {
-    FJORD_LOG_WARN("TC: refused a scan from node %u: %s", s.sender_node, decoded.status().message().c_str());
+    faults.refuse(s, decoded.status().message());
     bump(counters.refused_requests);
     using L = layout::ScanReq;
     if (s.word_count() > L::kScanId)
@@ -97,7 +97,7 @@ void TcBlock::Impl::scan_next(const Signal& s, BlockContext& c) {
     if (s.number() == gsn::kScanCloseReq)
       scan.close_requested = true;
     else
-      FJORD_LOG_WARN("TC: scan %u of node %u continued while its round runs; ignored", m->scan_id, s.sender_node);
+      faults.refuse(s, "a scan continued while its round runs");
     return;
   }
   if (s.number() == gsn::kScanCloseReq) scan.closing = true;
@@ -114,6 +114,7 @@ void TcBlock::Impl::scan_next(const Signal& s, BlockContext& c) {
 }
 
 void TcBlock::Impl::scan_frag_conf(const Signal& s, BlockContext& c) {
+  if (!from_own_ldm(s, c)) return;
   auto conf = decode_scan_frag_conf(s);
   FJORD_ASSERT_MSG(conf.is_ok(), "LDM sent a malformed ScanFragConf");
   if (!scans.valid(conf->tc_scan)) return;
@@ -133,6 +134,7 @@ void TcBlock::Impl::scan_frag_conf(const Signal& s, BlockContext& c) {
 }
 
 void TcBlock::Impl::scan_frag_ref(const Signal& s, BlockContext& c) {
+  if (!from_own_ldm(s, c)) return;
   auto ref = decode_scan_frag_ref(s);
   FJORD_ASSERT_MSG(ref.is_ok(), "LDM sent a malformed ScanFragRef");
   if (!scans.valid(ref->tc_scan)) return;

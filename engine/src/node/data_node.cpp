@@ -110,6 +110,8 @@ Result<std::unique_ptr<DataNode>> DataNode::create(const DataNodeOptions& o) {
   impl->cluster = std::move(cluster).value();
   impl->node = impl->cluster.node(o.node_id);
   impl->single = o.single_threaded.value_or(impl->node->params.get_bool("SingleThreaded"));
+  if (o.caller_runs_loop && !impl->single)
+    return invalid("node " + std::to_string(o.node_id) + ": the caller runs the loop of a single-threaded node only");
   auto layout = choose_layout(o, *impl->node, impl->single);
   if (!layout) return layout.status();
   impl->layout = std::move(layout).value();
@@ -125,6 +127,7 @@ Status DataNode::Impl::build_runtime() {
   ro.self = self;
   ro.threads = layout.threads;
   ro.single_threaded = single;
+  ro.caller_runs_loop = options.caller_runs_loop;
   ro.job_buffer_bytes = node->params.get_uint("JobBufferMemory");
   ro.watchdog_ms = static_cast<uint32_t>(node->params.get_uint("TimeBetweenWatchDogCheck"));
   ro.on_link_down = [](std::unique_ptr<transport::Transporter>) {
@@ -182,6 +185,8 @@ Status DataNode::start() {
   FJORD_LOG_INFO("node %u: started; control socket %s", m.self, m.control_name.c_str());
   return Status::ok();
 }
+
+bool DataNode::run_once() { return impl_->runtime->run_once(); }
 
 void DataNode::stop() {
   Impl& m = *impl_;

@@ -36,6 +36,7 @@ std::string_view error_message(ErrorCode code) noexcept {
     case ErrorCode::kScanError: return "Scan failed";
     case ErrorCode::kTooManyScans:
       return "Too many active scans (MaxNoOfConcurrentScans per TC, MaxNoOfLocalScans per data node)";
+    case ErrorCode::kTooManyTables: return "No more table metadata records (table ids run out at kMaxTableId)";
     case ErrorCode::kIndexInconsistent:
       return "Inconsistency detected at index usage (a unique index disagrees with its table)";
   }
@@ -419,6 +420,10 @@ Result<LqhKeyReq> decode_lqh_key_req(const Signal& s) {
   LqhKeyReq m;
   m.tc_op = s.word(L::kTcOp);
   m.tx = tx_of<L>(s);
+  // A transaction id names its API node in its top 16 bits (LDM keys its
+  // transactions by id, and the all-ones id is no key).
+  if (m.tx.api_node() > kMaxNodeId) [[unlikely]]
+    return bad(gsn::kLqhKeyReq, "transaction id " + std::to_string(m.tx.value) + " names no node");
   m.table_id = s.word(L::kTableId);
   m.table_version = s.word(L::kTableVersion);
   if (Status st = read_op_bits(gsn::kLqhKeyReq, s.word(L::kOpBits), m.op, m.lock); !st) return st;
@@ -500,7 +505,10 @@ Result<LqhTxReq> decode_lqh_tx_req(const Signal& s) {
   if (Status st = shape<L>(s, n); !st) return st;
   const uint32_t tc_instance = s.word(L::kTcInstance);
   if (tc_instance > 0xFFFF) return bad(n, "TC instance " + std::to_string(tc_instance));
-  return LqhTxReq{tx_of<L>(s), static_cast<uint16_t>(tc_instance)};
+  const TxId tx = tx_of<L>(s);
+  // As in an LqhKeyReq: LDM looks transactions up by id, and the all-ones id is no key.
+  if (tx.api_node() > kMaxNodeId) return bad(n, "transaction id " + std::to_string(tx.value) + " names no node");
+  return LqhTxReq{tx, static_cast<uint16_t>(tc_instance)};
 }
 
 SignalOut encode(uint16_t number, const LqhTxConf& m) {

@@ -60,7 +60,27 @@ Result<SchemaInstall> decode_schema_install(const Signal& s) {
   if (drop > 1) return bad(gsn::kSchemaInstall, "drop flag " + std::to_string(drop));
   SchemaInstall m{s.word(L::kInstallId), s.word(L::kTableId), drop == 1, section_of<L>(s, L::kTable)};
   if (m.drop != m.table.empty()) return bad(gsn::kSchemaInstall, "install needs a table, drop takes none");
+  if (m.table_id == 0 || m.table_id > kMaxTableId)
+    return bad(gsn::kSchemaInstall,
+               "table id " + std::to_string(m.table_id) + " outside 1.." + std::to_string(kMaxTableId));
   return m;
+}
+
+Result<TableDef> decode_installed_table(const SchemaInstall& m) {
+  FJORD_ASSERT(!m.drop);
+  auto def = decode_table(m.table);
+  if (!def) return bad(gsn::kSchemaInstall, def.status().message());
+  if (def->table_id != m.table_id)
+    return bad(gsn::kSchemaInstall, "table '" + def->name + "' has id " + std::to_string(def->table_id) +
+                                        ", the install names " + std::to_string(m.table_id));
+  if (def->partitions == 0 || def->partitions > kMaxPartitions)
+    return bad(gsn::kSchemaInstall, "table '" + def->name + "' has " + std::to_string(def->partitions) +
+                                        " partitions, not 1.." + std::to_string(kMaxPartitions));
+  for (const IndexDef& index : def->indexes)
+    if (index.index_id == 0 || index.index_id > kMaxTableId)
+      return bad(gsn::kSchemaInstall, "index '" + index.name + "' has id " + std::to_string(index.index_id) +
+                                          ", outside 1.." + std::to_string(kMaxTableId));
+  return def;
 }
 
 SignalOut encode(const SchemaInstallConf& m) {

@@ -49,6 +49,8 @@ Result<std::unique_ptr<Runtime>> Runtime::create(RuntimeOptions options) {
   if (options.single_threaded && options.threads.size() != 1)
     return Status(StatusCode::kInvalidArgument,
                   "single-threaded mode runs exactly one thread, " + std::to_string(options.threads.size()) + " given");
+  if (options.caller_runs_loop && !options.single_threaded)
+    return Status(StatusCode::kInvalidArgument, "the caller runs the loop of a single-threaded runtime only");
   if (options.batch_signals == 0 || options.congestion_percent == 0 || options.congestion_percent > 90)
     return Status(StatusCode::kInvalidArgument, "batch_signals must be > 0 and congestion_percent in 1..90");
   std::unique_ptr<Runtime> rt(new Runtime(std::move(options)));
@@ -107,8 +109,11 @@ Status Runtime::add_block(std::unique_ptr<Block> block, ThreadType type, uint32_
 Status Runtime::start() {
   RuntimeShared& s = *shared_;
   if (s.started.exchange(true)) return Status(StatusCode::kInvalidArgument, "runtime already started");
-  for (auto& t : s.threads)
-    if (t->has_work()) t->start();  // a thread with no blocks, links or sending to do never runs
+  if (s.options.caller_runs_loop)
+    s.threads.front()->start_on_caller();
+  else
+    for (auto& t : s.threads)
+      if (t->has_work()) t->start();  // a thread with no blocks, links or sending to do never runs
   if (s.options.watchdog_ms > 0) {
     watchdog_ = std::make_unique<Watchdog>();
     watchdog_->reported.assign(s.threads.size(), 0);
@@ -176,6 +181,13 @@ void Runtime::run_watchdog() {
         FJORD_LOG_ERROR("%s", message.c_str());
     }
   }
+}
+
+bool Runtime::run_once() {
+  RuntimeShared& s = *shared_;
+  FJORD_ASSERT_MSG(s.options.caller_runs_loop, "run_once() on a runtime that runs its own thread");
+  FJORD_ASSERT_MSG(s.started.load(std::memory_order_relaxed), "run_once() before start()");
+  return s.threads.front()->run_once_on_caller();
 }
 
 Status Runtime::attach_link(std::unique_ptr<transport::Transporter> transporter, SenderKind peer_kind) {

@@ -117,6 +117,11 @@ Status WorkerThread::init() {
 void WorkerThread::add_block(std::unique_ptr<Block> block) { blocks_.push_back(std::move(block)); }
 
 void WorkerThread::start() {
+  prepare_start();
+  thread_ = std::thread([this] { run(); });
+}
+
+void WorkerThread::prepare_start() {
   // Every thread's queues exist by now (Runtime::create ran every init()),
   // and every block was added: the route's layout is final.
   out_queues_.clear();
@@ -126,7 +131,6 @@ void WorkerThread::start() {
     FJORD_ASSERT_MSG(shared_.thread_of(block->ref()) == static_cast<int>(index_), "block not routed to its thread");
     block_table_[shared_.route_slot(block->ref())] = block.get();
   }
-  thread_ = std::thread([this] { run(); });
 }
 
 void WorkerThread::join() {
@@ -169,7 +173,6 @@ void apply_placement(const ThreadSpec& plan, const std::string& name) {
 }
 
 void WorkerThread::start_blocks() {
-  apply_placement(plan_, name());
   loop_now_ns_ = monotonic_ns();
   for (auto& block : blocks_) {
     context_.block_ = block.get();
@@ -179,7 +182,30 @@ void WorkerThread::start_blocks() {
   flush_links();
 }
 
+inline bool WorkerThread::loop_steps(uint64_t now_ns) {
+  loop_now_ns_ = now_ns;
+  step_started_ns_.store(loop_now_ns_, std::memory_order_relaxed);
+  // Signals the wait found in a job buffer run first: the thread that
+  // sent them may be waiting for the answer, and the steps before
+  // executing are a large share of a round trip between two threads when
+  // the hand-off itself is fast.
+  const bool early = signals_waiting_ && may_execute();
+  signals_waiting_ = false;
+  bool work = early && execute_batch();
+  work |= adopt_pending_links();
+  if (!spill_.empty()) work |= drain_spill();
+  if (polls_links()) work |= poll_links();               // 1. receive
+  work |= run_timers();                                  // 2. timers
+  if (!early && may_execute()) work |= execute_batch();  // 3. execute
+  work |= flush_links();                                 // 4. send
+  wake_destinations();
+  step_started_ns_.store(0, std::memory_order_relaxed);
+  bump(counters_.loops);
+  return work;
+}
+
 void WorkerThread::run() {
+  apply_placement(plan_, name());
   start_blocks();
   // The clock is read once per loop, after sending (a clock read costs as
   // much as polling every input once, and none sits between finding input
@@ -187,24 +213,7 @@ void WorkerThread::run() {
   // the next loop, or the idle phase, which returns when it stopped.
   uint64_t now = monotonic_ns();
   while (!shared_.stopping.load(std::memory_order_acquire)) {
-    loop_now_ns_ = now;
-    step_started_ns_.store(loop_now_ns_, std::memory_order_relaxed);
-    // Signals the wait found in a job buffer run first: the thread that
-    // sent them may be waiting for the answer, and the steps before
-    // executing are a large share of a round trip between two threads when
-    // the hand-off itself is fast.
-    const bool early = signals_waiting_ && may_execute();
-    signals_waiting_ = false;
-    bool work = early && execute_batch();
-    work |= adopt_pending_links();
-    if (!spill_.empty()) work |= drain_spill();
-    if (polls_links()) work |= poll_links();               // 1. receive
-    work |= run_timers();                                  // 2. timers
-    if (!early && may_execute()) work |= execute_batch();  // 3. execute
-    work |= flush_links();                                 // 4. send
-    wake_destinations();
-    step_started_ns_.store(0, std::memory_order_relaxed);
-    bump(counters_.loops);
+    const bool work = loop_steps(now);
     const uint64_t end = monotonic_ns();
     bump(counters_.busy_ns, end - now);
     // 5. spin, then sleep. After a loop with work, go round again only if
@@ -212,6 +221,21 @@ void WorkerThread::run() {
     // read and every step's checks, and delays noticing the next signal.
     now = work && has_pending_input(end) ? end : idle(end);
   }
+}
+
+void WorkerThread::start_on_caller() {
+  FJORD_ASSERT_MSG(shared_.options.caller_runs_loop, "start_on_caller() without caller_runs_loop");
+  prepare_start();
+  start_blocks();  // the caller's thread keeps its own name and placement
+}
+
+bool WorkerThread::run_once_on_caller() {
+  FJORD_ASSERT_MSG(shared_.options.caller_runs_loop, "run_once_on_caller() without caller_runs_loop");
+  const uint64_t now = monotonic_ns();
+  const bool work = loop_steps(now);
+  const uint64_t end = monotonic_ns();
+  bump(counters_.busy_ns, end - now);
+  return work || has_pending_input(end);
 }
 
 bool WorkerThread::adopt_pending_links() {
@@ -758,6 +782,8 @@ void BlockContext::send_delayed(uint32_t delay_ms, BlockRef to, uint16_t signal_
 }
 
 Block* BlockContext::block_on_this_thread(BlockRef ref) const { return thread_.block_here(ref); }
+
+bool BlockContext::node_hosts(BlockRef ref) const { return thread_.shared().thread_of(ref) >= 0; }
 
 bool BlockContext::node_connected(NodeId node) const {
   return node == self_node() || (node <= kMaxNodeId && thread_.shared().links[node].up.load(std::memory_order_acquire));

@@ -140,6 +140,12 @@ class alignas(kCacheLineBytes) WorkerThread {
 
   Status init();  // allocates everything before start
   void start();
+  // RuntimeOptions::caller_runs_loop: the thread that calls these is this
+  // worker's thread. start_on_caller() starts the blocks; each
+  // run_once_on_caller() runs one loop (steps 1-4, never waiting) and says
+  // whether input or work is left for another.
+  void start_on_caller();
+  bool run_once_on_caller();
   void join();
 
   uint32_t index() const { return index_; }
@@ -179,7 +185,10 @@ class alignas(kCacheLineBytes) WorkerThread {
 
  private:
   void run();
+  void prepare_start();  // the block table and output queues, before the first loop
   void start_blocks();
+  // One loop's steps 1-4 from `now_ns`; true if any did work.
+  [[gnu::always_inline]] bool loop_steps(uint64_t now_ns);
   bool adopt_pending_links();
   bool poll_links();
   bool poll_one_link(NodeId node);

@@ -35,6 +35,7 @@ std::string cluster_config_text(const ClusterOptions& o, uint16_t port) {
                      std::to_string(unique) + "\n";
   if (!o.thread_config.empty()) text += "ThreadConfig=" + o.thread_config + "\n";
   text += o.extra_ndbd;
+  for (NodeId peer : o.peer_data_nodes) text += "[ndbd]\nNodeId=" + std::to_string(peer) + "\nHostName=127.0.0.1\n";
   for (int i = 0; i < o.api_nodes; ++i) text += "[api]\nNodeId=" + std::to_string(50 + i) + "\nHostName=127.0.0.1\n";
   if (o.medium != "tcp")
     for (int i = 0; i < o.api_nodes; ++i) {
@@ -45,6 +46,12 @@ std::string cluster_config_text(const ClusterOptions& o, uint16_t port) {
         if (o.sim_seed) text += "Seed=" + std::to_string(o.sim_seed + static_cast<uint64_t>(i)) + "\n";
         if (o.sim_faults) text += "DelayPolls=4\nShortWriteChance=25\n";
       }
+    }
+  if (o.medium != "tcp")
+    for (NodeId peer : o.peer_data_nodes) {
+      text += "[" + o.medium + "]\nNodeId1=1\nNodeId2=" + std::to_string(peer) + "\n";
+      if (o.medium == "shm") text += "ShmKey=" + std::to_string(uint64_t{unique} * 100 + 90 + peer) + "\n";
+      if (o.medium == "sim") text += "SimEndpoint=" + std::to_string(uint64_t{unique} * 100 + 90 + peer) + "\n";
     }
   return text;
 }

@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "fjord/api/api.h"
 #include "fjord/engine/data_node.h"
@@ -20,7 +21,10 @@ struct ClusterOptions {
   uint32_t deadlock_timeout_ms = 400;
   uint32_t inactive_timeout_ms = 0;
   uint32_t partitions = 8;
-  int api_nodes = 6;       // [api] 50, 51, ...
+  int api_nodes = 6;  // [api] 50, 51, ...
+  // Data nodes a test plays itself (2, 3, ...): an [ndbd] each and a link of
+  // `medium` to node 1 (not tcp: it has no link sections here).
+  std::vector<NodeId> peer_data_nodes;
   std::string extra_ndbd;  // more "Key=value" lines for [ndbd]
   std::string extra_link;  // more "Key=value" lines for each link section (not tcp: it has none)
   // sim only: the fault seed, and delayed and partial deliveries (which must

@@ -103,7 +103,8 @@ class Harness {
 
   // Returns once everything LDM instance `ldm` sent before now was captured.
   void sync(uint16_t ldm) {
-    const TxId probe = TxId::from(0xFFFF0000u, next_probe_++);
+    // Node 255's id space, high counters: no test's transaction.
+    const TxId probe = TxId::from(uint32_t{kMaxNodeId} << 16 | 0xFFFFu, next_probe_++);
     send(ldm, encode(gsn::kLqhAbortReq, LqhTxReq{probe, 0}));
     tc_.take([&](const Captured& c) {
       if (c.number() != gsn::kLqhAbortConf) return false;

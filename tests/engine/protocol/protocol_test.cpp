@@ -527,6 +527,58 @@ TEST(ProtocolTest, LdmMessagesRoundTrip) {
   EXPECT_EQ(error_text(ErrorCode::kNoSuchRow), "626: Tuple did not exist");
 }
 
+// A transaction id names its API node in its top 16 bits: an LqhKeyReq,
+// LqhCommitReq or LqhAbortReq whose id names none (the all-ones id among
+// them) is refused.
+TEST(ProtocolTest, LqhKeyReqRefusesATransactionIdOfNoNode) {
+  Wire w;
+  const auto key = values_of({{0, "key"}});
+  LqhKeyReq q;
+  q.op = OpType::kInsert;
+  q.lock = LockMode::kExclusive;
+  q.result_to = ResultTo::kTc;
+  q.key = key;
+  q.tx = TxId{UINT64_MAX};
+  auto refused = decode_lqh_key_req(w.carry(encode(q)));
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.status().message().find("names no node"), std::string::npos) << refused.status().message();
+  q.tx = TxId{uint64_t{kMaxNodeId} << 48 | 5};
+  EXPECT_TRUE(decode_lqh_key_req(w.carry(encode(q))));
+  for (uint16_t n : {gsn::kLqhCommitReq, gsn::kLqhAbortReq}) {
+    EXPECT_FALSE(decode_lqh_tx_req(w.carry(encode(n, LqhTxReq{TxId{UINT64_MAX}, 0}))));
+    EXPECT_TRUE(decode_lqh_tx_req(w.carry(encode(n, LqhTxReq{q.tx, 0}))));
+  }
+}
+
+// Schema installs: the table id within 1..kMaxTableId, and an install's
+// table decoded, of the id it names and of 1..kMaxPartitions partitions.
+TEST(ProtocolTest, SchemaInstallsRefuseTablesTcAndLdmCannotHold) {
+  Wire w;
+  TableDef t;
+  t.name = "t";
+  t.columns = {{"id", ColumnType::kUint64, 0, false}};
+  t.primary_key = {0};
+  t.table_id = 9;
+  t.partitions = 4;
+  const std::vector<std::byte> bytes = encode_table(t);
+  auto ok = decode_schema_install(w.carry(encode(SchemaInstall{1, 9, false, bytes})));
+  ASSERT_TRUE(ok) << ok.status().to_string();
+  ASSERT_TRUE(decode_installed_table(*ok)) << decode_installed_table(*ok).status().to_string();
+  EXPECT_FALSE(decode_schema_install(w.carry(encode(SchemaInstall{1, 0, true, {}}))));
+  EXPECT_FALSE(decode_schema_install(w.carry(encode(SchemaInstall{1, kMaxTableId + 1, true, {}}))));
+  auto other_id = decode_schema_install(w.carry(encode(SchemaInstall{1, 10, false, bytes})));
+  ASSERT_TRUE(other_id);
+  EXPECT_FALSE(decode_installed_table(*other_id));
+  for (uint32_t partitions : {0u, kMaxPartitions + 1}) {
+    t.partitions = partitions;
+    const std::vector<std::byte> wrong = encode_table(t);
+    auto m = decode_schema_install(w.carry(encode(SchemaInstall{1, 9, false, wrong})));
+    ASSERT_TRUE(m);
+    EXPECT_FALSE(decode_installed_table(*m)) << partitions << " partitions";
+  }
+  EXPECT_FALSE(decode_installed_table(SchemaInstall{1, 9, false, std::span(bytes).first(bytes.size() / 2)}));
+}
+
 TEST(ProtocolTest, ScanMessagesBoundsAndFiltersRoundTrip) {
   std::vector<std::byte> bounds(256);
   Bounds b;

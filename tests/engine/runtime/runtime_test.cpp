@@ -211,6 +211,43 @@ TEST(RuntimeTest, SingleAndMultiThreadedModesComputeTheSameResult) {
   EXPECT_EQ(single, multi);
 }
 
+// caller_runs_loop: no thread of the runtime's own; the test's thread runs
+// the loop with run_once(), which executes on this thread what was injected
+// and what the blocks send each other, and says false once nothing is left.
+TEST(RuntimeTest, TheCallerRunsASingleThreadedLoop) {
+  RuntimeOptions o = options_with({plan(ThreadType::kMain, 0)}, 1, true);
+  o.caller_runs_loop = true;
+  auto rt = Runtime::create(o);
+  ASSERT_TRUE(rt) << rt.status().to_string();
+  const std::thread::id caller = std::this_thread::get_id();
+  uint32_t pongs = 0;
+  bool on_caller = true;
+  constexpr uint16_t kPing = 20, kPong = 21;
+  ASSERT_TRUE((*rt)->add_block(std::make_unique<LambdaBlock>(100, 0, "PING",
+                                                             [&](const Signal& s, BlockContext& c) {
+                                                               on_caller &= std::this_thread::get_id() == caller;
+                                                               const uint32_t n = s.word(0);
+                                                               if (s.number() == kPong) ++pongs;
+                                                               if (n > 0) c.send({1, {101, 0}}, kPing, {{n - 1}});
+                                                             }),
+                               ThreadType::kMain, 0));
+  ASSERT_TRUE((*rt)->add_block(std::make_unique<LambdaBlock>(101, 0, "PONG",
+                                                             [&](const Signal& s, BlockContext& c) {
+                                                               on_caller &= std::this_thread::get_id() == caller;
+                                                               c.send({1, {100, 0}}, kPong, {{s.word(0)}});
+                                                             }),
+                               ThreadType::kMain, 0));
+  ASSERT_TRUE((*rt)->start());
+  ASSERT_TRUE((*rt)->inject({1, {100, 0}}, kPing, {{uint32_t{1000}}}));
+  int loops = 0;
+  while ((*rt)->run_once()) ASSERT_LT(++loops, 100'000) << "the loop never goes quiet";
+  EXPECT_EQ(pongs, 1000u);
+  EXPECT_TRUE(on_caller);
+  EXPECT_FALSE((*rt)->run_once());
+  o.single_threaded = false;
+  EXPECT_FALSE(Runtime::create(o)) << "only a single-threaded runtime runs on its caller";
+}
+
 // Records prefetch() and execute() calls, as ("p0"|"p1"|"x", sequence word).
 // Stage 0 leaves the note 1000 + sequence on the signal; `notes` gets the
 // note each call found (stage 0 and executions without a window: 0).

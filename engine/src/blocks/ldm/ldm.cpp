@@ -15,6 +15,7 @@ LdmBlock::Impl::Impl(storage::PagePool& data_memory, const LdmOptions& options, 
     : pool(data_memory),
       o(options),
       self(self_ref),
+      faults("LDM " + std::to_string(options.instance)),
       txs(options.max_operations),
       tx_by_id(options.max_operations),
       holds(options.max_operations),
@@ -67,7 +68,7 @@ void LdmBlock::execute(const Signal& s, BlockContext& c) {
     case runtime_signals::kStart:
     case runtime_signals::kNodeConnected:
     case runtime_signals::kNodeDisconnected: return;
-    default: FJORD_LOG_WARN("%s: ignored signal %u from node %u", name().c_str(), s.number(), s.sender_node);
+    default: m.faults.refuse(s, "a signal LDM does not serve");
   }
 }
 
@@ -195,22 +196,27 @@ Partition::Partition(LdmBlock::Impl& impl, const LdmTable& t, storage::PagePool&
 
 void LdmBlock::Impl::schema_install(const Signal& s, BlockContext& c) {
   auto m = decode_schema_install(s);
-  FJORD_ASSERT_MSG(m.is_ok(), "DICT sent a malformed schema install");
-  drop_table(m->table_id, c);  // an install replaces the table; a drop removes it
-  if (!m->drop) install_table(m->table);
+  if (!m) return faults.refuse(s, m.status().message());
+  if (m->drop) {
+    drop_table(m->table_id, c);
+  } else {
+    auto def = decode_installed_table(*m);
+    if (!def) return faults.refuse(s, def.status().message());
+    auto layout = RowLayout::create(*def);
+    if (!layout) return faults.refuse(s, "table '" + def->name + "': " + layout.status().message());
+    drop_table(m->table_id, c);  // an install replaces the table
+    install_table(std::move(def).value(), std::move(layout).value());
+  }
   const SignalOut out = encode(SchemaInstallConf{m->install_id});
   c.send(s.sender_address(), out.number, out.data(), out.section_list());
 }
 
-void LdmBlock::Impl::install_table(std::span<const std::byte> bytes) {
-  auto def = decode_table(bytes);
-  FJORD_ASSERT_MSG(def.is_ok(), "DICT sent an invalid table");
-  FJORD_ASSERT_MSG(def->partitions >= 1, "table without partitions");
-  FJORD_ASSERT_MSG(def->partitions <= kMaxPartitions, "table with more partitions than an LDM can hold");
-  auto layout = RowLayout::create(*def);
-  FJORD_ASSERT_MSG(layout.is_ok(), "DICT sent a table without a row layout");
-  const uint32_t id = def->table_id;
-  auto t = std::make_unique<LdmTable>(std::move(def).value(), std::move(layout).value());
+// A table decode_installed_table() accepted, with its row layout.
+void LdmBlock::Impl::install_table(TableDef def, RowLayout layout) {
+  FJORD_ASSERT(def.partitions >= 1);
+  FJORD_ASSERT(def.partitions <= kMaxPartitions);
+  const uint32_t id = def.table_id;
+  auto t = std::make_unique<LdmTable>(std::move(def), std::move(layout));
   for (uint32_t p = o.instance; p < t->def.partitions; p += o.ldm_instances)
     t->partitions.push_back(std::make_unique<Partition>(*this, *t, pool, p));
   if (slot_buffer.size() < t->slot_bytes) slot_buffer.resize(t->slot_bytes);

@@ -30,6 +30,7 @@
 #include "chunk_arena.h"
 #include "fjord/base/counter.h"
 #include "fjord/engine/blocks/ldm.h"
+#include "fjord/engine/blocks/protocol_faults.h"
 #include "fjord/engine/key_codec.h"
 #include "fjord/engine/protocol.h"
 #include "fjord/engine/row_layout.h"
@@ -286,6 +287,7 @@ struct LdmBlock::Impl {
   const LdmOptions o;
   LdmCounters counters;
   const BlockRef self;
+  ProtocolFaults faults;                               // signals refused as malformed or out of place
   std::vector<std::unique_ptr<ldm::LdmTable>> tables;  // by table id
 
   RecordPool<ldm::TxRecord> txs;
@@ -315,7 +317,7 @@ struct LdmBlock::Impl {
 
   // ldm.cpp
   void schema_install(const Signal& s, BlockContext& c);
-  void install_table(std::span<const std::byte> bytes);
+  void install_table(TableDef def, RowLayout layout);
   void drop_table(uint32_t id, BlockContext& c);
 
   // ldm_key.cpp

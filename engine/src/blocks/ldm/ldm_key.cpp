@@ -41,8 +41,7 @@ bool is_write(OpType op) { return op == OpType::kInsert || op == OpType::kUpdate
 void LdmBlock::Impl::lqh_key_req(const Signal& s, BlockContext& c) {
   auto decoded = decode_lqh_key_req(s);
   if (!decoded) {
-    FJORD_LOG_WARN("LDM(%u): malformed LqhKeyReq from node %u: %s", o.instance, s.sender_node,
-                   decoded.status().message().c_str());
+    faults.refuse(s, decoded.status().message());
     bump(counters.refused);
     using L = layout::LqhKeyReq;
     if (s.word_count() > L::kTxLo) {
@@ -50,6 +49,15 @@ void LdmBlock::Impl::lqh_key_req(const Signal& s, BlockContext& c) {
           encode(LqhKeyRef{s.word(L::kTcOp), TxId::from(s.word(L::kTxHi), s.word(L::kTxLo)), ErrorCode::kBadRequest});
       c.send(s.sender_address(), out.number, out.data());
     }
+    return;
+  }
+  // Read results go to an API node's receiver, which a data node has not
+  // (unless a test stands one in).
+  if (decoded->result_to == ResultTo::kApi && decoded->api_node == c.self_node() &&
+      !c.node_hosts({block_numbers::kApi, 0})) [[unlikely]] {
+    faults.refuse(s, "an LqhKeyReq whose results go to this data node as if it were an API node");
+    const SignalOut out = encode(LqhKeyRef{decoded->tc_op, decoded->tx, ErrorCode::kBadRequest});
+    c.send(s.sender_address(), out.number, out.data());
     return;
   }
   (void)execute_key(*decoded, s.sender_address(), false, c);

@@ -323,8 +323,7 @@ void LdmBlock::Impl::drop_parked_of(uint32_t tx, BlockContext& c) {
 void LdmBlock::Impl::end_tx(const Signal& s, bool commit, BlockContext& c) {
   auto m = decode_lqh_tx_req(s);
   if (!m) {
-    FJORD_LOG_WARN("LDM(%u): malformed commit/abort from node %u: %s", o.instance, s.sender_node,
-                   m.status().message().c_str());
+    faults.refuse(s, m.status().message());
     return;
   }
   bump(commit ? counters.commits : counters.aborts);

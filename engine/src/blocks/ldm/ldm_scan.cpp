@@ -106,8 +106,7 @@ std::size_t row_bytes(const LdmTable& t, std::span<const std::byte> record, std:
 void LdmBlock::Impl::scan_frag_req(const Signal& s, BlockContext& c) {
   auto decoded = decode_scan_frag_req(s);
   if (!decoded) {
-    FJORD_LOG_WARN("LDM(%u): malformed ScanFragReq from node %u: %s", o.instance, s.sender_node,
-                   decoded.status().message().c_str());
+    faults.refuse(s, decoded.status().message());
     using L = layout::ScanFragReq;
     if (s.word_count() > L::kPartition)
       send_out(c, s.sender_address(), ScanFragRef{s.word(L::kTcScan), s.word(L::kPartition), ErrorCode::kBadRequest});
@@ -117,6 +116,12 @@ void LdmBlock::Impl::scan_frag_req(const Signal& s, BlockContext& c) {
   const auto refuse = [&](ErrorCode error) {
     send_out(c, s.sender_address(), ScanFragRef{r.tc_scan, r.partition, error});
   };
+  // Rows go to an API node's receiver, which a data node has not (unless a
+  // test stands one in).
+  if (r.api_node == c.self_node() && !c.node_hosts({block_numbers::kApi, 0})) {
+    faults.refuse(s, "a ScanFragReq whose rows go to this data node as if it were an API node");
+    return refuse(ErrorCode::kBadRequest);
+  }
   const LdmTable* t = table_of(r.table_id);
   if (t == nullptr) return refuse(ErrorCode::kNoSuchTable);
   if (t->def.version != r.table_version) return refuse(ErrorCode::kSchemaVersion);
@@ -222,7 +227,7 @@ bool LdmBlock::Impl::filter_valid(const LdmTable& t, std::span<const std::byte> 
 void LdmBlock::Impl::scan_frag_next(const Signal& s, BlockContext& c) {
   auto m = decode_scan_frag_next(s);
   if (!m) {
-    FJORD_LOG_WARN("LDM(%u): malformed scan continue/close from node %u", o.instance, s.sender_node);
+    faults.refuse(s, m.status().message());
     return;
   }
   uint32_t ref = kNoRecord;
@@ -234,7 +239,7 @@ void LdmBlock::Impl::scan_frag_next(const Signal& s, BlockContext& c) {
   }
   if (!found) return send_out(c, s.sender_address(), ScanFragRef{m->tc_scan, m->partition, ErrorCode::kScanError});
   if (scans[ref].in_round) {
-    FJORD_LOG_WARN("LDM(%u): scan continued while its round runs; ignored", o.instance);
+    faults.refuse(s, "a scan continued while its round runs");
     return;
   }
   scans[ref].in_round = true;

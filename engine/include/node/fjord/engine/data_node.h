@@ -29,6 +29,11 @@ struct DataNodeOptions {
   std::string thread_config;                           // overrides ThreadConfig from the file
   std::optional<bool> single_threaded;                 // overrides SingleThreaded
   std::string control_socket;                          // overrides ControlSocket
+  // Single-threaded only: the controlling thread runs the node's loop
+  // through run_once() instead of a thread of the node's own (in-process
+  // harnesses; see RuntimeOptions::caller_runs_loop). The connection thread
+  // still accepts links.
+  bool caller_runs_loop = false;
 };
 
 class DataNode {
@@ -39,6 +44,9 @@ class DataNode {
   Status start();
   // Closes the links, stops every thread. Idempotent.
   void stop();
+  // caller_runs_loop: one pass of the node's loop on the calling thread;
+  // true while work or input is left (Runtime::run_once).
+  bool run_once();
 
   NodeId id() const;
   const ClusterConfig& config() const;

@@ -122,6 +122,7 @@ enum class ErrorCode : uint32_t {
   kScanError = 4110,
   kTooManyScans = 488,        // "Too many active scans" (TC: MaxNoOfConcurrentScans; LDM: MaxNoOfLocalScans)
   kIndexInconsistent = 4349,  // "Inconsistency detected at index usage" (a unique index and its table disagree)
+  kTooManyTables = 707,       // "No more table metadata records" (table ids up to kMaxTableId)
 };
 std::string_view error_message(ErrorCode code) noexcept;
 std::string error_text(ErrorCode code);  // "626: Tuple did not exist"
@@ -609,7 +610,13 @@ SignalOut encode(const SchemaMessage& m);
 SignalOut encode(const SchemaInstall& m);
 SignalOut encode(const SchemaInstallConf& m);
 Result<SchemaMessage> decode_schema_message(const Signal& s);
+// Checks the words and that an install carries a table and a drop none,
+// and the table id (1..kMaxTableId).
 Result<SchemaInstall> decode_schema_install(const Signal& s);
+// The table of a decoded install (not a drop), checked as TC and LDM need
+// it: decode_table()'s checks, the id the install names, and a partition
+// count of 1..kMaxPartitions.
+Result<TableDef> decode_installed_table(const SchemaInstall& m);
 Result<SchemaInstallConf> decode_schema_install_conf(const Signal& s);
 SignalOut encode(const ApiRegReq& m);
 Result<ApiRegReq> decode_api_reg_req(const Signal& s);

@@ -46,6 +46,11 @@ inline constexpr uint32_t kMaxColumns = 128;
 inline constexpr uint32_t kMaxKeyColumns = 16;
 inline constexpr uint32_t kMaxKeyBytes = 1024;  // encoded key (primary, unique or ordered)
 inline constexpr uint32_t kMaxPartitions = 1024;
+// Table ids (base tables and the hidden tables of unique indexes, which
+// share the range, as do ordered indexes' ids) run from 1 to kMaxTableId
+// (NDB's largest MaxNoOfTables): DICT assigns none above it, and TC and
+// LDM, which keep their tables in arrays by id, install none outside it.
+inline constexpr uint32_t kMaxTableId = 20320;
 // Table, column and index names travel as length-prefixed strings of at most
 // this many bytes; a table has at most kMaxIndexes indexes.
 inline constexpr uint32_t kMaxNameBytes = 128;

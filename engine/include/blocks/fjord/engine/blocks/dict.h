@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "fjord/engine/blocks/protocol_faults.h"
 #include "fjord/engine/protocol.h"
 #include "fjord/engine/runtime/block.h"
 
@@ -37,6 +38,7 @@ class DictBlock final : public Block {
     std::vector<std::byte> payload;
   };
   void accept(const Signal& signal, BlockContext& context);
+  void install_conf(const Signal& signal, BlockContext& context);
   void start_next(BlockContext& context);
   void create(const Request& r, BlockContext& context);
   void drop(const Request& r, BlockContext& context);
@@ -45,6 +47,7 @@ class DictBlock final : public Block {
   void reply(BlockContext& context);
   void refuse(const Request& r, protocol::ErrorCode error, BlockContext& context);
 
+  ProtocolFaults faults_;  // signals refused as malformed or out of place
   uint16_t tc_instances_;
   uint16_t ldm_instances_;
   uint32_t default_partitions_;

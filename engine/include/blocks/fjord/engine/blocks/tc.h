@@ -91,6 +91,7 @@ class TcBlock final : public Block {
   struct Impl;
 
  private:
+  [[gnu::noinline]] void timer_signal(const Signal& s, BlockContext& c);
   std::unique_ptr<Impl> impl_;
   TcCounters counters_;
 };

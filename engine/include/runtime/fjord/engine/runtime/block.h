@@ -120,6 +120,10 @@ class BlockContext {
   // says that is equivalent; the callee must not call back into the caller.
   // Valid from on_start() on.
   Block* block_on_this_thread(BlockRef ref) const;
+  // Whether this node hosts block `ref` (on any thread): a block that sends
+  // to an address taken from a peer's words checks it first, as a signal to
+  // a block of this node that does not exist is a bug of the sender.
+  bool node_hosts(BlockRef ref) const;
 
   bool node_connected(NodeId node) const;
   // Send-memory pressure towards a node (kNormal for this node).

@@ -57,6 +57,11 @@ struct RuntimeOptions {
   // NDB's ndbd: one thread receives, executes every block and sends.
   // `threads` must then hold exactly one entry (its CPUs and spintime apply).
   bool single_threaded = false;
+  // Single-threaded only: start() runs no thread; the controlling thread
+  // becomes the node's one thread and drives its loop with run_once()
+  // (in-process harnesses such as the whole-node fuzz target, which step
+  // the node between inputs instead of handing each one to a thread).
+  bool caller_runs_loop = false;
   // Sizes and limits; the defaults and why they are what they are: tuning.h.
   std::size_t job_buffer_bytes = tuning::kJobBufferBytes;    // per (producer, consumer) thread pair
   std::size_t local_queue_bytes = tuning::kLocalQueueBytes;  // each thread's queue to itself
@@ -122,6 +127,11 @@ class Runtime {
   Status start();
   // Stops every thread, joins them and closes the links. Idempotent.
   void stop();
+  // caller_runs_loop: one pass of the loop on the calling thread (receive,
+  // timers, execute, send; it never sleeps). True if work or input is left,
+  // so a caller that wants the node quiet calls it until false. One thread
+  // at a time, after start().
+  bool run_once();
 
   // Hands over a connected transporter (from a listener or connect()) whose
   // peer is a node of `peer_kind` (from the cluster configuration, for the
