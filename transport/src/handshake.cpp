@@ -8,7 +8,6 @@
 
 #include "fjord/base/byte_io.h"
 #include "fjord/base/clock.h"
-#include "fjord/base/log.h"
 #include "fjord/transport/cluster_key.h"
 
 namespace fjord::transport {
@@ -476,8 +475,9 @@ Result<AcceptedRequest> server_handshake(int fd, NodeId self, std::string_view m
   AcceptedRequest accepted;
   const Status refusal = check_stream_request(bytes, self, my_type, links, greeting, accepted);
   if (refusal) return accepted;
-  FJORD_LOG_WARN("node %u: rejected %s connection from %s: %s", self, std::string(my_type).c_str(),
-                 peer_description.c_str(), refusal.message().c_str());
+  // Not logged here: the returned status says it all, and the listener's
+  // owner logs it (the data node at most once a second, so a flood of
+  // peers that connect and leave is one line a second).
   if (refusal.code() != StatusCode::kLinkDown && refusal.code() != StatusCode::kTimeout) {
     HandshakeReply reply;
     reply.accepted = false;
@@ -497,10 +497,8 @@ Status send_accept(int fd, const AcceptedRequest& accepted, std::span<const std:
   return send_all(fd, encode_reply(reply), deadline);
 }
 
-Status send_reject(int fd, NodeId self, std::string_view my_type, const std::string& peer_description,
+Status send_reject(int fd, NodeId /*self*/, std::string_view my_type, const std::string& peer_description,
                    const std::string& reason, DeadlineNs deadline) {
-  FJORD_LOG_WARN("node %u: rejected %s connection from %s: %s", self, std::string(my_type).c_str(),
-                 peer_description.c_str(), reason.c_str());
   HandshakeReply reply;
   reply.accepted = false;
   reply.code = StatusCode::kRejected;
