@@ -164,7 +164,10 @@ Status Connection::establish() {
                           " ms the node dropped every new link from this id before registering it (last: " + why + ")");
     } else {
       last = t.status();
-      if (t.status().code() == StatusCode::kRejected) return last;  // retrying will not help
+      // Refused by the node, or this end's own settings unusable (its key
+      // file, its TLS credentials): retrying will not help.
+      const StatusCode code = t.status().code();
+      if (code == StatusCode::kRejected || code == StatusCode::kInvalidArgument) return last;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }

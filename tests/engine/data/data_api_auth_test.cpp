@@ -11,6 +11,7 @@
 #include <string>
 
 #include "data_api_fixture.h"
+#include "fjord/base/clock.h"
 #include "fjord/engine/data_node.h"
 
 namespace fjord::test {
@@ -108,6 +109,22 @@ TEST_P(DataApiAuthTest, PeersWithoutTheKeyAreRefusedAndTheNodeKeepsItsRows) {
     tx.close();
   }
   EXPECT_EQ(balance_of(2), 200);
+}
+
+// An API node whose own key file is unusable is told so at once, with the
+// file named: retrying until the connect timeout cannot mend a file.
+TEST_P(DataApiAuthTest, AnApiNodesUnusableKeyFileFailsAtOnceNamingTheFile) {
+  const std::string readable = keys_.write("readable.key", std::string(48, 'a') + "\n");
+  ASSERT_EQ(::chmod(readable.c_str(), 0644), 0);
+  const uint64_t t0 = monotonic_ns();
+  auto insecure = connect_with(51, readable);  // a connect timeout of 5 s
+  const uint64_t took_ms = (monotonic_ns() - t0) / 1'000'000;
+  ASSERT_FALSE(insecure.is_ok());
+  EXPECT_NE(insecure.status().message().find(readable), std::string::npos) << insecure.status().message();
+  EXPECT_NE(insecure.status().message().find("0644"), std::string::npos) << insecure.status().message();
+  EXPECT_LT(took_ms, 2500u) << "the API retried a local key file problem until its connect timeout";
+  auto keyed = connect_with(51, key_);  // the node and the id are unharmed
+  ASSERT_TRUE(keyed) << keyed.status().to_string();
 }
 
 INSTANTIATE_TEST_SUITE_P(TcpAndShm, DataApiAuthTest, ::testing::Values("tcp", "shm"));
