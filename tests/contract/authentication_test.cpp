@@ -16,44 +16,13 @@
 
 #include "fjord/base/clock.h"
 #include "fjord/transport/cluster_key.h"
+#include "key_files.h"
 #include "link_harness.h"
 
 namespace fjord::test {
 namespace {
 
 constexpr uint64_t kSecond = 1'000'000'000ULL;
-
-// A private directory of key files, removed with its contents at the end.
-class KeyFiles {
- public:
-  KeyFiles() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "fjord-keys-XXXXXX").string();
-    const char* made = ::mkdtemp(pattern.data());
-    EXPECT_NE(made, nullptr);
-    dir_ = made ? made : "";
-  }
-  ~KeyFiles() {
-    std::error_code ignored;
-    if (!dir_.empty()) std::filesystem::remove_all(dir_, ignored);
-  }
-  KeyFiles(const KeyFiles&) = delete;
-  KeyFiles& operator=(const KeyFiles&) = delete;
-
-  // Writes `content` to `name` with `mode`; returns its path.
-  std::string write(const std::string& name, const std::string& content, mode_t mode = 0600) const {
-    const std::string path = dir_ + "/" + name;
-    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    EXPECT_GE(fd, 0) << path;
-    if (fd < 0) return path;
-    EXPECT_EQ(::write(fd, content.data(), content.size()), static_cast<ssize_t>(content.size()));
-    EXPECT_EQ(::fchmod(fd, mode), 0);
-    ::close(fd);
-    return path;
-  }
-
- private:
-  std::string dir_;
-};
 
 const std::string kKeyA = "3f9c1d7e5a2b8c4d6e0f1a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a0b1c2d\n";
 const std::string kKeyB = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\n";

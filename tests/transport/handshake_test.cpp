@@ -8,6 +8,7 @@
 
 #include <filesystem>
 
+#include "key_files.h"
 #include "link_harness.h"
 
 namespace fjord::transport {
@@ -109,37 +110,6 @@ TEST(HandshakeTest, ACheckSumMismatchIsRefusedAtSetUpNamingBothValues) {
 
 // ---- authentication -------------------------------------------------------
 
-// A private directory for key files, removed with its contents at the end.
-class KeyDir {
- public:
-  KeyDir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "fjord-keys-XXXXXX").string();
-    const char* made = ::mkdtemp(pattern.data());
-    EXPECT_NE(made, nullptr);
-    dir_ = made ? made : "";
-  }
-  ~KeyDir() {
-    std::error_code ignored;
-    if (!dir_.empty()) std::filesystem::remove_all(dir_, ignored);
-  }
-  KeyDir(const KeyDir&) = delete;
-  KeyDir& operator=(const KeyDir&) = delete;
-  const std::string& path() const { return dir_; }
-  std::string write(const std::string& name, const std::string& content, mode_t mode = 0600) const {
-    const std::string path = dir_ + "/" + name;
-    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    EXPECT_GE(fd, 0) << path;
-    if (fd < 0) return path;
-    EXPECT_EQ(::write(fd, content.data(), content.size()), static_cast<ssize_t>(content.size()));
-    EXPECT_EQ(::fchmod(fd, mode), 0);
-    ::close(fd);
-    return path;
-  }
-
- private:
-  std::string dir_;
-};
-
 const std::string kKey(64, 'k');
 
 TEST(HandshakeTest, GreetingAndProofsRoundTrip) {
@@ -202,7 +172,7 @@ TEST(HandshakeTest, MalformedProofsAreRefused) {
 }
 
 TEST(HandshakeTest, KeyFilesMustBePrivateRegularAndOfABoundedSize) {
-  KeyDir dir;
+  test::KeyFiles dir;
   const std::string good = dir.write("good.key", kKey + "\r\n");
   auto key = ClusterKey::load(good);
   ASSERT_TRUE(key) << key.status().to_string();
@@ -234,7 +204,7 @@ TEST(HandshakeTest, KeyFilesMustBePrivateRegularAndOfABoundedSize) {
 // for anything else does not pass, and the accepting side's proof checks
 // out at the connecting side.
 TEST(HandshakeTest, ProofsBindKeyRoleNoncesAndLink) {
-  KeyDir dir;
+  test::KeyFiles dir;
   const std::string path = dir.write("a.key", kKey);
   const std::string other_path = dir.write("b.key", std::string(64, 'x'));
   LinkConfig link = table("[tcp]\nNodeId1=1\nNodeId2=2\n").all().front();

@@ -13,40 +13,12 @@
 #include "data_api_fixture.h"
 #include "fjord/base/clock.h"
 #include "fjord/engine/data_node.h"
+#include "key_files.h"
 
 namespace fjord::test {
 namespace {
 
 using api::ExecType;
-
-// A private directory of key files, removed with its contents at the end.
-class KeyFiles {
- public:
-  KeyFiles() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "fjord-keys-XXXXXX").string();
-    const char* made = ::mkdtemp(pattern.data());
-    EXPECT_NE(made, nullptr);
-    dir_ = made ? made : "";
-  }
-  ~KeyFiles() {
-    std::error_code ignored;
-    if (!dir_.empty()) std::filesystem::remove_all(dir_, ignored);
-  }
-  KeyFiles(const KeyFiles&) = delete;
-  KeyFiles& operator=(const KeyFiles&) = delete;
-  std::string write(const std::string& name, const std::string& content) const {
-    const std::string path = dir_ + "/" + name;
-    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    EXPECT_GE(fd, 0) << path;
-    if (fd < 0) return path;
-    EXPECT_EQ(::write(fd, content.data(), content.size()), static_cast<ssize_t>(content.size()));
-    ::close(fd);
-    return path;
-  }
-
- private:
-  std::string dir_;
-};
 
 class DataApiAuthTest : public DataApiTest, public ::testing::WithParamInterface<const char*> {
  protected:
