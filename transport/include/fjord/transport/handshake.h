@@ -188,10 +188,10 @@ Result<std::vector<std::byte>> recv_handshake_message(int fd, uint32_t magic, De
 Result<AuthNonce> send_greeting(int fd);
 
 // Reads the accepting side's greeting and returns its nonce. A client whose
-// handshake runs inside another session it starts after connecting (TLS)
-// reads the greeting, sent in the clear as the connection was accepted,
-// before that session and hands it to client_handshake(); the nonce is no
-// secret, the proofs over it travel inside the session.
+// handshake runs through TLS started after connecting reads the greeting,
+// sent in the clear as the connection was accepted, before TLS starts and
+// hands it to client_handshake(); the nonce is no secret, and the proofs
+// over it travel through TLS.
 Result<AuthNonce> recv_greeting(int fd, DeadlineNs deadline);
 // Runs the client half over a stream socket: reads the greeting (first,
 // when this node holds `key` (own_key(), loaded before connecting), to prove
