@@ -210,14 +210,14 @@ class ShmListener final : public Listener {
     const LinkConfig& link = *accepted->link;
     const NodeId client = link.peer_of(self_);
     if (socket_name(link) != endpoint.name)
-      return transport::send_reject(conn.get(), self_, kName, peer,
+      return transport::send_reject(conn.get(), kName, peer,
                                     "node " + std::to_string(client) + " connected on @" + endpoint.name + " but " +
                                         link.describe() + " listens on @" + socket_name(link) +
                                         " (check ShmKey on both sides)",
                                     deadline);
     if (cred->uid != ::geteuid())
       return transport::send_reject(
-          conn.get(), self_, kName, peer,
+          conn.get(), kName, peer,
           uid_mismatch("node " + std::to_string(client) + " (pid " + std::to_string(cred->pid) + ")", cred->uid),
           deadline);
     auto transporter = serve_link(*accepted, self_, std::move(conn), deadline);

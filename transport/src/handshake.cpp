@@ -497,8 +497,8 @@ Status send_accept(int fd, const AcceptedRequest& accepted, std::span<const std:
   return send_all(fd, encode_reply(reply), deadline);
 }
 
-Status send_reject(int fd, NodeId /*self*/, std::string_view my_type, const std::string& peer_description,
-                   const std::string& reason, DeadlineNs deadline) {
+Status send_reject(int fd, std::string_view my_type, const std::string& peer_description, const std::string& reason,
+                   DeadlineNs deadline) {
   HandshakeReply reply;
   reply.accepted = false;
   reply.code = StatusCode::kRejected;

@@ -195,7 +195,7 @@ class TcpListener final : public Listener {
     if (!starts_with_tls_record(conn)) return std::unique_ptr<TlsSession>();
     if (!tls_)
       return transport::send_reject(
-          conn, self_, kName, peer,
+          conn, kName, peer,
           "node " + std::to_string(self_) + " has no TLS credentials (none of its tcp links sets TlsSearchPath)",
           deadline);
     auto session = TlsSession::accept(*tls_, conn, deadline, peer);
@@ -223,10 +223,10 @@ class TcpListener final : public Listener {
     if (!accepted) return accepted.status();
     const LinkConfig& link = *accepted->link;
     if (Status s = check_link_tls(self_, link, tls->get(), accepted->request.from_node); !s)
-      return transport::send_reject(conn, self_, kName, peer, s.message(), deadline);
+      return transport::send_reject(conn, kName, peer, s.message(), deadline);
     if (Status s = transport::check_peer_address(link, link.peer_of(self_), reinterpret_cast<const sockaddr*>(&from));
         !s)
-      return transport::send_reject(conn, self_, kName, peer, s.message(), deadline);
+      return transport::send_reject(conn, kName, peer, s.message(), deadline);
     if (Status s = set_socket_options(conn, link); !s) return s;
     if (Status s = transport::send_accept(conn, *accepted, {}, deadline); !s) return s;
     FJORD_LOG_INFO("node %u: accepted %s from node %u at %s%s", self_, link.describe().c_str(), link.peer_of(self_),

@@ -204,7 +204,7 @@ Result<HandshakeReply> client_handshake(int fd, HandshakeRequest request, const 
 // proof against `greeting` (the nonce send_greeting() sent). On success
 // returns the matched link, the request and this side's proof (the caller
 // then sends the accepting reply, possibly with extra bytes); on a mismatch
-// sends the rejecting reply itself, logs the reason, and returns kRejected.
+// sends the rejecting reply itself and returns kRejected with the reason.
 struct AcceptedRequest {
   const LinkConfig* link = nullptr;
   HandshakeRequest request;
@@ -215,9 +215,9 @@ Result<AcceptedRequest> server_handshake(int fd, NodeId self, std::string_view m
                                          const AuthNonce& greeting);
 Status send_accept(int fd, const AcceptedRequest& accepted, std::span<const std::byte> extra, DeadlineNs deadline);
 // Refuses after server_handshake() accepted the request, for a reason only
-// the transporter can see (the peer's address, its uid): tells the peer,
-// logs, and returns kRejected with the reason.
-Status send_reject(int fd, NodeId self, std::string_view my_type, const std::string& peer_description,
-                   const std::string& reason, DeadlineNs deadline);
+// the transporter can see (the peer's address, its uid): tells the peer and
+// returns kRejected with the reason (for the listener's owner to log).
+Status send_reject(int fd, std::string_view my_type, const std::string& peer_description, const std::string& reason,
+                   DeadlineNs deadline);
 
 }  // namespace fjord::transport
