@@ -57,9 +57,11 @@
 #include "fjord/api/api.h"
 #include "fjord/base/clock.h"
 #include "fjord/base/log.h"
+#include "fjord/tcp/tls_credentials.h"
 #include "fjord/transport/registry.h"
 #include "fjord/transport/transporter.h"
 #include "node_process.h"
+#include "options.h"
 #include "process.h"
 
 namespace fjord::bench {
@@ -305,6 +307,12 @@ Result<std::unique_ptr<NodeProcess>> start_node(const Params& p, const std::stri
   c.data_memory_bytes = embedded_data_memory_bytes(p.rows, 100);
   c.api_nodes_per_transporter = 1;
   c.endpoint_base = static_cast<uint64_t>(::getpid()) << 8;
+  if (p.transporter == kTcpTls) {
+    // A cluster CA and both ends' certificates, in the run's directory.
+    const NodeId nodes[] = {kEmbeddedDataNode, embedded_api_node(0, 0)};
+    if (Status s = tcp::write_tls_credentials(dir, nodes); !s) return s;
+    c.tls_search_path = dir;
+  }
   std::string text = embedded_config_text(c, tools::builtin_registry());
   if (p.tc_threads != 0) {
     // Several TCs, so a hinted transaction hashes its key to pick one; the
@@ -378,7 +386,7 @@ int main(int argc, char** argv) {
   fjord::bench::Params params;
   if (!fjord::bench::parse(argc, argv, params)) {
     std::fputs(
-        "usage: api_cpu [--ops N] [--batch K (divides N)] [--rows R] [--transporter shm|tcp|...]\n"
+        "usage: api_cpu [--ops N] [--batch K (divides N)] [--rows R] [--transporter shm|tcp|tcp-tls|...]\n"
         "               [--tc-threads T (a multi-threaded node with T TCs)]\n",
         stderr);
     return 2;
