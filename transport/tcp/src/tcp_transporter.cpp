@@ -1,5 +1,5 @@
 // TcpTransporter and TlsTcpTransporter data paths. Hot path: no allocation,
-// one syscall per flush (per record with TLS) and one per empty receive poll.
+// one syscall per flush (with TLS too) and one per empty receive poll.
 #include "tcp_transporter.h"
 
 #include <sys/socket.h>
@@ -202,7 +202,7 @@ FlushStatus TlsTcpTransporter::flush() {
       return FlushStatus::kPending;
     }
     declare_down(Status(StatusCode::kLinkDown,
-                        "send to node " + std::to_string(remote_node()) + " failed: " + tls_->last_error()));
+                        "send to node " + std::to_string(remote_node()) + " failed: " + tls_->write_error()));
     return FlushStatus::kDown;
   }
   if (reserved_ == 0) committed_ = sent_ = restart_point(send_hot_, committed_, send_ring_.size());
@@ -224,7 +224,7 @@ void TlsTcpTransporter::fill_receive_ring_tls() {
       continue;
     }
     if (io.state == TlsIoState::kWouldBlock) return;
-    end_of_stream(io.state == TlsIoState::kClosed, tls_->last_error());
+    end_of_stream(io.state == TlsIoState::kClosed, tls_->read_error());
   }
 }
 

@@ -3,6 +3,7 @@
 // data path.
 #include "tls_session.h"
 
+#include <openssl/crypto.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
@@ -102,8 +103,10 @@ Status configure_context(SSL_CTX* ctx, const std::string& ca, const std::string&
   // Partial writes: flush() counts whole records sent and retries the rest;
   // the retry passes the same bytes from the same ring offset.
   SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
-  // Read ahead: each SSL_read takes all the ciphertext read() put in memory.
-  SSL_CTX_set_read_ahead(ctx, 1);
+  // No read-ahead: the handshake takes only its own records from memory,
+  // so what follows them is there for the record layer (start_records).
+  SSL_CTX_set_read_ahead(ctx, 0);
+  SSL_CTX_set_keylog_callback(ctx, TlsSession::note_traffic_secret);
   return Status::ok();
 }
 
@@ -171,11 +174,71 @@ Result<std::shared_ptr<TlsContext>> TlsContext::load(NodeId self, const std::str
 }
 
 TlsSession::TlsSession(SSL* ssl, int fd)
-    : ssl_(ssl), fd_(fd), ciphertext_(std::make_unique<std::byte[]>(kCiphertextBytes)) {}
+    : ssl_(ssl), fd_(fd), ciphertext_(std::make_unique<std::byte[]>(kCiphertextBytes)) {
+  SSL_set_app_data(ssl_, this);  // for note_traffic_secret
+}
 
-// Clearing the queue walks all its slots: only when something is there.
-void TlsSession::clear_errors() {
-  if (ERR_peek_error() != 0) ERR_clear_error();
+// Lines "CLIENT_TRAFFIC_SECRET_0 <client random> <secret>" and the SERVER_
+// one, in hex (the NSS key log format); other secrets are not kept.
+void TlsSession::note_traffic_secret(const SSL* ssl, const char* line) {
+  auto* session = static_cast<TlsSession*>(SSL_get_app_data(ssl));
+  if (session == nullptr) return;
+  const std::string_view text(line);
+  const bool client = text.starts_with("CLIENT_TRAFFIC_SECRET_0 ");
+  if (!client && !text.starts_with("SERVER_TRAFFIC_SECRET_0 ")) return;
+  const std::size_t at = text.rfind(' ');
+  const std::string_view hex = text.substr(at + 1);
+  std::array<uint8_t, 48>& secret = client ? session->client_secret_ : session->server_secret_;
+  std::size_t& bytes = client ? session->client_secret_bytes_ : session->server_secret_bytes_;
+  bytes = 0;
+  if (hex.size() % 2 != 0 || hex.size() / 2 > secret.size()) return;
+  for (std::size_t i = 0; i < hex.size() / 2; ++i) {
+    unsigned value = 0;
+    const auto [end, ec] = std::from_chars(hex.data() + 2 * i, hex.data() + 2 * i + 2, value, 16);
+    if (ec != std::errc() || end != hex.data() + 2 * i + 2) return;
+    secret[i] = static_cast<uint8_t>(value);
+  }
+  bytes = hex.size() / 2;
+}
+
+// After the handshake, the session's bytes go through TlsRecordSender and
+// TlsRecordReceiver with keys derived from the traffic secrets. Without
+// read-ahead OpenSSL holds nothing beyond its last handshake record; what
+// the handshake read from the socket after it waits in the memory BIO and
+// moves to the receiver.
+Status TlsSession::start_records() {
+  const auto wipe = [this] {
+    OPENSSL_cleanse(client_secret_.data(), client_secret_.size());
+    OPENSSL_cleanse(server_secret_.data(), server_secret_.size());
+    client_secret_bytes_ = server_secret_bytes_ = 0;
+  };
+  const SSL_CIPHER* cipher = SSL_get_current_cipher(ssl_);
+  const uint16_t id = cipher ? SSL_CIPHER_get_protocol_id(cipher) : 0;
+  if (id != 0x1301 && id != 0x1302 && id != 0x1303) {
+    wipe();
+    return Status(StatusCode::kInternal, "the TLS handshake agreed a cipher suite the record layer does not know");
+  }
+  const bool client = SSL_is_server(ssl_) == 0;
+  const std::span<const uint8_t> mine(client ? client_secret_.data() : server_secret_.data(),
+                                      client ? client_secret_bytes_ : server_secret_bytes_);
+  const std::span<const uint8_t> theirs(client ? server_secret_.data() : client_secret_.data(),
+                                        client ? server_secret_bytes_ : client_secret_bytes_);
+  auto send_keys = derive_traffic_keys(static_cast<TlsSuite>(id), mine);
+  auto receive_keys = derive_traffic_keys(static_cast<TlsSuite>(id), theirs);
+  wipe();
+  if (!send_keys) return send_keys.status();
+  if (!receive_keys) return receive_keys.status();
+  if (SSL_has_pending(ssl_) == 1)
+    return Status(StatusCode::kInternal,
+                  "OpenSSL holds bytes past the TLS handshake; the record layer cannot take over");
+  BIO* rbio = SSL_get_rbio(ssl_);
+  const std::size_t waiting = rbio ? BIO_ctrl_pending(rbio) : 0;
+  if (waiting > kCiphertextBytes)
+    return Status(StatusCode::kProtocolError, "more than a TLS record arrived with the end of the handshake");
+  const int read = waiting > 0 ? BIO_read(rbio, ciphertext_.get(), static_cast<int>(waiting)) : 0;
+  if (read != static_cast<int>(waiting)) return Status(StatusCode::kInternal, "reading the handshake's memory BIO");
+  if (Status s = sender_.start(*send_keys); !s) return s;
+  return receiver_.start(*receive_keys, {ciphertext_.get(), waiting});
 }
 
 // The session reads from memory that this class fills from the socket
@@ -209,7 +272,11 @@ TlsIoState TlsSession::take_socket_bytes() {
   return TlsIoState::kFailed;
 }
 
-TlsSession::~TlsSession() { SSL_free(ssl_); }  // the socket stays open: the transporter owns it
+TlsSession::~TlsSession() {
+  OPENSSL_cleanse(client_secret_.data(), client_secret_.size());  // a handshake that failed midway
+  OPENSSL_cleanse(server_secret_.data(), server_secret_.size());
+  SSL_free(ssl_);  // the socket stays open: the transporter owns it
+}
 
 Result<std::unique_ptr<TlsSession>> TlsSession::connect(const TlsContext& context, int fd, NodeId server,
                                                         DeadlineNs deadline, const std::string& peer) {
@@ -257,8 +324,7 @@ Status TlsSession::drive_handshake(bool client, DeadlineNs deadline, const std::
     if (taken == TlsIoState::kClosed || taken == TlsIoState::kFailed) return handshake_failure(peer, last_error_);
   }
   peer_node_ = certificate_node(SSL_get0_peer_certificate(ssl_));
-  holds_data_ = SSL_has_pending(ssl_) == 1 || BIO_ctrl_pending(receive_bio_) > 0;
-  return Status::ok();
+  return start_records();
 }
 
 Status TlsSession::check_peer(NodeId claimed) const {
@@ -279,7 +345,7 @@ Status TlsSession::send_all(std::span<const std::byte> bytes, DeadlineNs deadlin
       continue;
     }
     if (io.state != TlsIoState::kWouldBlock)
-      return Status(StatusCode::kLinkDown, "during the handshake: " + last_error_);
+      return Status(StatusCode::kLinkDown, "during the handshake: " + write_error());
     if (monotonic_ns() >= deadline) return Status(StatusCode::kTimeout, "handshake send timed out");
     pollfd p{fd_, POLLOUT, 0};
     ::poll(&p, 1, poll_ms_until(deadline));
@@ -297,62 +363,12 @@ Status TlsSession::recv_exact(std::span<std::byte> bytes, DeadlineNs deadline) {
     }
     if (io.state == TlsIoState::kClosed)
       return Status(StatusCode::kLinkDown, "peer closed the connection during the handshake");
-    if (io.state == TlsIoState::kFailed) return Status(StatusCode::kLinkDown, "during the handshake: " + last_error_);
+    if (io.state == TlsIoState::kFailed) return Status(StatusCode::kLinkDown, "during the handshake: " + read_error());
     if (monotonic_ns() >= deadline) return Status(StatusCode::kTimeout, "handshake receive timed out");
     pollfd p{fd_, POLLIN, 0};
     ::poll(&p, 1, poll_ms_until(deadline));
   }
   return Status::ok();
-}
-
-// The socket is read here, into a memory BIO the session decrypts from, so
-// that a poll of an idle link is one recv() as without TLS; OpenSSL runs
-// only when there are bytes.
-TlsIo TlsSession::read(std::span<std::byte> into) {
-  FJORD_ASSERT(!into.empty());
-  std::lock_guard lock(mutex_);
-  if (!holds_data_) {
-    const TlsIoState taken = take_socket_bytes();
-    if (taken != TlsIoState::kOk) return {0, taken};
-  }
-  clear_errors();
-  std::size_t n = 0;
-  const int rc = SSL_read_ex(ssl_, into.data(), into.size(), &n);
-  if (rc == 1) {
-    holds_data_ = SSL_has_pending(ssl_) == 1 || BIO_ctrl_pending(receive_bio_) > 0;
-    return {n, TlsIoState::kOk};
-  }
-  holds_data_ = false;
-  return failed(rc, "receive");
-}
-
-TlsIo TlsSession::write(std::span<const std::byte> bytes) {
-  FJORD_ASSERT(!bytes.empty());
-  std::lock_guard lock(mutex_);
-  clear_errors();
-  std::size_t n = 0;
-  const int rc = SSL_write_ex(ssl_, bytes.data(), bytes.size(), &n);
-  if (rc == 1) return {n, TlsIoState::kOk};
-  return failed(rc, "send");
-}
-
-// Under mutex_: what a failed SSL_read_ex/SSL_write_ex means.
-TlsIo TlsSession::failed(int rc, const char* what) {
-  const int saved_errno = errno;
-  const int err = SSL_get_error(ssl_, rc);
-  // A read that wants to write (or the reverse) only happens for a key
-  // update: the next call on either side finishes it.
-  if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) return {0, TlsIoState::kWouldBlock};
-  if (err == SSL_ERROR_ZERO_RETURN) {
-    last_error_ = "the peer closed the connection";
-    return {0, TlsIoState::kClosed};
-  }
-  if (err == SSL_ERROR_SYSCALL)
-    last_error_ = std::string(what) + " failed: " +
-                  (saved_errno != 0 ? std::strerror(saved_errno) : "the connection ended without TLS closing it");
-  else
-    last_error_ = std::string("TLS ") + what + " failed: " + openssl_errors();
-  return {0, TlsIoState::kFailed};
 }
 
 bool starts_with_tls_record(int fd) {

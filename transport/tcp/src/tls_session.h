@@ -16,22 +16,23 @@
 //
 // Threads: set-up runs on the connecting or accepting thread. Afterwards the
 // link's sender thread calls write() and its receiver thread read() and
-// holds_data(), possibly at the same time; an OpenSSL connection is not safe
-// for concurrent use, so a mutex (uncontended when one thread does both)
-// serialises them. Hot path: read(), write(), holds_data(); once warm (the
-// session's buffers sized), no allocation except when a call fails.
+// holds_data(), possibly at the same time: after the handshake the session's
+// bytes go through its own record layer (tls_records.h), whose two
+// directions share nothing, so no lock. Hot path: read(), write(),
+// holds_data(); no allocation except when a call fails.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <string>
 
 #include "fjord/base/status.h"
 #include "fjord/transport/handshake.h"
 #include "fjord/transport/types.h"
+#include "tls_records.h"
 
 struct ssl_st;
 struct ssl_ctx_st;
@@ -56,17 +57,6 @@ class TlsContext {
   TlsContext(ssl_ctx_st* ctx, std::string certificate_path);
   ssl_ctx_st* ctx_;
   std::string certificate_path_;
-};
-
-enum class TlsIoState : uint8_t {
-  kOk,          // `bytes` moved
-  kWouldBlock,  // the socket has nothing to read, or no room to write
-  kClosed,      // the peer closed the connection
-  kFailed,      // a TLS alert, a bad record or a socket error: last_error()
-};
-struct TlsIo {
-  std::size_t bytes = 0;
-  TlsIoState state = TlsIoState::kOk;
 };
 
 class TlsSession final : public transport::HandshakeStream {
@@ -94,36 +84,52 @@ class TlsSession final : public transport::HandshakeStream {
   Status send_all(std::span<const std::byte> bytes, DeadlineNs deadline) override;
   Status recv_exact(std::span<std::byte> bytes, DeadlineNs deadline) override;
 
-  // Data path. read() decrypts into `into` (at most one record's worth);
-  // write() encrypts and sends a prefix of `bytes` (whole records).
-  TlsIo read(std::span<std::byte> into);
-  TlsIo write(std::span<const std::byte> bytes);
-  // True if the last read() returned bytes and more decrypted or received
-  // bytes may wait inside the session, where wait_fd() does not show them.
-  // After a read() that said kWouldBlock, anything more must come through
-  // the socket, which then becomes readable.
-  bool holds_data() const { return holds_data_; }
-  // Why the last read() or write() said kFailed or kClosed.
-  const std::string& last_error() const { return last_error_; }
+  // Data path. read() decrypts into `into`: every whole record received
+  // that fits, after one recv() if none was waiting. write() seals a prefix
+  // of `bytes` into records and sends them in one send(): the bytes whose
+  // records all left; a partial send is kWouldBlock, and the next write()
+  // passes the same bytes again (TlsRecordSender).
+  TlsIo read(std::span<std::byte> into) { return receiver_.read(fd_, into); }
+  TlsIo write(std::span<const std::byte> bytes) { return sender_.write(fd_, bytes); }
+  // True if the last read() returned bytes and more wait inside the
+  // session, where wait_fd() does not show them. After a read() that said
+  // kWouldBlock, anything more must come through the socket, which then
+  // becomes readable.
+  bool holds_data() const { return receiver_.holds_data(); }
+  // Why the last read() said kFailed or kClosed, or write() said kFailed.
+  const std::string& read_error() const { return receiver_.error(); }
+  const std::string& write_error() const { return sender_.error(); }
+
+  // OpenSSL's key-log callback (the context sets it): keeps the session's
+  // application traffic secrets for start_records().
+  static void note_traffic_secret(const ssl_st* ssl, const char* line);
 
  private:
   TlsSession(ssl_st* ssl, int fd);
   Status drive_handshake(bool client, DeadlineNs deadline, const std::string& peer);
   Status read_through_memory();
   TlsIoState take_socket_bytes();
-  static void clear_errors();
-  // One recv() of ciphertext at most: a little over one whole TLS record.
+  // After the handshake: the record layer takes over with the application
+  // traffic keys, and the bytes read beyond the handshake's records.
+  Status start_records();
+  // One recv() of ciphertext at most during the handshake: a little over
+  // one whole TLS record.
   static constexpr std::size_t kCiphertextBytes = 16 * 1024 + 512;
-  TlsIo failed(int rc, const char* what);
 
   ssl_st* ssl_;
   int fd_;
-  bio_st* receive_bio_ = nullptr;  // owned by ssl_; read() fills it from fd_
+  bio_st* receive_bio_ = nullptr;  // owned by ssl_; the handshake fills it from fd_
   std::unique_ptr<std::byte[]> ciphertext_;
   NodeId peer_node_ = kNoNode;
-  std::mutex mutex_;  // one OpenSSL call at a time (see the header comment)
-  bool holds_data_ = false;
-  std::string last_error_;
+  std::string last_error_;  // the handshake's: why take_socket_bytes() failed
+  // The application traffic secrets, from OpenSSL's key log during the
+  // handshake (their size is the suite's hash size); wiped once used.
+  std::array<uint8_t, 48> client_secret_{};
+  std::array<uint8_t, 48> server_secret_{};
+  std::size_t client_secret_bytes_ = 0;
+  std::size_t server_secret_bytes_ = 0;
+  TlsRecordSender sender_;
+  TlsRecordReceiver receiver_;
 };
 
 // Whether the first bytes waiting on `fd` are a TLS handshake record (a
