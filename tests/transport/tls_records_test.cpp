@@ -294,7 +294,6 @@ TEST(TlsRecordsTest, OpenSslsRecordLayerReadsAndWritesTheSameRecords) {
     server_ok = SSL_accept(ssl) == 1;
     for (std::size_t done = 0; server_ok && done < up.size(); done += n)
       server_ok = SSL_read_ex(ssl, server_got.data() + done, up.size() - done, &n) == 1;
-    // The context allows partial writes: one record per call at least.
     for (std::size_t done = 0; server_ok && done < down.size(); done += n)
       server_ok = SSL_write_ex(ssl, down.data() + done, down.size() - done, &n) == 1;
     SSL_free(ssl);

@@ -1,6 +1,6 @@
-// TLS on a TCP link: credentials, handshake and record I/O over OpenSSL.
-// Set-up is the slow path (blocking with deadlines); read()/write() are the
-// data path.
+// TLS on a TCP link: credentials and the handshake over OpenSSL, then the
+// hand-over to the record layer (tls_records.cpp) that carries the data.
+// Set-up is the slow path (blocking with deadlines).
 #include "tls_session.h"
 
 #include <openssl/crypto.h>
@@ -100,9 +100,6 @@ Status configure_context(SSL_CTX* ctx, const std::string& ca, const std::string&
   SSL_CTX_set_num_tickets(ctx, 0);
   SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
   SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_IGNORE_UNEXPECTED_EOF);
-  // Partial writes: flush() counts whole records sent and retries the rest;
-  // the retry passes the same bytes from the same ring offset.
-  SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
   // No read-ahead: the handshake takes only its own records from memory,
   // so what follows them is there for the record layer (start_records).
   SSL_CTX_set_read_ahead(ctx, 0);
@@ -241,10 +238,10 @@ Status TlsSession::start_records() {
   return receiver_.start(*receive_keys, {ciphertext_.get(), waiting});
 }
 
-// The session reads from memory that this class fills from the socket
-// (take_socket_bytes), never from the socket itself: an idle poll costs one
-// recv(), and during the handshake the client can look at the server's
-// first bytes before OpenSSL does.
+// The handshake reads from memory that this class fills from the socket
+// (take_socket_bytes), never from the socket itself: the client can look at
+// the server's first bytes before OpenSSL does, and the bytes after the
+// handshake's records stay there for the record layer.
 Status TlsSession::read_through_memory() {
   BIO* memory = BIO_new(BIO_s_mem());
   if (memory == nullptr) return Status(StatusCode::kInternal, "BIO_new: " + openssl_errors());

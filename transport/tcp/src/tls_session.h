@@ -1,6 +1,7 @@
 // TLS on a TCP link (internal header): the node's credentials (TlsContext),
-// the TLS handshake right after connect/accept, and the record layer the
-// data path reads and writes through (TlsSession). OpenSSL, TLS 1.3 only.
+// the TLS handshake right after connect/accept (OpenSSL), and the session
+// the data path reads and writes through (TlsSession, over the record layer
+// of tls_records.h once the handshake is done). TLS 1.3 only.
 //
 // Both ends present a certificate signed by the cluster's CA and verify the
 // other's. A node certificate names its node in its common name
