@@ -69,6 +69,13 @@ struct TlsIo {
   TlsIoState state = TlsIoState::kOk;
 };
 
+// What a handshake driven without blocking waits for.
+enum class TlsHandshakeWait : uint8_t {
+  kDone,       // the handshake has finished
+  kWantRead,   // the peer's next bytes (the socket had no more)
+  kWantWrite,  // room in the socket to send
+};
+
 class TlsSession final : public transport::HandshakeStream {
  public:
   // The TLS handshake as the client on connected socket `fd`, checking that
@@ -77,10 +84,15 @@ class TlsSession final : public transport::HandshakeStream {
   // reason. `peer`: how messages name the other end.
   static Result<std::unique_ptr<TlsSession>> connect(const TlsContext& context, int fd, NodeId server,
                                                      DeadlineNs deadline, const std::string& peer);
-  // The server half, on an accepted socket whose first bytes are a TLS
-  // ClientHello (starts_with_tls_record).
-  static Result<std::unique_ptr<TlsSession>> accept(const TlsContext& context, int fd, DeadlineNs deadline,
-                                                    const std::string& peer);
+  // The server half, driven without blocking by a listener that serves many
+  // set-ups from one poll loop. start_accept() makes the session on an
+  // accepted socket whose first bytes are a TLS ClientHello
+  // (starts_with_tls_record); each advance_accept() takes what the socket
+  // holds and moves the handshake on as far as that lets it, never waiting:
+  // kDone once it has finished, else what it waits for. A failure names
+  // `peer` and what went wrong.
+  static Result<std::unique_ptr<TlsSession>> start_accept(const TlsContext& context, int fd);
+  Result<TlsHandshakeWait> advance_accept(const std::string& peer);
   ~TlsSession() override;
   TlsSession(const TlsSession&) = delete;
   TlsSession& operator=(const TlsSession&) = delete;
@@ -108,12 +120,22 @@ class TlsSession final : public transport::HandshakeStream {
 
  private:
   TlsSession(ssl_st* ssl, int fd);
-  Status drive_handshake(bool client, DeadlineNs deadline, const std::string& peer);
+  // One SSL_connect() or SSL_accept(): kDone, or what it waits for.
+  Result<TlsHandshakeWait> handshake_step(bool client, const std::string& peer);
+  Status connect_handshake(DeadlineNs deadline, const std::string& peer);
+  // take_socket_bytes() for advance_accept(), counted against
+  // kMaxSetupBytes: a peer past it is kFailed.
+  TlsIoState take_setup_bytes();
   Status read_through_memory();
   TlsIoState take_socket_bytes();
   static void clear_errors();
   // One recv() of ciphertext at most: a little over one whole TLS record.
   static constexpr std::size_t kCiphertextBytes = 16 * 1024 + 512;
+  // What a peer may send in a handshake driven by advance_accept(): far
+  // past any handshake of the cluster's (a certificate chain fits OpenSSL's
+  // own limit of 100 KiB), and a bound on what one call takes from the
+  // socket.
+  static constexpr std::size_t kMaxSetupBytes = 256 * 1024;
   TlsIo failed(int rc, const char* what);
 
   ssl_st* ssl_;
@@ -124,6 +146,8 @@ class TlsSession final : public transport::HandshakeStream {
   std::mutex mutex_;  // one OpenSSL call at a time (see the header comment)
   bool holds_data_ = false;
   std::string last_error_;
+
+  std::size_t setup_bytes_ = 0;  // ciphertext advance_accept() took (kMaxSetupBytes)
 };
 
 // Whether the first bytes waiting on `fd` are a TLS handshake record (a
