@@ -9,14 +9,19 @@
 #include <sys/stat.h>
 
 #include <atomic>
+#include <cerrno>
 #include <fstream>
 #include <thread>
 #include <vector>
 
 #include "fjord/base/clock.h"
 #include "fjord/base/fd.h"
+#include "fjord/base/log.h"
 #include "fjord/tcp/tls_credentials.h"
+#include "fjord/transport/handshake.h"
+#include "fjord/transport/pending_handshakes.h"
 #include "link_harness.h"
+#include "tls_client_hello.h"
 #include "tls_directory.h"
 
 namespace fjord::test {
@@ -162,6 +167,95 @@ UniqueFd connect_raw(uint16_t port) {
   return fd;
 }
 
+// Whether the listener closed `fd`: what it sent read away, then the end of
+// the stream or a reset.
+bool closed_by_listener(int fd) {
+  std::byte bytes[4096];
+  for (int reads = 0; reads < 64; ++reads) {
+    const ssize_t n = ::recv(fd, bytes, sizeof bytes, MSG_DONTWAIT);
+    if (n > 0) continue;
+    if (n == 0) return true;
+    return errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR;
+  }
+  return false;
+}
+
+// Reads the listener's greeting, sent in the clear as it accepts.
+bool read_greeting(int fd, DeadlineNs deadline) {
+  std::byte greeting[transport::kHandshakeGreetingBytes];
+  std::size_t got = 0;
+  while (got < sizeof greeting && monotonic_ns() < deadline) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 100) <= 0) continue;
+    const ssize_t n = ::recv(fd, greeting + got, sizeof greeting - got, MSG_DONTWAIT);
+    if (n <= 0) return false;
+    got += static_cast<std::size_t>(n);
+  }
+  return got == sizeof greeting;
+}
+
+// The process's log, copied to a file for as long as this lives.
+class LogFile {
+ public:
+  explicit LogFile(std::string path) : path_(std::move(path)) { EXPECT_TRUE(log_set_file(path_)) << path_; }
+  ~LogFile() {
+    log_set_file("");
+    ::unlink(path_.c_str());
+  }
+  LogFile(const LogFile&) = delete;
+  LogFile& operator=(const LogFile&) = delete;
+  std::size_t lines_with(const std::string& text) const {
+    std::ifstream in(path_);
+    std::size_t n = 0;
+    for (std::string line; std::getline(in, line);) n += line.find(text) != std::string::npos ? 1 : 0;
+    return n;
+  }
+
+ private:
+  std::string path_;
+};
+
+// Calls `listener`'s accept() in short slices on a thread of its own until
+// stopped (at the latest when this goes), counting what it returns other
+// than "no connection attempt".
+class AcceptLoop {
+ public:
+  explicit AcceptLoop(transport::Listener& listener)
+      : thread_([this, &listener] {
+          while (!stop_.load()) {
+            auto accepted = listener.accept(monotonic_ns() + kSecond / 10);
+            if (accepted || accepted.status().message().find("no connection attempt") == std::string::npos) ++served_;
+          }
+        }) {}
+  ~AcceptLoop() { (void)stop(); }
+  AcceptLoop(const AcceptLoop&) = delete;
+  AcceptLoop& operator=(const AcceptLoop&) = delete;
+  int stop() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+    return served_.load();
+  }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::atomic<int> served_{0};
+  std::thread thread_;  // last: starts once the counters exist
+};
+
+// A good peer connects to `listener` and frames pass both ways.
+void expect_a_good_peer_connects(const transport::LinkTable& table, transport::Listener& listener) {
+  const DeadlineNs deadline = monotonic_ns() + 10 * kSecond;
+  const transport::LinkConfig client_link = client_view(*table.find(1, 2), listener);
+  Result<std::unique_ptr<transport::Transporter>> client(Status(StatusCode::kInternal, "not run"));
+  std::thread connector([&] { client = test_registry().find("tcp")->connect(2, client_link, deadline); });
+  auto server = listener.accept(deadline);
+  connector.join();
+  ASSERT_TRUE(server) << server.status().to_string();
+  ASSERT_TRUE(client) << client.status().to_string();
+  LinkPair pair{nullptr, std::move(server).value(), std::move(client).value()};
+  expect_frames_pass(pair);
+}
+
 // A plain peer speaking garbage, and one whose garbage starts like a TLS
 // record, are refused with reasons; the listener then accepts a good peer.
 TEST_F(TcpTlsTest, GarbageOnATlsListenerIsRefusedAndTheListenerServesOn) {
@@ -248,9 +342,10 @@ TEST_F(TcpTlsTest, ArmingAfterEachBatchLosesNoWakeUpToBytesInsideTheSession) {
   EXPECT_EQ(slept_out, 0) << "a sleep ended on its timeout with frames waiting";
 }
 
-// A peer that starts a TLS record and stops holds the listener for the TLS
-// set-up budget (2 s), not the whole set-up budget (10 s): a good peer
-// behind it connects in well under the latter.
+// A peer that starts a TLS record and stops waits for the rest of it in its
+// own slot, as a silent plain peer does: a good peer behind it connects at
+// once, no refusal comes of the stalled one, and it stays open (until its
+// set-up deadline).
 TEST_F(TcpTlsTest, AStalledTlsPeerHoldsTheListenerOnlyBriefly) {
   auto table = load_links(tcp_section(1, 2, tls_lines(cluster_.path())));
   ASSERT_TRUE(table) << table.status().to_string();
@@ -270,15 +365,66 @@ TEST_F(TcpTlsTest, AStalledTlsPeerHoldsTheListenerOnlyBriefly) {
   std::string refusals;
   while (!server && monotonic_ns() < deadline) {
     server = (*listener)->accept(std::min(deadline, monotonic_ns() + kSecond));
-    if (!server) refusals += server.status().message() + "\n";
+    if (!server && server.status().message().find("no connection attempt") == std::string::npos)
+      refusals += server.status().message() + "\n";
   }
   connector.join();
   ASSERT_TRUE(server) << server.status().to_string() << "\n" << refusals;
   ASSERT_TRUE(client) << client.status().to_string();
   EXPECT_LT(monotonic_ns() - start, 8 * kSecond) << "the stalled peer held the listener for its whole set-up budget";
-  EXPECT_NE(refusals.find("TLS handshake with 127.0.0.1:"), std::string::npos) << refusals;
+  EXPECT_EQ(refusals, "") << "the stalled peer was refused before its set-up deadline";
+  EXPECT_FALSE(closed_by_listener(stalled.get())) << "the stalled peer lost its slot with room to spare";
   LinkPair pair{nullptr, std::move(server).value(), std::move(client).value()};
   expect_frames_pass(pair);
+}
+
+// Stalled TLS set-ups wait under the bounds of every set-up: a source's
+// connections past its bound close its oldest stalled one, whatever step of
+// TLS it stalled at, and the others are closed at their set-up deadline.
+// None reaches accept()'s caller, and the listener serves a good peer after.
+TEST_F(TcpTlsTest, StalledTlsSetUpsPastTheBoundAreClosedOldestFirstThenAtTheirDeadline) {
+  auto table = load_links(tcp_section(1, 2, tls_lines(cluster_.path())));
+  ASSERT_TRUE(table) << table.status().to_string();
+  auto listener = test_registry().find("tcp")->listen(1, *table);
+  ASSERT_TRUE(listener) << listener.status().to_string();
+  const std::vector<uint8_t> hello = tls_client_hello();
+  ASSERT_GT(hello.size(), 64u);
+  LogFile log("/tmp/fjord-tls-stall-test-" + std::to_string(::getpid()) + ".log");
+  AcceptLoop server(**listener);
+  constexpr std::size_t kEvicted = 8;
+  constexpr std::size_t kStalled = transport::PendingHandshakes::kMaxPendingPerSource + kEvicted;
+  const uint64_t start = monotonic_ns();
+  std::vector<UniqueFd> peers;
+  for (std::size_t i = 0; i < kStalled && monotonic_ns() < start + 20 * kSecond; ++i) {
+    peers.push_back(connect_raw((*listener)->port()));
+    ASSERT_TRUE(peers.back().valid()) << "peer " << i;
+    // The greeting in the clear, then the whole ClientHello or half of it.
+    EXPECT_TRUE(read_greeting(peers.back().get(), start + 20 * kSecond)) << "peer " << i;
+    const std::size_t bytes = i % 2 == 0 ? hello.size() : hello.size() / 2;
+    EXPECT_EQ(::send(peers.back().get(), hello.data(), bytes, MSG_NOSIGNAL), static_cast<ssize_t>(bytes));
+  }
+  ASSERT_EQ(peers.size(), kStalled) << "the listener took too long to greet the stalled peers";
+  std::size_t closed = 0;
+  for (const uint64_t give_up = monotonic_ns() + 5 * kSecond; closed < kEvicted && monotonic_ns() < give_up;) {
+    closed = 0;
+    for (std::size_t i = 0; i < kEvicted; ++i) closed += closed_by_listener(peers[i].get()) ? 1 : 0;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(closed, kEvicted) << "the oldest stalled set-ups kept their slots past the bound of their source";
+  for (std::size_t i = kEvicted; i < kStalled; ++i)
+    EXPECT_FALSE(closed_by_listener(peers[i].get())) << "peer " << i << " lost its slot with room to spare";
+  // The rest, at their set-up deadline (kSetupBudgetNs after their accept).
+  const uint64_t give_up = start + transport::kSetupBudgetNs + 10 * kSecond;
+  for (std::size_t i = kEvicted; i < kStalled; ++i) {
+    while (!closed_by_listener(peers[i].get()) && monotonic_ns() < give_up)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    EXPECT_TRUE(closed_by_listener(peers[i].get())) << "peer " << i << " outlived its set-up deadline";
+  }
+  EXPECT_EQ(server.stop(), 0) << "a stalled set-up reached accept()'s caller";
+  EXPECT_GE(log.lines_with("still waiting for its handshake to make room"), 1u);
+  EXPECT_GE(log.lines_with("that sent no whole handshake in"), 1u);
+  peers.clear();
+  expect_a_good_peer_connects(*table, **listener);
 }
 
 }  // namespace

@@ -43,9 +43,9 @@ PendingHandshakes::PendingHandshakes(int epoll_fd, std::string what)
   }
 }
 
-void PendingHandshakes::arm_timer() {
+void PendingHandshakes::arm_timer(bool at_once) {
   if (!timer_.valid()) return;
-  const DeadlineNs at = std::min(next_deadline(), flood_log_.due());
+  const DeadlineNs at = at_once ? 1 : std::min(next_deadline(), flood_log_.due());
   itimerspec spec{};  // all zero: off
   if (at != UINT64_MAX) {
     spec.it_value.tv_sec = static_cast<time_t>(at / 1'000'000'000ULL);
@@ -113,16 +113,32 @@ std::string PendingHandshakes::busiest_source() const {
 }
 
 // Oldest by deadline: every set-up gets the same budget from its accept.
-std::size_t PendingHandshakes::oldest_silent(const std::string& source) const {
+std::size_t PendingHandshakes::oldest_silent(const std::string& source) {
   std::size_t oldest = SIZE_MAX;
   for (std::size_t i = 0; i < pending_.size(); ++i) {
-    const Entry& e = pending_[i];
+    Entry& e = pending_[i];
     if (!source.empty() && e.source != source) continue;
     if (oldest != SIZE_MAX && e.deadline >= pending_[oldest].deadline) continue;
-    if (handshake_message_waiting(e.conn.get(), kHandshakeRequestMagic)) continue;  // taken at the next take_ready
+    if (request_waiting(e)) continue;  // taken at the next take_ready
     oldest = i;
   }
   return oldest;
+}
+
+bool PendingHandshakes::request_waiting(Entry& e) {
+  if (!e.setup) return handshake_message_waiting(e.conn.get(), kHandshakeRequestMagic);
+  const PendingSetup::Progress progress = e.setup->advance();
+  watch(e, progress == PendingSetup::Progress::kWantWrite);
+  return progress == PendingSetup::Progress::kReady;
+}
+
+// Edge-triggered both ways: a set-up waiting for room to send is looked at
+// again when the socket drains, and only then.
+void PendingHandshakes::watch(Entry& e, bool write) {
+  if (e.watching_write == write) return;
+  epoll_event ev{};
+  ev.events = EPOLLIN | EPOLLRDHUP | EPOLLET | (write ? EPOLLOUT : 0U);
+  if (::epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, e.conn.get(), &ev) == 0) e.watching_write = write;
 }
 
 void PendingHandshakes::evict(std::size_t i, const std::string& why, DeadlineNs now) {
@@ -145,12 +161,14 @@ std::optional<PendingHandshakes::Entry> PendingHandshakes::take_ready(DeadlineNs
   expire(now);
   flood_log_.flush(what_, now);
   std::optional<Entry> ready;
+  bool more_ready = false;
   for (std::size_t i = 0; i < pending_.size(); ++i) {
-    if (!handshake_message_waiting(pending_[i].conn.get(), kHandshakeRequestMagic)) continue;
+    if (!request_waiting(pending_[i])) continue;
     if (!ready) {
       ready = take(i--);  // the last entry moved into slot i: look at it next
       continue;
     }
+    more_ready = true;
     // The caller takes one a call, and polls the set before the next: the
     // edge of this one was taken above, so re-arm it (EPOLL_CTL_MOD queues
     // an edge-triggered fd that is ready now), or the set would read idle
@@ -159,13 +177,15 @@ std::optional<PendingHandshakes::Entry> PendingHandshakes::take_ready(DeadlineNs
     ev.events = EPOLLIN | EPOLLRDHUP | EPOLLET;
     (void)::epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, pending_[i].conn.get(), &ev);
   }
-  arm_timer();
+  // A setup that read its request out of the socket (through TLS) leaves
+  // it with nothing to show: the timer, due at once, keeps the set readable.
+  arm_timer(more_ready);
   return ready;
 }
 
 void PendingHandshakes::expire(DeadlineNs now) {
   for (std::size_t i = 0; i < pending_.size();) {
-    if (now < pending_[i].deadline || handshake_message_waiting(pending_[i].conn.get(), kHandshakeRequestMagic)) {
+    if (now < pending_[i].deadline || request_waiting(pending_[i])) {
       ++i;
       continue;
     }

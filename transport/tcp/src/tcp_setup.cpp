@@ -1,5 +1,6 @@
 // TCP set-up: the factory, the listener, connect, and the peer address check.
-// Slow path: blocking with deadlines, allocates freely.
+// Slow path, allocates freely: connect() blocks with its deadline; the
+// listener never waits for one peer.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netdb.h>
@@ -23,6 +24,7 @@
 #include "fjord/transport/ip_address.h"
 #include "fjord/transport/pending_handshakes.h"
 #include "tcp_transporter.h"
+#include "tls_accept.h"
 #include "tls_session.h"
 
 namespace fjord::tcp {
@@ -52,12 +54,6 @@ const ParamSpec kTcpParams[] = {
 };
 
 // ---- TLS hook: right after connect/accept, before the Fjord handshake ----
-
-// A listener's budget for a TLS peer's handshake and the request inside it,
-// which it reads blocking (a plain request waits in PendingHandshakes until
-// whole). A peer of the cluster needs milliseconds; one that stalls holds
-// the listener no longer than this.
-constexpr uint64_t kTlsSetupBudgetNs = 2'000'000'000ULL;
 
 bool requires_tls(const LinkConfig& link) { return link.params.get_bool("RequireTls"); }
 const std::string& tls_search_path(const LinkConfig& link) { return link.params.get_string("TlsSearchPath"); }
@@ -152,8 +148,9 @@ class TcpListener final : public Listener {
   uint16_t port() const override { return port_; }
 
   // Connections are accepted as they come and wait in pending_ until their
-  // handshake request is all there: a peer that connects and says nothing
-  // holds up no other (transport/pending_handshakes.h).
+  // handshake request is all there, a TLS peer's through its TLS handshake
+  // (tls_accept.h): a peer that connects and stalls holds up no other
+  // (transport/pending_handshakes.h).
   Result<std::unique_ptr<Transporter>> accept(DeadlineNs deadline) override {
     for (;;) {
       take_waiting(deadline);
@@ -178,51 +175,57 @@ class TcpListener final : public Listener {
       UniqueFd conn = acceptor_.take(socket_.get(), reinterpret_cast<sockaddr*>(&from), &from_len);
       if (!conn.valid()) return;
       // A peer already gone fails its greeting; it waits all the same, and
-      // its handshake reports it (no proof can be made over a nonce never sent).
+      // its handshake reports it (no proof can be made over a nonce never
+      // sent). The greeting goes out in the clear, before any TLS.
       auto greeting = transport::send_greeting(conn.get());
+      const std::string peer = sockaddr_text(from);
+      std::unique_ptr<transport::PendingSetup> setup;
+      if (tls_) setup = std::make_unique<TlsAcceptSetup>(tls_, conn.get(), peer);
       // The peer is here: its set-up gets its own budget, not what is left
       // of this accept() slice. The bounds count by IP address.
       const auto* address = reinterpret_cast<const sockaddr*>(&from);
-      (void)pending_.add({std::move(conn), sockaddr_text(from), 0, transport::setup_deadline(deadline),
-                          transport::ip_text(address), greeting ? *greeting : transport::random_nonce()},
+      (void)pending_.add({std::move(conn), peer, 0, transport::setup_deadline(deadline), transport::ip_text(address),
+                          greeting ? *greeting : transport::random_nonce(), std::move(setup)},
                          monotonic_ns());
     }
   }
 
-  // The TLS session of a connection that opens with a ClientHello, or
-  // nullptr for one that speaks the plain handshake.
-  Result<std::unique_ptr<TlsSession>> accept_tls(int conn, const std::string& peer, DeadlineNs deadline) {
-    if (!starts_with_tls_record(conn)) return std::unique_ptr<TlsSession>();
-    if (!tls_)
+  // A ready connection's TLS: its TLS set-up (tls_accept.h), nullptr for a
+  // plain peer, or the refusal of a TLS peer this listener cannot serve.
+  Result<TlsAcceptSetup*> ready_tls(transport::PendingHandshakes::Entry& ready) {
+    // Every setup this listener's pending_ holds is a TlsAcceptSetup (take_waiting()).
+    auto* setup = static_cast<TlsAcceptSetup*>(ready.setup.get());
+    if (setup == nullptr) {
+      if (!starts_with_tls_record(ready.conn.get())) return setup;
       return transport::send_reject(
-          conn, kName, peer,
+          ready.conn.get(), kName, ready.peer,
           "node " + std::to_string(self_) + " has no TLS credentials (none of its tcp links sets TlsSearchPath)",
-          deadline);
-    auto session = TlsSession::accept(*tls_, conn, deadline, peer);
-    if (!session) FJORD_LOG_WARN("node %u: %s", self_, session.status().message().c_str());
-    return session;
+          ready.deadline);
+    }
+    // Returned, not logged: the listener's owner logs failed set-ups (the
+    // data node at most once a second, however many peers fail).
+    if (const Status& failed = setup->handshake_failure(); !failed) return failed;
+    return setup->session() != nullptr ? setup : nullptr;
   }
 
+  // Runs once the request is all there (decrypted, with TLS), so the
+  // handshake reads without waiting; its replies are small enough for the
+  // socket's buffer. The deadline is the one the set-up had from its accept.
   Result<std::unique_ptr<Transporter>> set_up(transport::PendingHandshakes::Entry ready) {
     const int conn = ready.conn.get();
     const std::string& peer = ready.peer;
+    const DeadlineNs deadline = ready.deadline;
     sockaddr_storage from{};
     socklen_t from_len = sizeof from;
     ::getpeername(conn, reinterpret_cast<sockaddr*>(&from), &from_len);
-    // A plain request waited in pending_ until it was all there; a TLS
-    // handshake and the request inside it are read here, holding up the
-    // listener, so they get a short budget of their own. The greeting went
-    // out in the clear as the connection was accepted (take_waiting()).
-    const DeadlineNs deadline =
-        starts_with_tls_record(conn) ? std::min(ready.deadline, monotonic_ns() + kTlsSetupBudgetNs) : ready.deadline;
-    auto tls = accept_tls(conn, peer, deadline);
+    auto tls = ready_tls(ready);
     if (!tls) return tls.status();
     std::optional<transport::HandshakeStreamScope> through_tls;
     if (*tls) through_tls.emplace(conn, **tls);
     auto accepted = transport::server_handshake(conn, self_, kName, links_, deadline, peer, ready.greeting);
     if (!accepted) return accepted.status();
     const LinkConfig& link = *accepted->link;
-    if (Status s = check_link_tls(self_, link, tls->get(), accepted->request.from_node); !s)
+    if (Status s = check_link_tls(self_, link, *tls ? (*tls)->session() : nullptr, accepted->request.from_node); !s)
       return transport::send_reject(conn, kName, peer, s.message(), deadline);
     if (Status s = transport::check_peer_address(link, link.peer_of(self_), reinterpret_cast<const sockaddr*>(&from));
         !s)
@@ -231,7 +234,8 @@ class TcpListener final : public Listener {
     if (Status s = transport::send_accept(conn, *accepted, {}, deadline); !s) return s;
     FJORD_LOG_INFO("node %u: accepted %s from node %u at %s%s", self_, link.describe().c_str(), link.peer_of(self_),
                    peer.c_str(), *tls ? " with TLS" : "");
-    return make_transporter(link, self_, std::move(ready.conn), std::move(tls).value());
+    return make_transporter(link, self_, std::move(ready.conn),
+                            *tls ? (*tls)->take_session() : std::unique_ptr<TlsSession>());
   }
 
   NodeId self_;

@@ -1,6 +1,6 @@
-// TLS on a TCP link: credentials and the handshake over OpenSSL, then the
-// hand-over to the record layer (tls_records.cpp) that carries the data.
-// Set-up is the slow path (blocking with deadlines).
+// TLS on a TCP link: credentials, handshake and record I/O over OpenSSL.
+// Set-up is the slow path (a client's handshake blocks with a deadline, a
+// listener's never blocks); read()/write() are the data path.
 #include "tls_session.h"
 
 #include <openssl/crypto.h>
@@ -100,6 +100,9 @@ Status configure_context(SSL_CTX* ctx, const std::string& ca, const std::string&
   SSL_CTX_set_num_tickets(ctx, 0);
   SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
   SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_IGNORE_UNEXPECTED_EOF);
+  // Partial writes: flush() counts whole records sent and retries the rest;
+  // the retry passes the same bytes from the same ring offset.
+  SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
   // No read-ahead: the handshake takes only its own records from memory,
   // so what follows them is there for the record layer (start_records).
   SSL_CTX_set_read_ahead(ctx, 0);
@@ -238,10 +241,10 @@ Status TlsSession::start_records() {
   return receiver_.start(*receive_keys, {ciphertext_.get(), waiting});
 }
 
-// The handshake reads from memory that this class fills from the socket
-// (take_socket_bytes), never from the socket itself: the client can look at
-// the server's first bytes before OpenSSL does, and the bytes after the
-// handshake's records stay there for the record layer.
+// The session reads from memory that this class fills from the socket
+// (take_socket_bytes), never from the socket itself: an idle poll costs one
+// recv(), and during the handshake the client can look at the server's
+// first bytes before OpenSSL does.
 Status TlsSession::read_through_memory() {
   BIO* memory = BIO_new(BIO_s_mem());
   if (memory == nullptr) return Status(StatusCode::kInternal, "BIO_new: " + openssl_errors());
@@ -283,45 +286,76 @@ Result<std::unique_ptr<TlsSession>> TlsSession::connect(const TlsContext& contex
   std::unique_ptr<TlsSession> session(new TlsSession(ssl, fd));
   if (SSL_set_wfd(ssl, fd) != 1) return Status(StatusCode::kInternal, "SSL_set_wfd: " + openssl_errors());
   if (Status s = session->read_through_memory(); !s) return s;
-  if (Status s = session->drive_handshake(true, deadline, peer); !s) return s;
+  if (Status s = session->connect_handshake(deadline, peer); !s) return s;
   if (Status s = session->check_peer(server); !s) return s;
   return session;
 }
 
-Result<std::unique_ptr<TlsSession>> TlsSession::accept(const TlsContext& context, int fd, DeadlineNs deadline,
-                                                       const std::string& peer) {
+Result<std::unique_ptr<TlsSession>> TlsSession::start_accept(const TlsContext& context, int fd) {
   ERR_clear_error();
   SSL* ssl = SSL_new(context.get());
   if (ssl == nullptr) return Status(StatusCode::kInternal, "SSL_new: " + openssl_errors());
   std::unique_ptr<TlsSession> session(new TlsSession(ssl, fd));
   if (SSL_set_wfd(ssl, fd) != 1) return Status(StatusCode::kInternal, "SSL_set_wfd: " + openssl_errors());
   if (Status s = session->read_through_memory(); !s) return s;
-  if (Status s = session->drive_handshake(false, deadline, peer); !s) return s;
   return session;
 }
 
-Status TlsSession::drive_handshake(bool client, DeadlineNs deadline, const std::string& peer) {
+Result<TlsHandshakeWait> TlsSession::handshake_step(bool client, const std::string& peer) {
+  ERR_clear_error();
+  const int rc = client ? SSL_connect(ssl_) : SSL_accept(ssl_);
+  if (rc == 1) {
+    peer_node_ = certificate_node(SSL_get0_peer_certificate(ssl_));
+    if (Status s = start_records(); !s) return s;
+    return TlsHandshakeWait::kDone;
+  }
+  const int err = SSL_get_error(ssl_, rc);
+  if (err == SSL_ERROR_WANT_READ) return TlsHandshakeWait::kWantRead;
+  if (err == SSL_ERROR_WANT_WRITE) return TlsHandshakeWait::kWantWrite;
+  std::string why = openssl_errors();
+  const long verify = SSL_get_verify_result(ssl_);
+  if (verify != X509_V_OK) why += " (" + std::string(X509_verify_cert_error_string(verify)) + ")";
+  if (err == SSL_ERROR_SYSCALL) why = errno != 0 ? std::strerror(errno) : "the peer closed the connection";
+  return handshake_failure(peer, why);
+}
+
+Status TlsSession::connect_handshake(DeadlineNs deadline, const std::string& peer) {
   for (;;) {
-    ERR_clear_error();
-    const int rc = client ? SSL_connect(ssl_) : SSL_accept(ssl_);
-    if (rc == 1) break;
-    const int err = SSL_get_error(ssl_, rc);
-    if (err != SSL_ERROR_WANT_READ && err != SSL_ERROR_WANT_WRITE) {
-      std::string why = openssl_errors();
-      const long verify = SSL_get_verify_result(ssl_);
-      if (verify != X509_V_OK) why += " (" + std::string(X509_verify_cert_error_string(verify)) + ")";
-      if (err == SSL_ERROR_SYSCALL) why = errno != 0 ? std::strerror(errno) : "the peer closed the connection";
-      return handshake_failure(peer, why);
-    }
+    auto wait = handshake_step(true, peer);
+    if (!wait) return wait.status();
+    if (*wait == TlsHandshakeWait::kDone) return Status::ok();
     if (monotonic_ns() >= deadline) return Status(StatusCode::kTimeout, "TLS handshake with " + peer + " timed out");
-    pollfd p{fd_, static_cast<short>(err == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT), 0};
-    if (::poll(&p, 1, poll_ms_until(deadline)) <= 0 || err != SSL_ERROR_WANT_READ) continue;
-    if (client && plain_reply_waiting(fd_)) return plain_refusal(fd_, deadline, peer);
+    const bool want_read = *wait == TlsHandshakeWait::kWantRead;
+    pollfd p{fd_, static_cast<short>(want_read ? POLLIN : POLLOUT), 0};
+    if (::poll(&p, 1, poll_ms_until(deadline)) <= 0 || !want_read) continue;
+    if (plain_reply_waiting(fd_)) return plain_refusal(fd_, deadline, peer);
     const TlsIoState taken = take_socket_bytes();
     if (taken == TlsIoState::kClosed || taken == TlsIoState::kFailed) return handshake_failure(peer, last_error_);
   }
-  peer_node_ = certificate_node(SSL_get0_peer_certificate(ssl_));
-  return start_records();
+}
+
+TlsIoState TlsSession::take_setup_bytes() {
+  const std::size_t held = BIO_ctrl_pending(receive_bio_);
+  const TlsIoState taken = take_socket_bytes();
+  if (taken != TlsIoState::kOk) return taken;
+  setup_bytes_ += BIO_ctrl_pending(receive_bio_) - held;
+  if (setup_bytes_ <= kMaxSetupBytes) return TlsIoState::kOk;
+  last_error_ = "it sent more than " + std::to_string(kMaxSetupBytes / 1024) + " KiB of TLS handshake";
+  return TlsIoState::kFailed;
+}
+
+// Every round takes bytes from the socket or returns, and a peer gets
+// kMaxSetupBytes in all: the loop ends, and an edge-triggered poller sees
+// the socket drained whenever this says kWantRead.
+Result<TlsHandshakeWait> TlsSession::advance_accept(const std::string& peer) {
+  FJORD_ASSERT(!SSL_is_init_finished(ssl_));
+  for (;;) {
+    auto wait = handshake_step(false, peer);
+    if (!wait || *wait != TlsHandshakeWait::kWantRead) return wait;
+    const TlsIoState taken = take_setup_bytes();
+    if (taken == TlsIoState::kWouldBlock) return TlsHandshakeWait::kWantRead;
+    if (taken != TlsIoState::kOk) return handshake_failure(peer, last_error_);
+  }
 }
 
 Status TlsSession::check_peer(NodeId claimed) const {

@@ -1,7 +1,6 @@
 // TLS on a TCP link (internal header): the node's credentials (TlsContext),
-// the TLS handshake right after connect/accept (OpenSSL), and the session
-// the data path reads and writes through (TlsSession, over the record layer
-// of tls_records.h once the handshake is done). TLS 1.3 only.
+// the TLS handshake right after connect/accept, and the record layer the
+// data path reads and writes through (TlsSession). OpenSSL, TLS 1.3 only.
 //
 // Both ends present a certificate signed by the cluster's CA and verify the
 // other's. A node certificate names its node in its common name
@@ -60,6 +59,13 @@ class TlsContext {
   std::string certificate_path_;
 };
 
+// What a handshake driven without blocking waits for.
+enum class TlsHandshakeWait : uint8_t {
+  kDone,       // the handshake has finished
+  kWantRead,   // the peer's next bytes (the socket had no more)
+  kWantWrite,  // room in the socket to send
+};
+
 class TlsSession final : public transport::HandshakeStream {
  public:
   // The TLS handshake as the client on connected socket `fd`, checking that
@@ -68,10 +74,15 @@ class TlsSession final : public transport::HandshakeStream {
   // reason. `peer`: how messages name the other end.
   static Result<std::unique_ptr<TlsSession>> connect(const TlsContext& context, int fd, NodeId server,
                                                      DeadlineNs deadline, const std::string& peer);
-  // The server half, on an accepted socket whose first bytes are a TLS
-  // ClientHello (starts_with_tls_record).
-  static Result<std::unique_ptr<TlsSession>> accept(const TlsContext& context, int fd, DeadlineNs deadline,
-                                                    const std::string& peer);
+  // The server half, driven without blocking by a listener that serves many
+  // set-ups from one poll loop. start_accept() makes the session on an
+  // accepted socket whose first bytes are a TLS ClientHello
+  // (starts_with_tls_record); each advance_accept() takes what the socket
+  // holds and moves the handshake on as far as that lets it, never waiting:
+  // kDone once it has finished, else what it waits for. A failure names
+  // `peer` and what went wrong.
+  static Result<std::unique_ptr<TlsSession>> start_accept(const TlsContext& context, int fd);
+  Result<TlsHandshakeWait> advance_accept(const std::string& peer);
   ~TlsSession() override;
   TlsSession(const TlsSession&) = delete;
   TlsSession& operator=(const TlsSession&) = delete;
@@ -107,7 +118,12 @@ class TlsSession final : public transport::HandshakeStream {
 
  private:
   TlsSession(ssl_st* ssl, int fd);
-  Status drive_handshake(bool client, DeadlineNs deadline, const std::string& peer);
+  // One SSL_connect() or SSL_accept(): kDone, or what it waits for.
+  Result<TlsHandshakeWait> handshake_step(bool client, const std::string& peer);
+  Status connect_handshake(DeadlineNs deadline, const std::string& peer);
+  // take_socket_bytes() for advance_accept(), counted against
+  // kMaxSetupBytes: a peer past it is kFailed.
+  TlsIoState take_setup_bytes();
   Status read_through_memory();
   TlsIoState take_socket_bytes();
   // After the handshake: the record layer takes over with the application
@@ -116,6 +132,11 @@ class TlsSession final : public transport::HandshakeStream {
   // One recv() of ciphertext at most during the handshake: a little over
   // one whole TLS record.
   static constexpr std::size_t kCiphertextBytes = 16 * 1024 + 512;
+  // What a peer may send in a handshake driven by advance_accept(): far
+  // past any handshake of the cluster's (a certificate chain fits OpenSSL's
+  // own limit of 100 KiB), and a bound on what one call takes from the
+  // socket.
+  static constexpr std::size_t kMaxSetupBytes = 256 * 1024;
 
   ssl_st* ssl_;
   int fd_;
@@ -131,6 +152,8 @@ class TlsSession final : public transport::HandshakeStream {
   std::size_t server_secret_bytes_ = 0;
   TlsRecordSender sender_;
   TlsRecordReceiver receiver_;
+
+  std::size_t setup_bytes_ = 0;  // ciphertext advance_accept() took (kMaxSetupBytes)
 };
 
 // Whether the first bytes waiting on `fd` are a TLS handshake record (a

@@ -25,11 +25,19 @@
 // for them. Closures are logged in one line a second under a flood
 // (FloodLog).
 //
+// A set-up with steps before its request (TCP's TLS handshake, then the
+// request read through TLS) waits here the same way, through all of them:
+// the listener gives its entry a PendingSetup, which moves it on without
+// blocking whenever PendingHandshakes would look for a plain request, and
+// it counts as silent (closed to make room at a bound) until its request is
+// all there. One deadline covers the whole set-up.
+//
 // Thread: the listener's (whoever calls its accept()). Slow path: allocates
 // (the entries, a count per source).
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -39,6 +47,22 @@
 #include "fjord/transport/types.h"
 
 namespace fjord::transport {
+
+// The steps of a waiting connection's set-up that come before its request,
+// run by the listener (TCP: the TLS handshake, then the request decrypted).
+// PendingHandshakes calls advance() wherever it looks for a plain request,
+// on the listener's thread; it takes only what the socket holds and never
+// waits. Destroying it leaves the connection's descriptor to its Entry.
+class PendingSetup {
+ public:
+  enum class Progress : uint8_t {
+    kWantRead,   // waits for the peer's bytes; the socket is drained (an edge comes with more)
+    kWantWrite,  // waits for room to send
+    kReady,      // the request is all there, or the set-up failed: the listener takes it on (and says why)
+  };
+  virtual ~PendingSetup() = default;
+  virtual Progress advance() = 0;
+};
 
 class PendingHandshakes {
  public:
@@ -55,6 +79,10 @@ class PendingHandshakes {
     DeadlineNs deadline = 0;  // the set-up's own (setup_deadline)
     std::string source;       // what the bounds count by: "10.0.0.7", "uid 1000"
     AuthNonce greeting{};     // the nonce the listener's greeting sent (handshake.h)
+    // The steps before the request, or nullptr when the plain request is
+    // all that is waited for.
+    std::unique_ptr<PendingSetup> setup;
+    bool watching_write = false;  // PendingHandshakes' own: the epoll set waits for room to send too
   };
 
   // `epoll_fd`: the listener's epoll set, which it returns as fd().
@@ -67,12 +95,12 @@ class PendingHandshakes {
   // saying why) only when every waiting connection of the full bound has
   // its request in.
   bool add(Entry entry, DeadlineNs now);
-  // A connection whose whole handshake request is waiting, or whose peer
-  // failed or left, taken out of the set; nullopt if none. Closes (and logs)
-  // those past their deadline first. Also takes what the epoll set says is
-  // ready, so that the set is not left readable with nothing to do; and
-  // re-arms the other connections that are ready, so that it is left
-  // readable while one is (the caller takes one a call).
+  // A connection whose whole handshake request is waiting (its setup
+  // kReady), or whose peer failed or left, taken out of the set; nullopt if
+  // none. Closes (and logs) those past their deadline first. Also takes
+  // what the epoll set says is ready, so that the set is not left readable
+  // with nothing to do; and leaves it readable while another connection is
+  // ready (the caller takes one a call).
   std::optional<Entry> take_ready(DeadlineNs now);
   // The earliest deadline of a waiting connection (UINT64_MAX if none).
   DeadlineNs next_deadline() const;
@@ -104,7 +132,12 @@ class PendingHandshakes {
   bool make_room(const std::string& source, DeadlineNs now);
   // The oldest waiting connection of `source` ("" = any) whose request is
   // not all there; npos if none.
-  std::size_t oldest_silent(const std::string& source) const;
+  std::size_t oldest_silent(const std::string& source);
+  // Whether entry `e`'s request is all there (or its peer failed or left):
+  // moves its setup on first, and has the epoll set watch for what it
+  // waits for.
+  bool request_waiting(Entry& e);
+  void watch(Entry& e, bool write);
   // The source with the most waiting connections.
   std::string busiest_source() const;
   // Closes entry i to make room, counted in the flood log.
@@ -112,8 +145,10 @@ class PendingHandshakes {
   // Entry i out of the set (the last one moves into its slot).
   Entry take(std::size_t i);
   void expire(DeadlineNs now);
-  // Sets the timer to the earliest deadline (off when none waits).
-  void arm_timer();
+  // Sets the timer to the earliest deadline (off when none waits), or to
+  // fire at once: `at_once` when a ready connection is left for the next
+  // take_ready().
+  void arm_timer(bool at_once = false);
   int epoll_fd_;
   std::string what_;
   std::vector<Entry> pending_;
