@@ -14,12 +14,14 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstring>
 #include <thread>
 #include <vector>
 
 #include "fjord/base/clock.h"
 #include "fjord/base/fd.h"
+#include "tls_client_hello.h"
 #include "tls_directory.h"
 #include "tls_session.h"
 
@@ -358,6 +360,34 @@ TEST(TlsRecordsTest, RecordsThatCameWithTheHandshakesEndAreNotLost) {
   EXPECT_TRUE(client_ok);
   EXPECT_EQ(server_got, up);
   EXPECT_EQ(client_got, down);
+}
+
+// A peer that sends its ClientHello and closes before the server's answer:
+// the server's first write meets a closed socket (EPIPE on a Unix socket
+// pair). That must fail this set-up with a reason, not raise SIGPIPE, whose
+// default action would end the whole process (the data node).
+TEST(TlsRecordsTest, APeerGoneBeforeTheServersAnswerFailsTheSetUpWithoutSigpipe) {
+  constexpr NodeId kNodes[] = {1};
+  test::TlsDirectory dir{kNodes};
+  auto server_context = TlsContext::load(1, dir.path());
+  ASSERT_TRUE(server_context) << server_context.status().to_string();
+  const std::vector<uint8_t> hello = test::tls_client_hello();
+  ASSERT_FALSE(hello.empty());
+  ASSERT_NE(::signal(SIGPIPE, SIG_DFL), SIG_ERR);  // as in a program that never set it
+  SocketPair pair = socket_pair();
+  ASSERT_EQ(::write(pair.writer.get(), hello.data(), hello.size()), static_cast<ssize_t>(hello.size()));
+  pair.writer.reset();
+  auto session = TlsSession::start_accept(**server_context, pair.reader.get());
+  ASSERT_TRUE(session) << session.status().to_string();
+  Result<TlsHandshakeWait> wait = TlsHandshakeWait::kWantRead;
+  for (const DeadlineNs deadline = monotonic_ns() + 10 * kSecond; monotonic_ns() < deadline;) {
+    wait = (*session)->advance_accept("node 2");
+    if (!wait || *wait == TlsHandshakeWait::kDone) break;
+    pollfd p{pair.reader.get(), static_cast<short>(*wait == TlsHandshakeWait::kWantRead ? POLLIN : POLLOUT), 0};
+    (void)::poll(&p, 1, 100);
+  }
+  ASSERT_FALSE(wait) << "the handshake went on with a peer that had closed";
+  EXPECT_NE(wait.status().to_string().find("node 2"), std::string::npos) << wait.status().to_string();
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <charconv>
 #include <cstring>
@@ -245,13 +246,45 @@ Status TlsSession::start_records() {
 // (take_socket_bytes), never from the socket itself: an idle poll costs one
 // recv(), and during the handshake the client can look at the server's
 // first bytes before OpenSSL does.
+//
+// It writes to memory too, which send_handshake_output() hands to the
+// socket with MSG_NOSIGNAL: a peer that resets the connection mid-handshake
+// is an error for that set-up, never a SIGPIPE that ends the process.
 Status TlsSession::read_through_memory() {
   BIO* memory = BIO_new(BIO_s_mem());
   if (memory == nullptr) return Status(StatusCode::kInternal, "BIO_new: " + openssl_errors());
   BIO_set_mem_eof_return(memory, -1);  // empty means "wait", not end of stream
   SSL_set0_rbio(ssl_, memory);
   receive_bio_ = memory;
+  BIO* output = BIO_new(BIO_s_mem());
+  if (output == nullptr) return Status(StatusCode::kInternal, "BIO_new: " + openssl_errors());
+  SSL_set0_wbio(ssl_, output);
+  send_bio_ = output;
   return Status::ok();
+}
+
+// Sends what the handshake wrote to memory: kOk once all of it has left,
+// kWouldBlock while the socket has no room for the rest, kFailed
+// (last_error_) if the socket fails.
+TlsIoState TlsSession::send_handshake_output() {
+  for (;;) {
+    char* data = nullptr;
+    const long held = BIO_get_mem_data(send_bio_, &data);
+    if (held <= 0) return TlsIoState::kOk;
+    const ssize_t n = ::send(fd_, data, static_cast<std::size_t>(held), MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return TlsIoState::kWouldBlock;
+      last_error_ = std::string("send failed: ") + std::strerror(errno);
+      return TlsIoState::kFailed;
+    }
+    std::array<char, 4096> sent{};  // the sent bytes leave the BIO through here
+    for (long left = n; left > 0;) {
+      const int chunk = static_cast<int>(std::min<long>(left, static_cast<long>(sent.size())));
+      const int taken = BIO_read(send_bio_, sent.data(), chunk);
+      FJORD_ASSERT(taken == chunk);
+      left -= chunk;
+    }
+  }
 }
 
 // One recv() into the session's memory: kOk (bytes taken), kWouldBlock,
@@ -284,7 +317,6 @@ Result<std::unique_ptr<TlsSession>> TlsSession::connect(const TlsContext& contex
   SSL* ssl = SSL_new(context.get());
   if (ssl == nullptr) return Status(StatusCode::kInternal, "SSL_new: " + openssl_errors());
   std::unique_ptr<TlsSession> session(new TlsSession(ssl, fd));
-  if (SSL_set_wfd(ssl, fd) != 1) return Status(StatusCode::kInternal, "SSL_set_wfd: " + openssl_errors());
   if (Status s = session->read_through_memory(); !s) return s;
   if (Status s = session->connect_handshake(deadline, peer); !s) return s;
   if (Status s = session->check_peer(server); !s) return s;
@@ -296,7 +328,6 @@ Result<std::unique_ptr<TlsSession>> TlsSession::start_accept(const TlsContext& c
   SSL* ssl = SSL_new(context.get());
   if (ssl == nullptr) return Status(StatusCode::kInternal, "SSL_new: " + openssl_errors());
   std::unique_ptr<TlsSession> session(new TlsSession(ssl, fd));
-  if (SSL_set_wfd(ssl, fd) != 1) return Status(StatusCode::kInternal, "SSL_set_wfd: " + openssl_errors());
   if (Status s = session->read_through_memory(); !s) return s;
   return session;
 }
@@ -304,6 +335,11 @@ Result<std::unique_ptr<TlsSession>> TlsSession::start_accept(const TlsContext& c
 Result<TlsHandshakeWait> TlsSession::handshake_step(bool client, const std::string& peer) {
   ERR_clear_error();
   const int rc = client ? SSL_connect(ssl_) : SSL_accept(ssl_);
+  // A finished handshake's SSL_connect()/SSL_accept() returns 1 again, so
+  // output that did not fit the socket is sent by a later step.
+  const TlsIoState sent = send_handshake_output();
+  if (sent == TlsIoState::kFailed) return handshake_failure(peer, last_error_);
+  if (sent == TlsIoState::kWouldBlock) return TlsHandshakeWait::kWantWrite;
   if (rc == 1) {
     peer_node_ = certificate_node(SSL_get0_peer_certificate(ssl_));
     if (Status s = start_records(); !s) return s;

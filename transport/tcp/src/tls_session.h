@@ -126,6 +126,7 @@ class TlsSession final : public transport::HandshakeStream {
   TlsIoState take_setup_bytes();
   Status read_through_memory();
   TlsIoState take_socket_bytes();
+  TlsIoState send_handshake_output();
   // After the handshake: the record layer takes over with the application
   // traffic keys, and the bytes read beyond the handshake's records.
   Status start_records();
@@ -141,6 +142,7 @@ class TlsSession final : public transport::HandshakeStream {
   ssl_st* ssl_;
   int fd_;
   bio_st* receive_bio_ = nullptr;  // owned by ssl_; the handshake fills it from fd_
+  bio_st* send_bio_ = nullptr;     // owned by ssl_; send_handshake_output() empties it into fd_
   std::unique_ptr<std::byte[]> ciphertext_;
   NodeId peer_node_ = kNoNode;
   std::string last_error_;  // the handshake's: why take_socket_bytes() failed
