@@ -102,9 +102,12 @@ std::string config_text() {
       "MaxNoOfConcurrentOperations=2048\nMaxNoOfConcurrentScans=64\nControlSocket=@fjord-fuzz-node-" +
       std::to_string(unique) + "\n[ndbd]\nNodeId=2\n";
   for (NodeId api : {kChecker, kFuzzApi}) text += "[api]\nNodeId=" + std::to_string(api) + "\nHostName=127.0.0.1\n";
+  // Send buffers at the sim ring's floor (two frames of kMaxFrameBytes): a
+  // fuzz link is set up again after every refusal, and a smaller ring is
+  // less to map and fault in each time.
   for (NodeId peer : {kChecker, kFuzzApi, kFuzzData})
     text += "[sim]\nNodeId1=1\nNodeId2=" + std::to_string(peer) + "\nSimEndpoint=" + std::to_string(unique + peer) +
-            "\nSeed=1\nSendBufferMemory=256K\n";
+            "\nSeed=1\nSendBufferMemory=64K\n";
   return text;
 }
 
@@ -541,7 +544,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       send_raw(control & 1, data, size);
       continue;
     }
-    Frame f;
+    static Frame f;  // its sections keep their capacity from input to input
     if (read_frame(f, control, data, size)) send_frame(f);
   }
   flush_links();
