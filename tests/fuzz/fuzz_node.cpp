@@ -616,8 +616,8 @@ void run_input(const uint8_t* data, size_t size) {
 // after which a guarded row is broken.
 void replay(const char* file) {
   std::ifstream in(file, std::ios::binary);
+  if (!in) fail(std::string("cannot open ") + file);
   const std::vector<uint8_t> log((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (!in.eof() && !in) fail(std::string("cannot read ") + file);
   for (std::size_t at = 0; at < log.size();) {
     uint64_t size = 0;
     for (int i = 0; i < 4 && at + i < log.size(); ++i) size |= uint64_t{log[at + i]} << (8 * i);
