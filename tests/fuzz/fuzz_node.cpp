@@ -27,10 +27,15 @@
 // for the next input; every kCheckEvery inputs and at exit the fuzz links
 // are closed and a fresh API connection (node 50) reads every guarded row
 // and scans the table: a row missing, changed or extra aborts with a
-// message.
+// message. The inputs since the last passing check are kept; a failed
+// check writes them to <artifact_prefix>fuzz_node-inputs-since-check.
 //
 // FJORD_FUZZ_NODE_SEEDS=DIR writes the seed inputs (requests from the
 // protocol's encoders, as the API and TC send them) into DIR and exits.
+// FJORD_FUZZ_NODE_REPLAY=FILE runs such a file's inputs on a fresh node
+// with a check after each, naming the first after which a row is broken.
+// FJORD_FUZZ_NODE_SELF_TEST=1 turns the guard around (writes to the play
+// table reach the guarded one), to show that the check fires.
 #include <unistd.h>
 
 #include <atomic>
@@ -40,8 +45,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -88,8 +95,13 @@ api::Row guarded_row(uint64_t id) {
   return api::Row().set(0, id).set(1, "g" + std::to_string(id) + "@x").set(2, static_cast<int64_t>(id * 7));
 }
 
+void write_input_log();
+void name_replayed_input();
+
 [[noreturn]] void fail(const std::string& what) {
   std::fprintf(stderr, "fuzz_node: %s\n", what.c_str());
+  write_input_log();
+  name_replayed_input();
   std::abort();
 }
 
@@ -102,9 +114,12 @@ std::string config_text() {
       "MaxNoOfConcurrentOperations=2048\nMaxNoOfConcurrentScans=64\nControlSocket=@fjord-fuzz-node-" +
       std::to_string(unique) + "\n[ndbd]\nNodeId=2\n";
   for (NodeId api : {kChecker, kFuzzApi}) text += "[api]\nNodeId=" + std::to_string(api) + "\nHostName=127.0.0.1\n";
+  // Send buffers at the sim ring's floor (two frames of kMaxFrameBytes): a
+  // fuzz link is set up again after every refusal, and a smaller ring is
+  // less to map and fault in each time.
   for (NodeId peer : {kChecker, kFuzzApi, kFuzzData})
     text += "[sim]\nNodeId1=1\nNodeId2=" + std::to_string(peer) + "\nSimEndpoint=" + std::to_string(unique + peer) +
-            "\nSeed=1\nSendBufferMemory=256K\n";
+            "\nSeed=1\nSendBufferMemory=64K\n";
   return text;
 }
 
@@ -117,6 +132,13 @@ struct Harness {
   std::unique_ptr<transport::Transporter> links[2];  // [0] as API node 51, [1] as data node 2
   uint64_t inputs = 0;
   uint64_t reconnects = 0;
+  // The inputs since the last check that passed, each as a four-byte length
+  // and its bytes: the one that broke a row is among them.
+  std::vector<uint8_t> input_log;
+  uint64_t logged_inputs = 0;
+  std::string artifact_prefix;  // libFuzzer's -artifact_prefix
+  uint64_t replaying = 0;       // with FJORD_FUZZ_NODE_REPLAY: the input run last (1-based)
+  bool self_test = false;       // FJORD_FUZZ_NODE_SELF_TEST=1: the guard turned around
 
   void drain() {
     for (auto& link : links) {
@@ -235,6 +257,42 @@ void check_node() {
     check_guarded_rows(*conn);
   }
   g->settle();
+  g->input_log.clear();
+  g->logged_inputs = 0;
+}
+
+// ---- the inputs since the last check ------------------------------------------
+
+// Past this many bytes of inputs since the last check, the next one checks first.
+constexpr std::size_t kInputLogBytesMax = std::size_t{64} << 20;
+
+void log_input(const uint8_t* data, size_t size) {
+  if (g->input_log.size() + 4 + size > kInputLogBytesMax) check_node();
+  for (int i = 0; i < 4; ++i) g->input_log.push_back(static_cast<uint8_t>(size >> (8 * i)));
+  g->input_log.insert(g->input_log.end(), data, data + size);
+  ++g->logged_inputs;
+}
+
+void name_replayed_input() {
+  if (g != nullptr && g->replaying != 0)
+    std::fprintf(stderr, "fuzz_node: this follows input %llu of the replayed log\n",
+                 static_cast<unsigned long long>(g->replaying));
+}
+
+// On a failure: the inputs since the last passing check, for a replay.
+void write_input_log() {
+  if (g == nullptr || g->replaying != 0 || g->logged_inputs == 0) return;
+  const std::string path = g->artifact_prefix + "fuzz_node-inputs-since-check";
+  std::ofstream out(path, std::ios::binary);
+  out.write(reinterpret_cast<const char*>(g->input_log.data()), static_cast<std::streamsize>(g->input_log.size()));
+  if (!out) {
+    std::fprintf(stderr, "fuzz_node: cannot write %s\n", path.c_str());
+    return;
+  }
+  std::fprintf(stderr,
+               "fuzz_node: the %llu inputs since the last passing check are in %s; "
+               "FJORD_FUZZ_NODE_REPLAY=%s runs them on a fresh node, checking after each\n",
+               static_cast<unsigned long long>(g->logged_inputs), path.c_str(), path.c_str());
 }
 
 // ---- set-up -----------------------------------------------------------------
@@ -262,6 +320,8 @@ void start_node() {
   // run's time. FJORD_FUZZ_NODE_LOG=1 keeps them (to read a crash's story).
   if (std::getenv("FJORD_FUZZ_NODE_LOG") == nullptr) log_set_level(LogLevel::kError);
   g = new Harness();
+  const char* self_test = std::getenv("FJORD_FUZZ_NODE_SELF_TEST");
+  g->self_test = self_test != nullptr && std::string_view(self_test) == "1";
   g->config = config_text();
   DataNodeOptions o;
   o.config_text = g->config;
@@ -283,8 +343,15 @@ void start_node() {
 
 // ---- the guard ------------------------------------------------------------------
 
-bool in_guarded_family(uint32_t id) { return id >= g->guarded.table_id && id <= g->guarded.table_id + 2; }
-uint32_t to_play(uint32_t id) { return in_guarded_family(id) ? id - g->guarded.table_id + g->play.table_id : id; }
+bool in_family(const TableDef& table, uint32_t id) { return id >= table.table_id && id <= table.table_id + 2; }
+// The table (or index) a write may change. With FJORD_FUZZ_NODE_SELF_TEST=1
+// the guard is turned around, writes to the play table go to the guarded
+// one, and the check must fire (tools/dev/run_checks.sh runs that).
+uint32_t to_play(uint32_t id) {
+  const TableDef& from = g->self_test ? g->play : g->guarded;
+  const TableDef& to = g->self_test ? g->guarded : g->play;
+  return in_family(from, id) ? id - from.table_id + to.table_id : id;
+}
 
 void guard_key_words(uint32_t* words, std::size_t count, std::size_t table_word, std::size_t op_word,
                      std::size_t index_word) {
@@ -328,6 +395,9 @@ bool guard(uint16_t number, uint32_t* words, std::size_t count, std::vector<std:
   switch (number) {
     case gsn::kTcKeyReq:
       guard_key_words(words, count, layout::TcKeyReq::kTableId, layout::TcKeyReq::kOpBits, layout::TcKeyReq::kIndexId);
+      if (g->self_test && count > layout::TcKeyReq::kTableVersion &&
+          words[layout::TcKeyReq::kTableId] == g->guarded.table_id)
+        words[layout::TcKeyReq::kTableVersion] = g->guarded.version;  // so that TC takes the write
       return true;
     case gsn::kLqhKeyReq:
       guard_key_words(words, count, layout::LqhKeyReq::kTableId, layout::LqhKeyReq::kOpBits, SIZE_MAX);
@@ -525,27 +595,65 @@ void write_seed(const std::string& dir, const std::string& name, const SeedWrite
 
 #include "fuzz_node_seeds.h"
 
-extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  start_node();
-  if (const char* dir = std::getenv("FJORD_FUZZ_NODE_SEEDS")) {
-    write_seeds(dir);
-    std::_Exit(0);
-  }
-  return 0;
-}
+namespace {
 
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+void run_input(const uint8_t* data, size_t size) {
   while (size > 0) {
     const auto control = static_cast<uint8_t>(take(data, size, 1));
     if (((control >> 1) & 7) == 7) {
       send_raw(control & 1, data, size);
       continue;
     }
-    Frame f;
+    static Frame f;  // its sections keep their capacity from input to input
     if (read_frame(f, control, data, size)) send_frame(f);
   }
   flush_links();
   g->settle();
+}
+
+// FJORD_FUZZ_NODE_REPLAY=FILE: the inputs a failed check wrote, run in
+// order with a check after each, so that the failure names the first input
+// after which a guarded row is broken.
+void replay(const char* file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) fail(std::string("cannot open ") + file);
+  const std::vector<uint8_t> log((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  for (std::size_t at = 0; at < log.size();) {
+    uint64_t size = 0;
+    for (int i = 0; i < 4 && at + i < log.size(); ++i) size |= uint64_t{log[at + i]} << (8 * i);
+    at += 4;
+    if (at + size > log.size()) fail(std::string(file) + " ends inside input " + std::to_string(g->replaying + 1));
+    ++g->replaying;
+    run_input(log.data() + at, size);
+    at += size;
+    check_node();
+  }
+  std::fprintf(stderr, "fuzz_node: after each of the %llu inputs of %s the guarded rows are intact\n",
+               static_cast<unsigned long long>(g->replaying), file);
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
+  start_node();
+  const std::string prefix_flag = "-artifact_prefix=";
+  for (int i = 1; i < *argc; ++i)
+    if (std::string_view arg = (*argv)[i]; arg.starts_with(prefix_flag))
+      g->artifact_prefix = arg.substr(prefix_flag.size());
+  if (const char* dir = std::getenv("FJORD_FUZZ_NODE_SEEDS")) {
+    write_seeds(dir);
+    std::_Exit(0);
+  }
+  if (const char* file = std::getenv("FJORD_FUZZ_NODE_REPLAY")) {
+    replay(file);
+    std::_Exit(0);
+  }
+  return 0;
+}
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  log_input(data, size);
+  run_input(data, size);
   if (++g->inputs % kCheckEvery == 0) check_node();
   return 0;
 }

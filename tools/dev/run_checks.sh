@@ -87,6 +87,19 @@ else
 fi
 
 # 4. fuzz targets (clang, libFuzzer, ASan+UBSan), a short run each
+fuzz_node_self_test() {
+  local dir seeds="$ROOT/tests/fuzz/corpus/node" fuzzer="$FUZZ_DIR/tests/fuzz/fuzz_node"
+  dir=$(mktemp -d)
+  FJORD_FUZZ_NODE_SELF_TEST=1 "$fuzzer" -artifact_prefix="$dir/" "$seeds/api_read" "$seeds/api_update" \
+    > "$BUILD_DIR/fuzz_node-self-test.log" 2>&1 && { echo "the check did not fire"; rm -rf "$dir"; return 1; }
+  grep -q "guarded row 3 changed" "$BUILD_DIR/fuzz_node-self-test.log" ||
+    { echo "no changed row named; see $BUILD_DIR/fuzz_node-self-test.log"; rm -rf "$dir"; return 1; }
+  FJORD_FUZZ_NODE_SELF_TEST=1 FJORD_FUZZ_NODE_REPLAY="$dir/fuzz_node-inputs-since-check" "$fuzzer" \
+    >> "$BUILD_DIR/fuzz_node-self-test.log" 2>&1
+  grep -q "this follows input [0-9]* of the replayed log" "$BUILD_DIR/fuzz_node-self-test.log" ||
+    { echo "the replay named no input; see $BUILD_DIR/fuzz_node-self-test.log"; rm -rf "$dir"; return 1; }
+  rm -rf "$dir"
+}
 if [ ! -f "$FUZZ_DIR/build.ninja" ]; then
   CXX=clang++ meson setup "$FUZZ_DIR" "$ROOT" -Dfuzz=true -Dtests=disabled -Drdma=disabled -Ddpdk=disabled \
     -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debugoptimized > "$BUILD_DIR/fuzz-setup.log" 2>&1 ||
@@ -107,6 +120,14 @@ if [ -f "$FUZZ_DIR/build.ninja" ]; then
       fi
       rm -rf "$work"
     done
+    # fuzz_node's check must fire: with its guard turned around, the update
+    # seed changes a guarded row, the check at exit aborts and writes the
+    # inputs since the last check, and their replay names the input.
+    if detail=$(fuzz_node_self_test 2>&1); then
+      record PASS fuzz_node-self-test "(a changed row is found and its input named)"
+    else
+      record FAIL fuzz_node-self-test "($detail)"
+    fi
   else
     record FAIL fuzz-build "(see $BUILD_DIR/fuzz-build.log)"
     tail -20 "$BUILD_DIR/fuzz-build.log"
