@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "fjord/base/status.h"
+#include "fjord/transport/link_config.h"
 #include "fjord/transport/types.h"
 
 namespace fjord::bench {
@@ -35,7 +36,7 @@ enum class Command : uint8_t {
 enum class PollMode : uint8_t { kBusy, kSleep };
 const char* poll_mode_name(PollMode mode) noexcept;
 
-inline constexpr uint16_t kDefaultPort = 11860;
+inline constexpr uint16_t kDefaultPort = transport::kDefaultLinkPort;  // a link without PortNumber meets there too
 inline constexpr uint64_t kMaxIterations = 1'000'000'000;
 inline constexpr uint32_t kMaxBatch = 1024;
 // access and throughput

@@ -490,8 +490,7 @@ class RdmaFactory final : public transport::TransporterFactory {
     if (server == self)
       return Status(StatusCode::kInvalidArgument,
                     "node " + std::to_string(self) + " is the server of " + link.describe());
-    if (link.port == 0)
-      return Status(StatusCode::kInvalidArgument, link.describe() + " has no PortNumber to connect to");
+    if (Status s = transport::check_connect_port(link); !s) return s;
     auto key = transport::own_key(link, self);
     if (!key) return key.status();
     const LinkParams params = link_params(link);
