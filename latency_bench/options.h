@@ -91,6 +91,7 @@ struct Options {
   std::string host;                       // --client HOST
   uint16_t port = kDefaultPort;           // --server/--client
   std::string peer_host = "localhost";    // --server: where the client connects from
+  std::string own_host;                   // --host: this side's address (empty: any)
   uint64_t timeout_s = kDefaultTimeoutS;  // waiting for a peer to connect or answer
   PeerArgs peer;
   // access and throughput
