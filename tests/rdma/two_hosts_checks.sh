@@ -41,9 +41,9 @@ stamp "link up: $(ip -o -4 addr show eth0 | awk '{print $4}'), peer $PEER_RXE an
 
 serve() {
   # No config: listens on every address, every RDMA device; admits the peer.
+  # The other servers start after the rounds: nothing else runs beside the
+  # measured pair on the guest's one vCPU.
   "$LB" --server --transporter rdma --peer-host "$PEER_RXE" > "$OUT/server-rdma.log" 2>&1 &
-  "$LB" --server --transporter tcp --port 11861 --peer-host "$PEER_RXE" > "$OUT/server-tcp.log" 2>&1 &
-  "$LB" --server --transporter rdma --port 11862 --peer-host "$PEER_SIW" > "$OUT/server-siw.log" 2>&1 &
   for round in $(seq 1 "$ROUNDS"); do
     ib_write_lat -d rxe0 -x 1 -s 64 -n "$ITERS" -F > "$OUT/ib_write_lat-server-$round.log" 2>&1 &
     perf=$!
@@ -52,6 +52,11 @@ serve() {
     wait $perf
     wait_for "b-round-$round" 300
   done
+  "$LB" --server --transporter tcp --port 11861 --peer-host "$PEER_RXE" > "$OUT/server-tcp.log" 2>&1 &
+  "$LB" --server --transporter rdma --port 11862 --peer-host "$PEER_SIW" > "$OUT/server-siw.log" 2>&1 &
+  sleep 1
+  mark a-others-up
+  wait_for b-singles-done 300
   mark a-servers-done
   stamp "contract suite, cross-process cases (this host runs the test)"
   RXE_IP=10.88.0.1 FJORD_PEER_IP=$PEER_RXE FJORD_CONTRACT_REMOTE_DIR=$OUT \
@@ -79,12 +84,14 @@ measure() {  # each round: the floor, then latency_bench over the same device
     echo $? > "$OUT/lb-rdma-$round.rc"
     mark "b-round-$round"
   done
+  wait_for a-others-up 120
   timeout 120 "$LB" --client "$PEER_RXE" --transporter tcp --port 11861 --size 64 --iterations "$ITERS" --json \
     > "$OUT/lb-tcp.json" 2> "$OUT/lb-tcp.log"
   echo $? > "$OUT/lb-tcp.rc"
   timeout 120 "$LB" --client "$PEER_SIW" --transporter rdma --port 11862 --size 64 --iterations "$ITERS" --json \
     > "$OUT/lb-siw.json" 2> "$OUT/lb-siw.log"
   echo $? > "$OUT/lb-siw.rc"
+  mark b-singles-done
   wait_for a-servers-done 300
   peer_for_contract tcp
   peer_for_contract rdma
@@ -99,7 +106,7 @@ peer_for_contract() {
   pid=$!
   wait_for "peer-$1.kill" 200
   kill -9 $pid 2> /dev/null
-  wait $pid
+  wait $pid 2> /dev/null
   echo $? > "$OUT/peer-$1.killed"
 }
 
