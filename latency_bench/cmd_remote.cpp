@@ -18,23 +18,40 @@ constexpr uint64_t kAcceptWaitNs = 3600 * kNsPerSecond;
 
 std::string type_of(const Options& o) { return o.transporter.empty() ? "tcp" : o.transporter; }
 
-// The server listens on every address ("0.0.0.0") and admits the client
-// from --peer-host; a --config file says both itself.
+// This side's own address: --host, else every address ("0.0.0.0": the
+// server listens on all of them, over rdma on every RDMA device; the client
+// lets the route to the server choose).
+std::string own_host(const Options& o) { return o.own_host.empty() ? "0.0.0.0" : o.own_host; }
+
+// The server admits the client from --peer-host; a --config file says both
+// itself, but --host replaces the server's own host there.
 Result<LinkChoice> server_link(const Options& o) {
   auto& registry = tools::builtin_registry();
-  if (!o.config_path.empty()) return link_from_file(registry, o.config_path, o.transporter);
-  return generated_link(registry, type_of(o), LinkHosts{"0.0.0.0", o.peer_host, o.port}, o.link_params);
+  if (o.config_path.empty())
+    return generated_link(registry, type_of(o), LinkHosts{own_host(o), o.peer_host, o.port}, o.link_params);
+  auto choice = link_from_file(registry, o.config_path, o.transporter);
+  if (!choice || o.own_host.empty()) return choice;
+  // The listener reads the table: the host changes there too.
+  std::vector<transport::LinkConfig> links = choice->table.all();
+  for (transport::LinkConfig& link : links)
+    if (link.node1 == choice->link.node1 && link.node2 == choice->link.node2)
+      (link.server_node == link.node1 ? link.host1 : link.host2) = o.own_host;
+  choice->table = transport::LinkTable(std::move(links), choice->table.warnings());
+  choice->link = *choice->table.find(choice->link.node1, choice->link.node2);
+  return choice;
 }
 
-// The client connects to HOST (which replaces the server's host of a --config link).
+// The client connects to HOST (which replaces the server's host of a
+// --config link) from --host (which replaces its own).
 Result<LinkChoice> client_link(const Options& o) {
   auto& registry = tools::builtin_registry();
   auto choice = o.config_path.empty()
-                    ? generated_link(registry, type_of(o), LinkHosts{o.host, "localhost", o.port}, o.link_params)
+                    ? generated_link(registry, type_of(o), LinkHosts{o.host, own_host(o), o.port}, o.link_params)
                     : link_from_file(registry, o.config_path, o.transporter);
   if (!choice) return choice;
   transport::LinkConfig& link = choice->link;
   (link.server_node == link.node1 ? link.host1 : link.host2) = o.host;
+  if (!o.own_host.empty()) (link.server_node == link.node1 ? link.host2 : link.host1) = o.own_host;
   return choice;
 }
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "fjord/base/status.h"
+#include "fjord/transport/link_config.h"
 #include "fjord/transport/types.h"
 
 namespace fjord::bench {
@@ -35,7 +36,7 @@ enum class Command : uint8_t {
 enum class PollMode : uint8_t { kBusy, kSleep };
 const char* poll_mode_name(PollMode mode) noexcept;
 
-inline constexpr uint16_t kDefaultPort = 11860;
+inline constexpr uint16_t kDefaultPort = transport::kDefaultLinkPort;  // a link without PortNumber meets there too
 inline constexpr uint64_t kMaxIterations = 1'000'000'000;
 inline constexpr uint32_t kMaxBatch = 1024;
 // access and throughput
@@ -90,6 +91,7 @@ struct Options {
   std::string host;                       // --client HOST
   uint16_t port = kDefaultPort;           // --server/--client
   std::string peer_host = "localhost";    // --server: where the client connects from
+  std::string own_host;                   // --host: this side's address (empty: any)
   uint64_t timeout_s = kDefaultTimeoutS;  // waiting for a peer to connect or answer
   PeerArgs peer;
   // access and throughput

@@ -82,6 +82,9 @@ const ParamSpec kRdmaParams[] = {
      "RDMA WRITEs up to this many bytes are posted inline (capped by the device)"},
     {"RdmaSpintime", Kind::kUint, 0, 1'000'000, "100", false,
      "microseconds a receiver busy-polls before sleeping on the completion channel"},
+    {"ListenAnyAddress", Kind::kBool, 0, 1, "false", false,
+     "the server end listens on every address of every RDMA device, not only its HostName's (clients still "
+     "connect to HostName)"},
 };
 
 // Waits for one specific rdma_cm event; anything else is the error.
@@ -357,7 +360,8 @@ Result<CmId> create_id(rdma_event_channel* channel) {
 }
 
 // Client: address and route resolution, from the configured local address
-// (so the server's peer-address check sees it) to the server's.
+// (so the server's peer-address check sees it; 0.0.0.0 lets the route
+// choose) to the server's.
 Result<CmId> resolve_route(rdma_event_channel* channel, const LinkConfig& link, NodeId self, DeadlineNs deadline) {
   const NodeId server = link.server_node;
   auto dst = resolve_host(link.host_of(server), link.port);
@@ -367,9 +371,9 @@ Result<CmId> resolve_route(rdma_event_channel* channel, const LinkConfig& link, 
   auto id = create_id(channel);
   if (!id) return id.status();
   sockaddr_storage& to = dst->front();
-  sockaddr_storage* from = nullptr;
+  sockaddr_storage* from = nullptr;  // none, or a wildcard: the route to the server picks the device
   for (sockaddr_storage& s : *src)
-    if (s.ss_family == to.ss_family) from = &s;
+    if (s.ss_family == to.ss_family && !transport::is_any_address(reinterpret_cast<sockaddr*>(&s))) from = &s;
   const std::string target = sockaddr_text(reinterpret_cast<sockaddr*>(&to));
   if (rdma_resolve_addr(id->get(), reinterpret_cast<sockaddr*>(from), reinterpret_cast<sockaddr*>(&to),
                         kResolveTimeoutMs) != 0)
@@ -456,12 +460,17 @@ class RdmaFactory final : public transport::TransporterFactory {
     return found.empty() ? "127.0.0.1" : found;
   }
 
+  // Binds to the server's HostName, or to the wildcard address with
+  // ListenAnyAddress=1 or a HostName of 0.0.0.0 / ::. rdma_cm then delivers
+  // connection requests from every RDMA device, and serve() makes each
+  // connection's PD, CQs and MRs on the device its request arrived on.
   Result<std::unique_ptr<Listener>> listen(NodeId self, const LinkTable& links) override {
     auto listening = transport::listen_link(self, links, kName);
     if (!listening) return listening.status();
     if (Status s = transport::check_own_keys(self, links, kName); !s) return s;
     const LinkConfig* first = *listening;
-    auto addresses = resolve_host(first->host_of(self), first->port);
+    const bool any = first->params.get_bool("ListenAnyAddress");
+    auto addresses = resolve_host(any ? std::string("0.0.0.0") : first->host_of(self), first->port);
     if (!addresses) return addresses.status();
     auto channel = make_channel();
     if (!channel) return channel.status();
@@ -472,12 +481,18 @@ class RdmaFactory final : public transport::TransporterFactory {
     if (rdma_bind_addr(id->get(), addr) != 0)
       return Status(StatusCode::kUnavailable, first->describe() + ": cannot bind an rdma listener to " + where + ": " +
                                                   std::strerror(errno) + " (is the address on an RDMA device?)");
-    if (!(*id)->verbs)
-      return Status(StatusCode::kUnavailable, first->describe() + ": " + where + " is not on an RDMA device");
+    const bool every_device = transport::is_any_address(addr);
+    if (!(*id)->verbs && !every_device)
+      return Status(StatusCode::kUnavailable,
+                    first->describe() + ": " + where +
+                        " is not on an RDMA device (give the address of one, or ListenAnyAddress=1 to serve every "
+                        "device)");
     if (rdma_listen(id->get(), 64) != 0) return io_error("rdma_listen on " + where, errno);
     const uint16_t port = ntohs(rdma_get_src_port(id->get()));
-    const std::string endpoint = sockaddr_text(rdma_get_local_addr(id->get())) + " [" +
-                                 describe_device(id->get(), link_params(*first).gid_index) + "]";
+    const std::string endpoint =
+        sockaddr_text(rdma_get_local_addr(id->get())) + " [" +
+        (every_device ? std::string("every RDMA device") : describe_device(id->get(), link_params(*first).gid_index)) +
+        "]";
     FJORD_LOG_INFO("node %u: rdma listening on %s", self, endpoint.c_str());
     return std::unique_ptr<Listener>(
         new RdmaListener(self, links, std::move(channel).value(), std::move(id).value(), port, endpoint));
@@ -490,8 +505,7 @@ class RdmaFactory final : public transport::TransporterFactory {
     if (server == self)
       return Status(StatusCode::kInvalidArgument,
                     "node " + std::to_string(self) + " is the server of " + link.describe());
-    if (link.port == 0)
-      return Status(StatusCode::kInvalidArgument, link.describe() + " has no PortNumber to connect to");
+    if (Status s = transport::check_connect_port(link); !s) return s;
     auto key = transport::own_key(link, self);
     if (!key) return key.status();
     const LinkParams params = link_params(link);

@@ -23,6 +23,7 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <sstream>
 #include <thread>
 
 #include "descriptors_used_up.h"
@@ -452,6 +453,80 @@ TEST_P(ContractTest, PermittedMisuseHasTheSameDefinedAnswerOnEveryMedium) {
   EXPECT_EQ(p.server->wait_for_receive(10 * kSecond, 0), WaitResult::kDown);
 }
 
+// The other process of PeerKilledMidStreamIsSeenAsDown: contract_peer
+// started here, or, with FJORD_CONTRACT_REMOTE_DIR set, on another host by
+// the runner there (tests/rdma/two_hosts_checks.sh), which watches that
+// shared directory: it starts contract_peer with the arguments in
+// peer-<medium>.args, and on peer-<medium>.kill kills it with SIGKILL and
+// writes its exit status (137) to peer-<medium>.killed.
+class PeerProcess {
+ public:
+  PeerProcess(const std::string& medium, const char* remote_dir) {
+    if (remote_dir) dir_ = std::string(remote_dir) + "/peer-" + medium + ".";
+  }
+  ~PeerProcess() { kill(); }
+  bool remote() const { return !dir_.empty(); }
+
+  void start(const char* program, const std::string& type, const std::string& config_path, const std::string& port) {
+    if (remote()) {
+      std::ofstream(dir_ + "args.tmp") << "--type " << type << " --config " << config_path << " --port " << port;
+      std::filesystem::rename(dir_ + "args.tmp", dir_ + "args");
+      started_ = true;
+      return;
+    }
+    const char* argv[] = {program,  "--type",     type.c_str(), "--config", config_path.c_str(),
+                          "--port", port.c_str(), nullptr};
+    ASSERT_EQ(::posix_spawn(&child_, program, nullptr, nullptr, const_cast<char* const*>(argv), environ), 0);
+  }
+
+  // Kills the peer with SIGKILL; true if it was still running then.
+  bool kill() {
+    if (remote()) {
+      if (!started_) return killed_status_ == "137";
+      started_ = false;
+      std::ofstream(dir_ + "kill") << "now";
+      for (const uint64_t deadline = monotonic_ns() + 30 * kSecond; monotonic_ns() < deadline;) {
+        std::ifstream in(dir_ + "killed");
+        if (in >> killed_status_) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+      return killed_status_ == "137";
+    }
+    if (child_ <= 0) return killed_status_ == "137";
+    ::kill(child_, SIGKILL);
+    int status = 0;
+    ::waitpid(child_, &status, 0);
+    child_ = -1;
+    killed_status_ = WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL ? "137" : std::to_string(status);
+    return killed_status_ == "137";
+  }
+  const std::string& status() const { return killed_status_; }
+
+ private:
+  std::string dir_;  // "<remote dir>/peer-<medium>." or empty: a local child
+  pid_t child_ = -1;
+  bool started_ = false;  // remote: args written, not yet killed
+  std::string killed_status_;
+};
+
+// The medium's section as the two hosts of a remote peer see it: this
+// host's RXE_IP for node 1, FJORD_PEER_IP for node 2.
+std::string peer_section(const Medium& m, bool remote) {
+  std::string text = m.section(1, 2, "");
+  if (!remote) return text;
+  const char* self = ::getenv("RXE_IP");
+  const char* peer = ::getenv("FJORD_PEER_IP");
+  if (!self || !peer) return text;
+  std::string out;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("HostName1=", 0) == 0) line = std::string("HostName1=") + self;
+    if (line.rfind("HostName2=", 0) == 0) line = std::string("HostName2=") + peer;
+    out += line + "\n";
+  }
+  return out;
+}
+
 TEST_P(ContractTest, PeerKilledMidStreamIsSeenAsDown) {
   const Medium& m = GetParam();
   if (m.in_process_only)
@@ -459,11 +534,14 @@ TEST_P(ContractTest, PeerKilledMidStreamIsSeenAsDown) {
                  << "(its own suite covers a peer that vanishes mid-stream)";
   const char* peer = ::getenv("FJORD_CONTRACT_PEER");
   ASSERT_NE(peer, nullptr) << "FJORD_CONTRACT_PEER must name the contract_peer program (meson sets it)";
+  const char* remote_dir = ::getenv("FJORD_CONTRACT_REMOTE_DIR");
+  PeerProcess child(m.name(), remote_dir);
   // One section text for both processes, so they agree on the endpoint.
-  const std::string text = m.section(1, 2, "");
+  const std::string text = peer_section(m, child.remote());
   auto table = load_links(text);
   ASSERT_TRUE(table) << table.status().to_string();
-  const std::string config_path = ::testing::TempDir() + "contract_peer_" + std::to_string(::getpid()) + ".ini";
+  const std::string config_path = (remote_dir ? std::string(remote_dir) + "/" : ::testing::TempDir()) +
+                                  "contract_peer_" + m.name() + "_" + std::to_string(::getpid()) + ".ini";
   {
     std::ofstream out(config_path);
     out << text;
@@ -471,25 +549,20 @@ TEST_P(ContractTest, PeerKilledMidStreamIsSeenAsDown) {
   auto listener = test_registry().find(m.type)->listen(1, *table);
   ASSERT_TRUE(listener) << listener.status().to_string();
   const std::string port = std::to_string(client_view(*table->find(1, 2), **listener).port);
-  const std::string type = m.type;
-  const char* argv[] = {peer, "--type", type.c_str(), "--config", config_path.c_str(), "--port", port.c_str(), nullptr};
-  pid_t child = -1;
-  ASSERT_EQ(::posix_spawn(&child, peer, nullptr, nullptr, const_cast<char* const*>(argv), environ), 0);
-  auto accepted = (*listener)->accept(monotonic_ns() + 20 * kSecond);
+  child.start(peer, m.type, config_path, port);
+  auto accepted = (*listener)->accept(monotonic_ns() + (child.remote() ? 120 : 20) * kSecond);
   if (!accepted) {
-    ::kill(child, SIGKILL);
-    ::waitpid(child, nullptr, 0);
+    child.kill();
+    ::unlink(config_path.c_str());
     FAIL() << accepted.status().to_string();
   }
   transport::Transporter& link = **accepted;
   uint64_t next = 0;
   const std::string first = receive_sequenced(link, &next, 2000, 20 * kSecond);
-  ::kill(child, SIGKILL);
-  int status = 0;
-  ::waitpid(child, &status, 0);
+  const bool was_running = child.kill();
   ::unlink(config_path.c_str());
   ASSERT_EQ(first, "");
-  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << "peer exited early, status " << status;
+  EXPECT_TRUE(was_running) << "peer exited early, status " << child.status();
   // Whatever the peer managed to send before dying arrives intact and in
   // order; then the link is declared down with a reason.
   const uint64_t deadline = monotonic_ns() + 20 * kSecond;

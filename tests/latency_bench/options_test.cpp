@@ -222,19 +222,37 @@ TEST(LatencyBenchOptions, DolphinStyleServerAndClient) {
   EXPECT_EQ(long_form->command, Command::kClient);
 }
 
+// --host: the server's own address (every address when not given) and the
+// client's source; meaningless for local runs.
+TEST(LatencyBenchOptions, HostNamesThisSidesOwnAddress) {
+  auto server = parse({"-server", "--host", "10.88.0.1", "--transporter", "tcp"});
+  ASSERT_TRUE(server) << server.status().to_string();
+  EXPECT_EQ(server->own_host, "10.88.0.1");
+  auto client = parse({"-client", "10.88.0.1", "--host", "10.88.0.2"});
+  ASSERT_TRUE(client) << client.status().to_string();
+  EXPECT_EQ(client->host, "10.88.0.1");
+  EXPECT_EQ(client->own_host, "10.88.0.2");
+  auto plain = parse({"-server"});
+  ASSERT_TRUE(plain);
+  EXPECT_EQ(plain->own_host, "");
+  auto local = parse({"ping", "--host", "10.88.0.1"});
+  ASSERT_FALSE(local);
+  EXPECT_NE(local.status().message().find("--host applies to"), std::string::npos) << local.status().message();
+}
+
 TEST(LatencyBenchOptions, HelpWinsAndListsEveryOption) {
   auto o = parse({"--size", "64", "-h", "--bogus"});
   ASSERT_TRUE(o);
   EXPECT_EQ(o->command, Command::kHelp);
   const std::string help = help_text(kBuiltIn);
-  for (const char* option : {"--transporter",  "--config",    "--link-param", "--size",      "--iterations",
-                             "--warmup",       "--poll",      "--cpus",       "--stream",    "--batch",
-                             "--compare",      "--json",      "--port",       "--peer-host", "--timeout",
-                             "--verbose",      "--help",      "-server",      "-client",     "built in: tcp, shm",
-                             "--rows",         "--row-bytes", "--api-node",   "--data-node", "--start-node",
-                             "--plot",         "--duration",  "--definers",   "--executors", "--in-flight",
-                             "--mix",          "--rate",      "access",       "throughput",  "ping-all",
-                             "FJORD_DATANODE", "--no-compare"})
+  for (const char* option : {"--transporter",      "--config",       "--link-param", "--size",      "--iterations",
+                             "--warmup",           "--poll",         "--cpus",       "--stream",    "--batch",
+                             "--compare",          "--json",         "--port",       "--peer-host", "--host",
+                             "--timeout",          "--verbose",      "--help",       "-server",     "-client",
+                             "built in: tcp, shm", "--rows",         "--row-bytes",  "--api-node",  "--data-node",
+                             "--start-node",       "--plot",         "--duration",   "--definers",  "--executors",
+                             "--in-flight",        "--mix",          "--rate",       "access",      "throughput",
+                             "ping-all",           "FJORD_DATANODE", "--no-compare"})
     EXPECT_NE(help.find(option), std::string::npos) << option;
 }
 

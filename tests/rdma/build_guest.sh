@@ -111,7 +111,7 @@ depmod -b kern "$K"
 MODDIR=initrd/lib/modules/$K
 mkdir -p initrd/{bin,dev,proc,sys,lower,newroot,ovl,job} "$MODDIR/extra"
 cp "$(command -v busybox)" initrd/bin/
-for m in virtio_pci 9pnet_virtio 9p overlay ib_uverbs rdma_ucm rdma_rxe dummy ib_umad \
+for m in virtio_pci 9pnet_virtio 9p overlay ib_uverbs rdma_ucm rdma_rxe dummy ib_umad virtio_net \
          crc32_generic crc32c_generic libcrc32c; do
   modprobe -d kern -S "$K" --show-depends $m | awk '$1 == "insmod" {print $2}'
 done | sort -u | while read -r ko; do

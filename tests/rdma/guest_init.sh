@@ -11,6 +11,11 @@
 # containing siw, siw0 (soft-iWARP) on dummy1 = 10.11.13.1/24. Each device
 # has its own interface and address, so rdma_cm's address -> device mapping
 # is unambiguous. The command sees RXE_IP and SIW_IP.
+#
+# Two hosts (run_in_guest.sh --nic): with RXE_ADDR=A/N (and SIW_ADDR=B/N) on
+# the kernel command line, rxe0 sits on the first virtio NIC (eth0) with
+# address A and siw0 on the second (eth1) with B, instead of the dummies;
+# the other guest's NICs are on the same virtual Ethernet segments.
 /bin/busybox --install -s /bin
 export PATH=/bin
 mount -t proc proc /proc
@@ -62,20 +67,38 @@ net_up() {  # net_up IFACE ADDRESS
   ip addr add "$2" dev "$1"
   ip link set "$1" up
 }
-net_up dummy0 10.11.12.1/24
+nic_up() {  # nic_up IFACE ADDRESS: a virtio NIC joined to the other guest
+  ip addr add "$2" dev "$1" || log "no $1 for $2"
+  ip link set "$1" up
+}
+RXE_NET=dummy0 SIW_NET=dummy1 RXE_ADDR=10.11.12.1/24 SIW_ADDR=10.11.13.1/24
+for word in $(cat /proc/cmdline); do
+  case $word in
+    RXE_ADDR=*) RXE_ADDR=${word#RXE_ADDR=} RXE_NET=eth0 ;;
+    SIW_ADDR=*) SIW_ADDR=${word#SIW_ADDR=} SIW_NET=eth1 ;;
+  esac
+done
+[ $RXE_NET = eth0 ] && modprobe virtio_net
+dev_net() {  # dev_net IFACE ADDRESS
+  case $1 in
+    dummy*) net_up "$1" "$2" ;;
+    *) nic_up "$1" "$2" ;;
+  esac
+}
+dev_net $RXE_NET $RXE_ADDR
 for d in $(echo "${RDMA_DEVS:-rxe}" | tr , ' '); do
   case $d in
-    rxe) in_root rdma link add rxe0 type rxe netdev dummy0 > /dev/console 2>&1 || log "rdma link add rxe0 failed" ;;
+    rxe) in_root rdma link add rxe0 type rxe netdev $RXE_NET > /dev/console 2>&1 || log "rdma link add rxe0 failed" ;;
     siw)
       modprobe siw || log "modprobe siw failed"
-      net_up dummy1 10.11.13.1/24
-      in_root rdma link add siw0 type siw netdev dummy1 > /dev/console 2>&1 || log "rdma link add siw0 failed"
+      dev_net $SIW_NET $SIW_ADDR
+      in_root rdma link add siw0 type siw netdev $SIW_NET > /dev/console 2>&1 || log "rdma link add siw0 failed"
       ;;
   esac
 done
 log "ready $(cut -d' ' -f1 /proc/uptime)"
 
-in_root TERM=dumb RXE_IP=10.11.12.1 SIW_IP=10.11.13.1 /bin/sh /job/cmd.sh > /job/out 2>&1 < /dev/null
+in_root TERM=dumb RXE_IP=${RXE_ADDR%/*} SIW_IP=${SIW_ADDR%/*} /bin/sh /job/cmd.sh > /job/out 2>&1 < /dev/null
 echo $? > /job/rc
 log "done $(cut -d' ' -f1 /proc/uptime)"
 sync

@@ -8,10 +8,13 @@
 // where RXE_IP names the device's address (rxe0, or siw0 via SIW_IP).
 #include "fjord/rdma/rdma.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <ifaddrs.h>
 #include <infiniband/verbs.h>
 #include <poll.h>
+#include <rdma/rdma_cma.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -231,6 +234,71 @@ TEST_F(RdmaLink, NobodyListeningIsAClearError) {
   EXPECT_NE(m.find("connecting to node 1"), std::string::npos) << m;
   EXPECT_NE(m.find("GID["), std::string::npos) << m;
   std::printf("nobody listening: %s\n", m.c_str());
+}
+
+// One non-loopback IPv4 address per RDMA device of this machine ("rxe0" ->
+// "10.11.12.1"), found the way rdma_cm maps addresses to devices.
+std::map<std::string, std::string> device_addresses() {
+  std::map<std::string, std::string> out;
+  ifaddrs* list = nullptr;
+  if (::getifaddrs(&list) != 0) return out;
+  rdma_event_channel* channel = rdma_create_event_channel();
+  for (ifaddrs* a = list; a && channel; a = a->ifa_next) {
+    if (!a->ifa_addr || a->ifa_addr->sa_family != AF_INET) continue;
+    const in_addr ip = reinterpret_cast<sockaddr_in*>(a->ifa_addr)->sin_addr;
+    if ((ntohl(ip.s_addr) >> 24) == 127) continue;  // rdma_cm binds loopback to any device
+    rdma_cm_id* id = nullptr;
+    if (rdma_create_id(channel, &id, nullptr, RDMA_PS_TCP) != 0) continue;
+    if (rdma_bind_addr(id, a->ifa_addr) == 0 && id->verbs != nullptr) {
+      char text[INET_ADDRSTRLEN] = {};
+      ::inet_ntop(AF_INET, &ip, text, sizeof text);
+      out.emplace(ibv_get_device_name(id->verbs->device), text);
+    }
+    rdma_destroy_id(id);
+  }
+  if (channel) rdma_destroy_event_channel(channel);
+  ::freeifaddrs(list);
+  return out;
+}
+
+// ListenAnyAddress=1: one listener takes connections that arrive on every
+// device (each gets its queue pair, CQs and MRs on its own device), though
+// the links name one HostName for the server.
+TEST_F(RdmaLink, ListenAnyAddressServesEveryDevice) {
+  const std::map<std::string, std::string> devices = device_addresses();
+  ASSERT_FALSE(devices.empty()) << "no RDMA device holds a non-loopback IPv4 address";
+  const std::string server_host = devices.begin()->second;
+  std::string text;
+  NodeId client = 2;
+  for (const auto& [device, address] : devices)
+    text += "[rdma]\nNodeId1=1\nNodeId2=" + std::to_string(client++) + "\nHostName1=" + server_host +
+            "\nHostName2=" + address + "\nPortNumber=0\nListenAnyAddress=1\n";
+  auto table = load_links(text);
+  ASSERT_TRUE(table) << table.status().to_string();
+  auto listener = rdma_factory().listen(1, *table);
+  ASSERT_TRUE(listener) << listener.status().to_string();
+  EXPECT_NE((*listener)->endpoint().find("every RDMA device"), std::string::npos) << (*listener)->endpoint();
+  client = 2;
+  for (const auto& [device, address] : devices) {
+    SCOPED_TRACE(device + " " + address);
+    // The client dials the server's address on its own device.
+    transport::LinkConfig link = client_view(*table->find(1, client), **listener);
+    link.host1 = address;
+    const DeadlineNs deadline = monotonic_ns() + 20 * kSecond;
+    Result<std::unique_ptr<transport::Transporter>> connected(Status(StatusCode::kInternal, "not run"));
+    std::thread connector([&] { connected = rdma_factory().connect(client, link, deadline); });
+    auto accepted = (*listener)->accept(deadline);
+    connector.join();
+    ASSERT_TRUE(connected) << connected.status().to_string();
+    ASSERT_TRUE(accepted) << accepted.status().to_string();
+    auto info = rdma::link_info(**accepted);
+    ASSERT_TRUE(info);
+    EXPECT_EQ(info->device, device);
+    EXPECT_EQ((*accepted)->remote_node(), client);
+    EXPECT_EQ(stream(**connected, **accepted, 1000, 300), "");
+    ++client;
+  }
+  std::printf("one listener (%s) served %zu device(s)\n", (*listener)->endpoint().c_str(), devices.size());
 }
 
 TEST_F(RdmaLink, SmallWritesAreInlineAndFewAreSignalled) {

@@ -3,15 +3,21 @@
 # status (124 on timeout, 255 when the guest itself failed).
 #
 #   tests/rdma/run_in_guest.sh --guest DIR [--rw DIR] [--devs rxe|rxe,siw]
-#                              [--timeout S] [--mem MB] [--keep] -- CMD ARGS...
+#                              [--timeout S] [--mem MB] [--smp N] [--keep]
+#                              [--nic MAC NETDEV]... [--append TEXT] -- CMD ARGS...
 #
 # DIR is what build_guest.sh printed. The guest (QEMU TCG: this machine's KVM
 # cannot run a stock kernel) sees the host's / read-only with a tmpfs
 # overlay, runs CMD as root in the caller's working directory with a clean
 # environment (PATH, HOME, RXE_IP, SIW_IP), and streams its output. Writes
 # are lost unless they go under --rw DIR, shared read-write at the same path.
+# Each --nic adds a virtio NIC with that MAC on a QEMU network backend
+# (NETDEV: "dgram,local.type=inet,..." joins another guest's NIC); --append
+# adds words to the kernel command line (guest_init.sh reads RXE_ADDR and
+# SIW_ADDR there to put the devices on the NICs).
 set -u
-GUEST= RW= DEVS=rxe TIMEOUT_S=600 MEM_MB=2048 KEEP=0
+GUEST= RW= DEVS=rxe TIMEOUT_S=600 MEM_MB=2048 KEEP=0 SMP=$(nproc) APPEND=
+NICS=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --guest) GUEST=$2; shift 2 ;;
@@ -20,12 +26,15 @@ while [ $# -gt 0 ]; do
     --timeout) TIMEOUT_S=$2; shift 2 ;;
     --mem) MEM_MB=$2; shift 2 ;;
     --keep) KEEP=1; shift ;;
+    --smp) SMP=$2; shift 2 ;;
+    --nic) NICS+=("$2" "$3"); shift 3 ;;
+    --append) APPEND="$APPEND $2"; shift 2 ;;
     --) shift; break ;;
     *) break ;;
   esac
 done
 if [ -z "$GUEST" ] || [ $# -eq 0 ]; then
-  sed -n '2,13p' "$0" >&2
+  sed -n '2,18p' "$0" >&2
   exit 2
 fi
 [ -s "$GUEST/vmlinux" ] && [ -s "$GUEST/initrd.img" ] || { echo "run_in_guest: no guest in $GUEST" >&2; exit 255; }
@@ -40,19 +49,22 @@ JOB=$(mktemp -d "${TMPDIR:-/tmp}/fjord-guest.XXXXXX")
 : > "$JOB/out"
 [ -n "$RW" ] && printf '%s' "$RW" > "$JOB/rw_path"
 
-QEMU_ARGS=(-M q35 -accel tcg -cpu max -m "$MEM_MB" -smp "$(nproc)" -nodefaults -no-user-config
+QEMU_ARGS=(-M q35 -accel tcg -cpu max -m "$MEM_MB" -smp "$SMP" -nodefaults -no-user-config
   -display none -monitor none -no-reboot -nic none -serial "file:$JOB/console.log"
   -kernel "$GUEST/vmlinux" -initrd "$GUEST/initrd.img"
-  -append "console=ttyS0 quiet panic=-1 mitigations=off RDMA_DEVS=$DEVS"
+  -append "console=ttyS0 quiet panic=-1 mitigations=off RDMA_DEVS=$DEVS$APPEND"
   -fsdev "local,id=hostfs,path=/,security_model=none,readonly=on,multidevs=remap"
   -device virtio-9p-pci,fsdev=hostfs,mount_tag=hostroot
   -fsdev "local,id=jobfs,path=$JOB,security_model=none"
   -device virtio-9p-pci,fsdev=jobfs,mount_tag=job)
+for ((i = 0; i < ${#NICS[@]}; i += 2)); do
+  QEMU_ARGS+=(-netdev "${NICS[i + 1]},id=net$i" -device "virtio-net-pci,netdev=net$i,mac=${NICS[i]}")
+done
 # Two NUMA nodes (CPU 0 and the rest), so NUMA placement is tested for real.
-if [ "$(nproc)" -ge 2 ]; then
+if [ "$SMP" -ge 2 ]; then
   HALF=$((MEM_MB / 2))
   QEMU_ARGS+=(-object "memory-backend-ram,id=numa0,size=${HALF}M" -object "memory-backend-ram,id=numa1,size=$((MEM_MB - HALF))M"
-              -numa "node,nodeid=0,cpus=0,memdev=numa0" -numa "node,nodeid=1,cpus=1-$(($(nproc) - 1)),memdev=numa1")
+              -numa "node,nodeid=0,cpus=0,memdev=numa0" -numa "node,nodeid=1,cpus=1-$((SMP - 1)),memdev=numa1")
 fi
 if [ -n "$RW" ]; then
   QEMU_ARGS+=(-fsdev "local,id=rwfs,path=$RW,security_model=none" -device virtio-9p-pci,fsdev=rwfs,mount_tag=rw)

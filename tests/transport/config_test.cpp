@@ -1,15 +1,23 @@
 // Config file parsing and the link table: every error names file, line, key
 // and the accepted range.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
+#include <thread>
 
 #include "builtin_transporters.h"
+#include "fjord/base/clock.h"
+#include "fjord/base/fd.h"
 #include "fjord/transport/config_file.h"
+#include "fjord/transport/ip_address.h"
 #include "fjord/transport/link_config.h"
+#include "fjord/transport/registry.h"
+#include "fjord/transport/transporter.h"
 
 namespace fjord::transport {
 namespace {
@@ -94,6 +102,78 @@ TEST(LinkConfigTest, NodeDirectoryFillsHostsPortsAndServer) {
   ASSERT_FALSE(missing);
   EXPECT_EQ(missing.status().message(),
             "cluster.ini:1: [tcp]: node 3 is not defined by any [ndbd], [api] or [mgm] section");
+}
+
+// A section without PortNumber means one port for both ends, whatever the
+// transporter: the server node's ServerPort, else kDefaultLinkPort; never 0
+// (the listener would take any free port and the client would have none).
+TEST(LinkConfigTest, ASectionWithoutPortNumberGivesBothEndsOnePort) {
+  for (const TransporterFactory* factory : tools::builtin_registry().all()) {
+    const std::string type(factory->name());
+    SCOPED_TRACE(type);
+    auto bare = load("[" + type + "]\nNodeId1=1\nNodeId2=2\n");
+    ASSERT_TRUE(bare) << bare.status().to_string();
+    EXPECT_EQ(bare->find(1, 2)->port, kDefaultLinkPort);
+    // An API node serving the link has no ServerPort: the default again.
+    const NodeAddress apis[] = {{1, "a", 0, false}, {2, "b", 0, false}};
+    auto api_server = load("[" + type + "]\nNodeId1=1\nNodeId2=2\n", apis);
+    ASSERT_TRUE(api_server) << api_server.status().to_string();
+    EXPECT_EQ(api_server->find(1, 2)->port, kDefaultLinkPort);
+    const NodeAddress data[] = {{1, "a", 0, false}, {2, "b", 12000, true}};
+    auto data_server = load("[" + type + "]\nNodeId1=1\nNodeId2=2\n", data);
+    ASSERT_TRUE(data_server) << data_server.status().to_string();
+    EXPECT_EQ(data_server->find(1, 2)->port, 12000);
+    auto explicit_zero = load("[" + type + "]\nNodeId1=1\nNodeId2=2\nPortNumber=0\n", data);
+    ASSERT_TRUE(explicit_zero) << explicit_zero.status().to_string();
+    EXPECT_EQ(explicit_zero->find(1, 2)->port, 0);
+  }
+}
+
+// What the listener binds is what the client dials: a tcp link without
+// PortNumber between two processes' views of one file meets on the server
+// node's ServerPort.
+TEST(LinkConfigTest, TheListenerBindsThePortTheClientDials) {
+  TransporterFactory* tcp = tools::builtin_registry().find("tcp");
+  ASSERT_NE(tcp, nullptr);
+  // A port free right now, for the server node's ServerPort.
+  UniqueFd probe(::socket(AF_INET, SOCK_STREAM, 0));
+  sockaddr_in any{};
+  any.sin_family = AF_INET;
+  any.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof any;
+  ASSERT_EQ(::bind(probe.get(), reinterpret_cast<sockaddr*>(&any), len), 0);
+  ASSERT_EQ(::getsockname(probe.get(), reinterpret_cast<sockaddr*>(&any), &len), 0);
+  const uint16_t port = ntohs(any.sin_port);
+  probe.reset();
+  const NodeAddress nodes[] = {{1, "127.0.0.1", port, true}, {2, "127.0.0.1", 0, false}};
+  auto table = load("[tcp]\nNodeId1=1\nNodeId2=2\n", nodes);
+  ASSERT_TRUE(table) << table.status().to_string();
+  auto listener = tcp->listen(1, *table);
+  ASSERT_TRUE(listener) << listener.status().to_string();
+  EXPECT_EQ((*listener)->port(), port);
+  const DeadlineNs deadline = monotonic_ns() + 10'000'000'000ULL;
+  Result<std::unique_ptr<Transporter>> client(Status(StatusCode::kInternal, "not run"));
+  std::thread connector([&] { client = tcp->connect(2, *table->find(1, 2), deadline); });
+  auto server = (*listener)->accept(deadline);
+  connector.join();
+  ASSERT_TRUE(client) << client.status().to_string();
+  ASSERT_TRUE(server) << server.status().to_string();
+  EXPECT_EQ((*server)->remote_node(), 2);
+  EXPECT_EQ((*client)->remote_node(), 1);
+}
+
+// PortNumber=0 (any free port) cannot be dialled: the client says why and
+// what to write instead.
+TEST(LinkConfigTest, DiallingPortNumberZeroSaysWhatToWrite) {
+  auto table = load("[tcp]\nNodeId1=1\nNodeId2=2\nHostName1=127.0.0.1\nHostName2=127.0.0.1\nPortNumber=0\n");
+  ASSERT_TRUE(table) << table.status().to_string();
+  auto client = tools::builtin_registry().find("tcp")->connect(2, *table->find(1, 2), monotonic_ns() + 1'000'000'000);
+  ASSERT_FALSE(client);
+  EXPECT_EQ(client.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(client.status().message(),
+            "tcp link 1-2 (cluster.ini:1) has PortNumber=0: its server listens on any free port, which this end "
+            "cannot know; give both ends the same PortNumber, or leave it out for the server node's ServerPort "
+            "(else 11860)");
 }
 
 TEST(LinkConfigTest, ErrorsNameFileLineKeyAndRange) {

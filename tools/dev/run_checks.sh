@@ -4,8 +4,9 @@
 #
 # Checks: clang-format, clang-tidy, every GoogleTest case (meson test), the
 # test of summarize.py, the installed client, each fuzz target for
-# FUZZ_SECONDS under ASan/UBSan, and the RDMA suites inside the soft-RoCE
-# guest. Each GoogleTest case counts as one check.
+# FUZZ_SECONDS under ASan/UBSan, the RDMA suites inside the soft-RoCE
+# guest, and the two-host RDMA run between two such guests. Each GoogleTest
+# case counts as one check.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD_DIR=$1
@@ -140,6 +141,14 @@ if [ -x "$ROOT/tests/rdma/run_vm_checks.sh" ]; then
     record SKIP rdma-vm "SKIP_VM=1"
   else
     "$ROOT/tests/rdma/run_vm_checks.sh" "$BUILD_DIR" "$RESULTS"
+  fi
+fi
+# 5b. two hosts: two guests joined by virtual Ethernet, server on one, client on the other
+if [ -x "$ROOT/tests/rdma/run_two_hosts.sh" ]; then
+  if [ "${SKIP_VM:-0}" = 1 ]; then
+    record SKIP rdma-two-hosts "SKIP_VM=1"
+  else
+    "$ROOT/tests/rdma/run_two_hosts.sh" "$BUILD_DIR" "$RESULTS"
   fi
 fi
 

@@ -107,4 +107,21 @@ Result<const LinkConfig*> listen_link(NodeId self, const LinkTable& links, std::
   return first;
 }
 
+Status check_connect_port(const LinkConfig& link) {
+  if (link.port != 0) return Status::ok();
+  return Status(StatusCode::kInvalidArgument,
+                link.describe() +
+                    " has PortNumber=0: its server listens on any free port, which this end cannot know; give "
+                    "both ends the same PortNumber, or leave it out for the server node's ServerPort (else " +
+                    std::to_string(kDefaultLinkPort) + ")");
+}
+
+bool is_any_address(const sockaddr* address) {
+  if (address && address->sa_family == AF_INET)
+    return reinterpret_cast<const sockaddr_in*>(address)->sin_addr.s_addr == htonl(INADDR_ANY);
+  if (address && address->sa_family == AF_INET6)
+    return IN6_IS_ADDR_UNSPECIFIED(&reinterpret_cast<const sockaddr_in6*>(address)->sin6_addr);
+  return false;
+}
+
 }  // namespace fjord::transport

@@ -18,7 +18,8 @@ const ParamSpec kCommonLinkParams[] = {
     {"HostName1", Kind::kString, 0, 255, "", false, "host of NodeId1 (default: the node's HostName, else localhost)"},
     {"HostName2", Kind::kString, 0, 255, "", false, "host of NodeId2"},
     {"PortNumber", Kind::kUint, 0, 65535, "", false,
-     "port the server end listens on (default: the server node's ServerPort); 0 = any free port"},
+     "port the server end listens on and the client dials (default: the server node's ServerPort, else 11860); "
+     "0 = any free port, which a client in another process cannot know"},
     {"SendBufferMemory", Kind::kBytes, 64 << 10, 1ULL << 30, "2M", false, "send memory of this link, per direction"},
     {"Checksum", Kind::kBool, 0, 1, "false", false, "frames carry a crc32c checked on receipt"},
     {"OverloadLimit", Kind::kBytes, 0, 1ULL << 30, "0", false,
@@ -27,6 +28,7 @@ const ParamSpec kCommonLinkParams[] = {
      "send-memory fill at which producers slow down; 0 = 60% of SendBufferMemory"},
 };
 const std::size_t kCommonLinkParamCount = std::size(kCommonLinkParams);
+static_assert(kDefaultLinkPort != 0, "a link without PortNumber must name a port both ends can meet on");
 
 namespace {
 
@@ -125,7 +127,7 @@ Status finish_link(LinkConfig& link, std::span<const NodeAddress> nodes, const s
     link.port = static_cast<uint16_t>(p.get_uint("PortNumber"));
   } else {
     const NodeAddress* s = find_node(nodes, link.server_node);
-    link.port = s ? s->server_port : 0;
+    link.port = s && s->server_port != 0 ? s->server_port : kDefaultLinkPort;
   }
 
   link.send_buffer_bytes = p.get_uint("SendBufferMemory");

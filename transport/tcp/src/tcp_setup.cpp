@@ -314,8 +314,7 @@ class TcpFactory final : public transport::TransporterFactory {
     if (server == self)
       return Status(StatusCode::kInvalidArgument,
                     "node " + std::to_string(self) + " is the server of " + link.describe());
-    if (link.port == 0)
-      return Status(StatusCode::kInvalidArgument, link.describe() + " has no PortNumber to connect to");
+    if (Status s = transport::check_connect_port(link); !s) return s;
     auto key = transport::own_key(link, self);  // a key file problem is found before dialling
     if (!key) return key.status();
     auto addresses = transport::resolve_host(link.host_of(server), link.port);

@@ -27,6 +27,9 @@ std::string ip_text(const sockaddr* address);
 // before ::1). passive: for bind(), where an empty host means any address.
 Result<std::vector<sockaddr_storage>> resolve_host(const std::string& host, uint16_t port, bool passive = false);
 
+// True for the wildcard addresses 0.0.0.0 and :: (listen on every address).
+bool is_any_address(const sockaddr* address);
+
 // Same IP (ports ignored), IPv4-mapped IPv6 equal to plain IPv4.
 bool same_ip(const sockaddr* a, const sockaddr* b);
 
@@ -39,5 +42,10 @@ Status check_peer_address(const LinkConfig& link, NodeId peer, const sockaddr* f
 // listening socket per node and medium). kNotFound if it serves none;
 // kInvalidArgument naming both links if they disagree.
 Result<const LinkConfig*> listen_link(NodeId self, const LinkTable& links, std::string_view type);
+
+// kInvalidArgument, naming the link, if its port is 0: PortNumber=0 makes
+// the server listen on any free port, which a client cannot know (a section
+// without PortNumber has a port both ends agree on, link_config.h).
+Status check_connect_port(const LinkConfig& link);
 
 }  // namespace fjord::transport

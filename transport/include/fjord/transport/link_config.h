@@ -33,7 +33,7 @@ struct LinkConfig {
   NodeId server_node = kNoNode;  // the side that listens (NodeIdServer)
   std::string host1;             // HostName1 / HostName2
   std::string host2;
-  uint16_t port = 0;               // PortNumber: where the server listens (0 = ephemeral, tests)
+  uint16_t port = 0;               // PortNumber: where the server listens (0 = any free port, tests)
   uint64_t send_buffer_bytes = 0;  // SendBufferMemory
   bool checksum = false;           // Checksum: frames carry crc32c
   uint64_t slowdown_bytes = 0;     // send-memory fill at which senders should slow down
@@ -53,6 +53,11 @@ struct LinkConfig {
   // "tcp link 1-2 (cluster.ini:12)"
   std::string describe() const;
 };
+
+// The port of a link section without PortNumber whose server node has no
+// ServerPort: both ends read the same file, so both take the same port (the
+// listener binds it, the client dials it). latency_bench's --port default.
+inline constexpr uint16_t kDefaultLinkPort = 11860;
 
 // Where a node lives, for links that do not name hosts or ports themselves.
 struct NodeAddress {
@@ -86,7 +91,10 @@ class LinkTable {
 // node ids in 1..255 and different, NodeIdServer one of the two, at most one
 // link per node pair, slowdown <= overload <= SendBufferMemory, and each
 // transporter's own parameters. `nodes` (may be empty) fills in HostName,
-// PortNumber and NodeIdServer when a section does not give them. Every
+// PortNumber and NodeIdServer when a section does not give them. A section
+// without PortNumber takes its server node's ServerPort, else
+// kDefaultLinkPort: never 0, so the listening and the connecting end agree
+// (only an explicit PortNumber=0 asks for any free port). Every
 // error of the file is in the status; NDB parameters that have no effect
 // here are in the table's warnings().
 Result<LinkTable> load_link_table(const config::File& file, const TransporterRegistry& registry,
