@@ -99,10 +99,10 @@ void sweep_value(const Options& o, const RunContext& ctx, const std::string& val
   if (table)
     if (auto loaded = load_access_table(**loader, *table, progress); !loaded) table = loaded.status();
   auto layout = node_layout(target->control_socket);
+  std::unique_ptr<api::Connection> first = loader ? std::move(loader).value() : nullptr;
   for (std::size_t i = 0; i < target->endpoints.size(); ++i) {
-    SweepRow row =
-        table ? measure_endpoint(o, *target, i, i == 0 ? std::move(loader).value() : nullptr, *table, value, progress)
-              : failed_row(value, target->endpoints[i].transporter, table.status());
+    SweepRow row = table ? measure_endpoint(o, *target, i, i == 0 ? std::move(first) : nullptr, *table, value, progress)
+                         : failed_row(value, target->endpoints[i].transporter, table.status());
     row.node_layout = layout ? *layout : "node layout not available: " + layout.status().message();
     report.rows_measured.push_back(std::move(row));
   }
