@@ -372,7 +372,8 @@ const OptionSpec kOptions[] = {
      .apply = apply_plot,
      .help = {{H::kDatabase,
                "access: write a chart of microseconds per row by access method and transporter (p50 bars, p99 "
-               "whiskers, NDB 2004's TCP and SCI figures beside them); FILE ends in .png or .svg; needs gnuplot",
+               "whiskers, NDB 2004's TCP and SCI figures beside them), or with --sweep the latency distribution "
+               "of each value; FILE ends in .png or .svg; needs gnuplot",
                ""}}},
     {.name = "--node-param",
      .value_name = "K=V",

@@ -112,7 +112,8 @@ Status lock_execute_threads(const std::vector<int>& given, ThreadLayout& layout)
     how = "each thread its own CPU";
   } else if (needs_cpu_per_thread(layout)) {
     return Status(StatusCode::kInvalidArgument,
-                  name + " leaves " + std::to_string(cpus.size()) + " CPUs for " + std::to_string(threads.size()) +
+                  name + " leaves " + std::to_string(cpus.size()) + (cpus.size() == 1 ? " CPU for " : " CPUs for ") +
+                      std::to_string(threads.size()) +
                       " execution threads; a layout from MaxNoOfExecutionThreads with tc or send threads, or "
                       "several recv threads, needs a CPU per thread; expected at least " +
                       std::to_string(threads.size()) + " CPUs, or ThreadConfig to place them");
