@@ -101,14 +101,17 @@ std::string access_plot_script(const AccessReport& r, const std::string& output_
 }
 
 Status write_access_plot(const AccessReport& r, const std::string& output_path) {
+  return run_gnuplot(access_plot_script(r, output_path));
+}
+
+Status run_gnuplot(const std::string& script) {
   const std::string gnuplot = find_in_path("gnuplot");
   if (gnuplot.empty())
     return Status(StatusCode::kUnavailable, "gnuplot is not installed (Debian package gnuplot-nox); no plot written");
   auto dir = make_temp_dir();
   if (!dir) return dir.status();
-  const std::string script_path = *dir + "/access.gnuplot";
+  const std::string script_path = *dir + "/plot.gnuplot";
   if (std::FILE* f = std::fopen(script_path.c_str(), "w")) {
-    const std::string script = access_plot_script(r, output_path);
     const bool written = std::fwrite(script.data(), 1, script.size(), f) == script.size();
     if (std::fclose(f) != 0 || !written) return io_error("writing " + script_path, errno);
   } else {

@@ -142,6 +142,9 @@ std::string format_access_json(const AccessReport& report);
 std::string access_plot_script(const AccessReport& report, const std::string& output_path);
 // Runs gnuplot on that script. kUnavailable when gnuplot is not installed.
 Status write_access_plot(const AccessReport& report, const std::string& output_path);
+// Runs gnuplot on `script` (which names its own output), within 30 s.
+// kUnavailable when gnuplot is not installed.
+Status run_gnuplot(const std::string& script);
 
 // Shared with the throughput report.
 std::string format_target_line(const RunTarget& target);

@@ -48,6 +48,8 @@ class Sampler {
       case AccessMethod::kIndexedEqBound: return range(1, rows);
       case AccessMethod::kIndexRange: return range(plan_.batch, rows);
       case AccessMethod::kFullScan: return full_scan(rows);
+      case AccessMethod::kSerialInsert: return insert_one(rows);
+      case AccessMethod::kSerialUpdate: return update_one(rows);
     }
     return Status(StatusCode::kInternal, "unknown access method");
   }
@@ -88,6 +90,52 @@ class Sampler {
     tx.close();
     rows = checked ? count : 0;
     return checked;
+  }
+
+  // The row `id` as loaded (keys and filler) into row_.
+  void build_row(uint64_t id) {
+    fill_filler(id, expected_filler_);
+    row_.set(kIdColumn, id).set(kUniqueColumn, unique_key_of(id)).set(kOrderedColumn, id);
+    row_.set(kFillerColumn, std::span<const std::byte>(expected_filler_));
+  }
+
+  // One insert of a row past the loaded ones, timed; then its untimed delete.
+  Status insert_one(uint64_t& rows) {
+    const uint64_t id = t_.spec.rows + next_id(t_.spec.rows);
+    build_row(id);
+    keys_[0].set(kIdColumn, id);
+    const uint64_t start = monotonic_ns();
+    api::Transaction& tx = conn_.start_transaction(t_.table, &keys_[0]);
+    tx.insert(*t_.table, row_);
+    const Status s = tx.execute(api::ExecType::kCommit);
+    last_ns_ = monotonic_ns() - start;
+    tx.close();
+    if (!s) return Status(s.code(), "insert of row " + std::to_string(id) + ": " + s.message());
+    api::Transaction& undo = conn_.start_transaction(t_.table, &keys_[0]);
+    undo.remove(*t_.table, keys_[0]);
+    const Status removed = undo.execute(api::ExecType::kCommit);
+    undo.close();
+    if (!removed)
+      return Status(removed.code(), "delete of inserted row " + std::to_string(id) + ": " + removed.message());
+    rows = 1;
+    return Status::ok();
+  }
+
+  // One update by primary key of a random loaded row: its filler, rewritten.
+  Status update_one(uint64_t& rows) {
+    const uint64_t id = next_id(t_.spec.rows);
+    fill_filler(id, expected_filler_);
+    keys_[0].set(kIdColumn, id);
+    changes_.set(kFillerColumn, std::span<const std::byte>(expected_filler_));
+    const uint64_t start = monotonic_ns();
+    api::Transaction& tx = conn_.start_transaction(t_.table, &keys_[0]);
+    tx.update(*t_.table, keys_[0], changes_);
+    const Status s = tx.execute(api::ExecType::kCommit);
+    last_ns_ = monotonic_ns() - start;
+    tx.close();
+    if (!s) return Status(s.code(), "update of row " + std::to_string(id) + ": " + s.message());
+    rows = 1;
+    return Status::ok();
   }
 
   Status check_full_row(const api::Operation& op, uint64_t id) {
@@ -177,6 +225,8 @@ class Sampler {
   const AccessPlan plan_;
   uint64_t rng_;
   std::vector<api::Row> keys_;
+  api::Row row_;      // the row an insert writes
+  api::Row changes_;  // the columns an update writes
   std::vector<uint64_t> ids_;
   std::vector<std::byte> expected_filler_;
   api::ScanSpec range_;
@@ -195,6 +245,8 @@ const char* access_method_key(AccessMethod method) noexcept {
     case AccessMethod::kIndexedEqBound: return "indexed_eq_bound";
     case AccessMethod::kIndexRange: return "index_range";
     case AccessMethod::kFullScan: return "full_scan";
+    case AccessMethod::kSerialInsert: return "serial_insert";
+    case AccessMethod::kSerialUpdate: return "serial_update";
   }
   return "?";
 }
@@ -208,6 +260,8 @@ const char* access_method_label(AccessMethod method) noexcept {
     case AccessMethod::kIndexedEqBound: return "Indexed eq-bound";
     case AccessMethod::kIndexRange: return "Index range";
     case AccessMethod::kFullScan: return "Full table scan";
+    case AccessMethod::kSerialInsert: return "Serial pk insert";
+    case AccessMethod::kSerialUpdate: return "Serial pk update";
   }
   return "?";
 }
@@ -220,7 +274,9 @@ ReferenceFigure reference_figure(AccessMethod method) noexcept {
     case AccessMethod::kBatchedUk: return {true, 70, 36};
     case AccessMethod::kIndexedEqBound: return {true, 1250, 750};
     case AccessMethod::kIndexRange: return {true, 24, 12};
-    case AccessMethod::kFullScan: return {};
+    case AccessMethod::kFullScan:
+    case AccessMethod::kSerialInsert:
+    case AccessMethod::kSerialUpdate: return {};
   }
   return {};
 }
@@ -229,7 +285,9 @@ uint64_t rows_per_sample(AccessMethod method, uint32_t batch, uint64_t table_row
   switch (method) {
     case AccessMethod::kSerialPk:
     case AccessMethod::kSerialUk:
-    case AccessMethod::kIndexedEqBound: return 1;
+    case AccessMethod::kIndexedEqBound:
+    case AccessMethod::kSerialInsert:
+    case AccessMethod::kSerialUpdate: return 1;
     case AccessMethod::kBatchedPk:
     case AccessMethod::kBatchedUk:
     case AccessMethod::kIndexRange: return batch;

@@ -9,6 +9,10 @@
 //                  row: the set-up cost of a range scan (NDB's "scans returning a single record")
 //   index range    an ordered-index scan over [x, x+K-1], returning K rows
 //   full scan      a scan of the whole table
+//   serial insert  one insert by primary key of a row beyond the loaded ones per execute(Commit); an
+//                  untimed delete after each sample leaves the table as loaded
+//   serial update  one update by primary key of a random row per execute(Commit), its filler
+//                  written with the bytes it holds (so reads still check it)
 //
 // Each sample is one execute or one whole scan (open, read every row,
 // close), timed with two clock reads around it; its time divided by the rows
@@ -42,10 +46,13 @@ enum class AccessMethod : uint8_t {
   kIndexedEqBound,
   kIndexRange,
   kFullScan,
+  kSerialInsert,
+  kSerialUpdate,
 };
-inline constexpr std::array<AccessMethod, 7> kAccessMethods = {
-    AccessMethod::kSerialPk,       AccessMethod::kBatchedPk,  AccessMethod::kSerialUk, AccessMethod::kBatchedUk,
-    AccessMethod::kIndexedEqBound, AccessMethod::kIndexRange, AccessMethod::kFullScan};
+inline constexpr std::array<AccessMethod, 9> kAccessMethods = {
+    AccessMethod::kSerialPk,  AccessMethod::kBatchedPk,      AccessMethod::kSerialUk,
+    AccessMethod::kBatchedUk, AccessMethod::kIndexedEqBound, AccessMethod::kIndexRange,
+    AccessMethod::kFullScan,  AccessMethod::kSerialInsert,   AccessMethod::kSerialUpdate};
 
 // "serial_pk", "batched_pk", ... (JSON and plot keys).
 const char* access_method_key(AccessMethod method) noexcept;
@@ -54,7 +61,7 @@ const char* access_method_label(AccessMethod method) noexcept;
 
 // The reference figures printed beside ours: NDB's access-method table of
 // 2004 from the MySQL Cluster manual's SCI Sockets page, µs per row over
-// TCP/IP sockets and over SCI sockets. None for the full scan (the page
+// TCP/IP sockets and over SCI sockets. None for the writes, nor for the full scan (the page
 // describes it but gives no figure).
 inline constexpr const char* kReferenceSource = "MySQL Cluster manual, SCI Sockets page";
 inline constexpr const char* kReferenceConditions =

@@ -10,7 +10,9 @@
 #include "builtin_transporters.h"
 #include "fjord/engine/cluster_config.h"
 #include "fjord/engine/data_node.h"
+#include "fjord/engine/thread_config.h"
 #include "fjord/tcp/tls_credentials.h"
+#include "fjord/transport/config_file.h"
 
 namespace fjord::bench {
 namespace {
@@ -102,6 +104,7 @@ Result<ClusterTarget> embedded_cluster(const Options& o, const RunContext& ctx, 
   c.port = *port;
   c.node_cpu = ctx.cpus.size() == 2 ? ctx.cpus[1] : -1;
   c.spintime_us = embedded_spintime_us(ctx);
+  if (Status s = take_node_params(o.node_params, c); !s) return s;
   c.data_dir = *dir;
   const uint64_t unique = static_cast<uint64_t>(::getpid()) * 1000 + counter.fetch_add(1);
   c.control_socket = "@fjord-latency-bench-" + std::to_string(unique);
@@ -215,6 +218,22 @@ Result<ClusterTarget> cluster_from_file(const Options& o, const RunContext& ctx,
 }
 
 }  // namespace
+
+Status take_node_params(const std::vector<std::string>& params, EmbeddedConfig& c) {
+  for (const std::string& p : params) {
+    const std::string key = p.substr(0, p.find('='));
+    if (key != "SchedulerSpinTimer") {
+      c.node_params.push_back(p);
+      continue;
+    }
+    auto spin = config::parse_uint(p.substr(key.size() + 1));
+    if (!spin || *spin > engine::kSpintimeMaxUs)
+      return Status(StatusCode::kInvalidArgument, "--node-param/--sweep " + p + ": SchedulerSpinTimer takes 0.." +
+                                                      std::to_string(engine::kSpintimeMaxUs) + " microseconds");
+    c.spintime_us = static_cast<uint32_t>(*spin);
+  }
+  return Status::ok();
+}
 
 uint32_t embedded_spintime_us(const RunContext& ctx) {
   return ctx.cpus.size() == 2 && ctx.cpus[0] == ctx.cpus[1] ? 0 : 500;

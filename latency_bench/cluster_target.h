@@ -55,4 +55,9 @@ Result<std::unique_ptr<api::Connection>> connect_api(const ClusterTarget& target
 // scheduler).
 uint32_t embedded_spintime_us(const RunContext& context);
 
+// --node-param lines (and a sweep's value) into the generated config:
+// SchedulerSpinTimer sets spintime_us, any other line is added to the
+// [ndbd] section. kInvalidArgument for a spin time outside 0..500.
+Status take_node_params(const std::vector<std::string>& params, EmbeddedConfig& config);
+
 }  // namespace fjord::bench

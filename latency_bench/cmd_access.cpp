@@ -13,6 +13,7 @@
 #include "fjord/base/clock.h"
 #include "floors.h"
 #include "redis_peer.h"
+#include "sweep.h"
 
 namespace fjord::bench {
 namespace {
@@ -309,6 +310,8 @@ void add_notes(AccessReport& r) {
       "row, close). Indexed eq-bound: ordered-index scan with lower = upper bound, one row (NDB's set-up",
       "cost of a range scan). Index range: ordered-index scan over K consecutive keys. Full scan: every row.",
       "Every returned row is checked (id, unique key, ordered key; key reads also the filler).",
+      "Serial pk insert: one insert of a new row per execute(Commit), deleted untimed after it; serial pk",
+      "update: one update of a random row's filler per execute(Commit).",
       std::string("NDB 2004 TCP and NDB 2004 SCI: NDB's own figures of 2004, from the ") + kReferenceSource + ":",
       std::string(kReferenceConditions) + ";",
       "ours: one data node, this machine. The ratio, not the year, is the point.",
@@ -338,6 +341,7 @@ int finish(const Options& o, AccessReport& report, ClusterTarget& target) {
 }  // namespace
 
 int run_access_command(const Options& o) {
+  if (!o.sweep_param.empty()) return run_sweep_command(o);
   auto ctx = prepare_run(o);
   if (!ctx) return usage_error(ctx.status().message());
   auto target = prepare_cluster(o, *ctx, 1, o.rows, o.row_bytes);

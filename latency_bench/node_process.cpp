@@ -145,6 +145,7 @@ std::string embedded_config_text(const EmbeddedConfig& c, const transport::Trans
        "\nHostName=127.0.0.1\nServerPort=" + std::to_string(c.port) + "\nDataDir=" + c.data_dir +
        "\nControlSocket=" + c.control_socket +
        "\nSingleThreaded=1\nSchedulerSpinTimer=" + std::to_string(c.spintime_us) + "\n";
+  for (const std::string& line : c.node_params) t += line + "\n";
   // Single-threaded mode keeps the first LDM thread's placement.
   if (c.node_cpu >= 0)
     t += "ThreadConfig=ldm={cpubind=" + std::to_string(c.node_cpu) + ",spintime=" + std::to_string(c.spintime_us) +

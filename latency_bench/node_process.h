@@ -42,6 +42,9 @@ struct EmbeddedConfig {
   uint32_t api_nodes_per_transporter = 8;
   uint64_t endpoint_base = 0;   // ShmKey and the like: unique to this process
   std::string tls_search_path;  // TlsSearchPath of the tcp-tls links (kTcpTls)
+  // KEY=VALUE lines added to the [ndbd] section (not SchedulerSpinTimer:
+  // that is spintime_us, which ThreadConfig repeats).
+  std::vector<std::string> node_params;
 };
 
 inline constexpr NodeId kEmbeddedDataNode = 1;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
 #include <optional>
@@ -128,6 +129,62 @@ Status apply_plot(const OptionSpec& spec, const OptionValue& value, ParseState& 
   const bool svg = v.size() > 4 && v.substr(v.size() - 4) == ".svg";
   if (!png && !svg) return bad(std::string(spec.name) + ": '" + std::string(v) + "' must end in .png or .svg");
   s.options.plot_path = v;
+  return Status::ok();
+}
+
+// KEY=VALUE for the generated [ndbd] section: a key of letters, a value
+// without spaces or line breaks.
+bool node_param_ok(std::string_view text) {
+  const std::size_t eq = text.find('=');
+  if (eq == 0 || eq == std::string_view::npos || eq + 1 == text.size()) return false;
+  const bool key_ok = std::all_of(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(eq),
+                                  [](char c) { return std::isalpha(static_cast<unsigned char>(c)) != 0; });
+  const bool value_ok = text.find_first_of(" \t\r\n#;", eq) == std::string_view::npos;
+  return key_ok && value_ok;
+}
+
+Status apply_node_param(const OptionSpec& spec, const OptionValue& value, ParseState& s) {
+  if (!node_param_ok(value.text)) return not_accepted(spec, value.text);
+  s.options.node_params.emplace_back(value.text);
+  return Status::ok();
+}
+
+// "SchedulerSpinTimer=0,50,100": a data-node parameter and its values.
+Status apply_sweep(const OptionSpec& spec, const OptionValue& value, ParseState& s) {
+  if (!node_param_ok(value.text)) return not_accepted(spec, value.text);
+  const std::size_t eq = value.text.find('=');
+  std::vector<std::string> values;
+  for (std::size_t at = eq + 1; at <= value.text.size();) {
+    std::size_t comma = value.text.find(',', at);
+    if (comma == std::string_view::npos) comma = value.text.size();
+    if (comma == at) return not_accepted(spec, value.text);
+    values.emplace_back(value.text.substr(at, comma - at));
+    at = comma + 1;
+  }
+  if (values.size() > kMaxSweepValues)
+    return bad(std::string(spec.name) + ": " + std::to_string(values.size()) + " values; at most " +
+               std::to_string(kMaxSweepValues));
+  s.options.sweep_param = value.text.substr(0, eq);
+  s.options.sweep_values = std::move(values);
+  return Status::ok();
+}
+
+// "2ms", "500us", "1.5ms", "3s": a duration, into nanoseconds.
+Status apply_over(const OptionSpec& spec, const OptionValue& value, ParseState& s) {
+  std::string_view number = value.text;
+  double scale = 0;
+  for (const auto& [suffix, ns] : {std::pair<std::string_view, double>{"us", 1e3}, {"ms", 1e6}, {"s", 1e9}}) {
+    if (number.size() > suffix.size() && number.substr(number.size() - suffix.size()) == suffix) {
+      scale = ns;
+      number.remove_suffix(suffix.size());
+      break;
+    }
+  }
+  const auto parsed = decimal_number(number);
+  if (scale == 0 || !parsed) return not_accepted(spec, value.text);
+  const double ns = *parsed * scale;
+  if (ns < 1 || ns > static_cast<double>(kMaxOverNs)) return not_accepted(spec, value.text);
+  s.options.over_ns = static_cast<uint64_t>(std::llround(ns));
   return Status::ok();
 }
 
@@ -315,8 +372,36 @@ const OptionSpec kOptions[] = {
      .apply = apply_plot,
      .help = {{H::kDatabase,
                "access: write a chart of microseconds per row by access method and transporter (p50 bars, p99 "
-               "whiskers, NDB 2004's TCP and SCI figures beside them); FILE ends in .png or .svg; needs gnuplot",
+               "whiskers, NDB 2004's TCP and SCI figures beside them), or with --sweep the latency distribution "
+               "of each value; FILE ends in .png or .svg; needs gnuplot",
                ""}}},
+    {.name = "--node-param",
+     .value_name = "K=V",
+     .commands = command_bit(C::kAccess),
+     .accepts = "KEY=VALUE (a data-node parameter, such as SchedulerExecutionTimer=400)",
+     .apply = apply_node_param,
+     .help = {{H::kDatabase,
+               "access without --config: add a line to the generated data node's [ndbd] section (repeatable; "
+               "SchedulerSpinTimer replaces the node's spin time)",
+               ""}}},
+    {.name = "--sweep",
+     .value_name = "P=V1,V2",
+     .commands = command_bit(C::kAccess),
+     .accepts = "PARAM=V1,V2,... (a data-node parameter and up to 32 values, such as SchedulerSpinTimer=0,50,400)",
+     .apply = apply_sweep,
+     .help = {{H::kDatabase,
+               "access without --config: start the data node afresh for each value of the parameter and measure "
+               "serial pk read, insert and update over each transporter: p50, p99, p99.9, the share of samples "
+               "over --over, and the node's CPU use, one row per value (--json: one object per value and "
+               "transporter; --plot: the latency distribution of each value). With --poll sleep the API sleeps "
+               "while it waits, so only the node spins",
+               ""}}},
+    {.name = "--over",
+     .value_name = "TIME",
+     .commands = command_bit(C::kAccess),
+     .accepts = "a duration with us, ms or s (examples: 2ms, 500us, 1.5ms)",
+     .apply = apply_over,
+     .help = {{H::kDatabase, "with --sweep: report the share of samples slower than TIME", "2ms"}}},
     // access, and ping
     {.name = "--iterations",
      .value_name = "N",

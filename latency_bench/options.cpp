@@ -111,7 +111,12 @@ Status settle_database(Options& o, const ParseState& f) {
     return bad(
         "--transporter: with --config, the link section between the API node and the data node ([tcp], "
         "[shm], ...) chooses the transporter");
+  } else if (!o.sweep_param.empty() || !o.node_params.empty()) {
+    return bad(std::string(o.sweep_param.empty() ? "--node-param" : "--sweep") +
+               ": changes the data node's generated config; with --config, change your file instead");
   }
+  const bool over_given = std::find(f.given.begin(), f.given.end(), "--over") != f.given.end();
+  if (over_given && o.sweep_param.empty()) return bad("--over: only with --sweep (the share it reports)");
   if (o.command == Command::kAccess && o.rows < o.batch)
     return bad("--rows: " + std::to_string(o.rows) + " is fewer than --batch " + std::to_string(o.batch) +
                " (the index range reads --batch rows in one scan)");

@@ -56,6 +56,8 @@ inline constexpr uint32_t kMaxExecutors = 8;  // API node ids the embedded node'
 inline constexpr uint32_t kMaxDefiners = 16;
 inline constexpr uint32_t kMaxInFlight = 1024;  // ConnectOptions.max_transactions
 inline constexpr uint64_t kMaxRatePerS = 100'000'000;
+inline constexpr std::size_t kMaxSweepValues = 32;
+inline constexpr uint64_t kMaxOverNs = 60'000'000'000ULL;
 
 // What the peer process needs to connect back (set by the hidden --x-peer-*
 // options; the user never types them).
@@ -102,6 +104,13 @@ struct Options {
   NodeId data_node = kNoNode;  // --data-node: with --config (0: the file's first [ndbd] section)
   bool start_node = false;     // --start-node: start fjord-datanode for --config's data node here
   std::string plot_path;       // --plot FILE (.png or .svg), access only
+  // access without --config: KEY=VALUE lines for the generated [ndbd] section
+  std::vector<std::string> node_params;
+  // --sweep PARAM=V1,V2,...: the node restarted for each value (access
+  // without --config); empty param: no sweep.
+  std::string sweep_param;
+  std::vector<std::string> sweep_values;
+  uint64_t over_ns = 2'000'000;  // --over: a sweep's share of samples above this
   // throughput
   uint64_t duration_ms = kDefaultDurationMs;
   uint32_t definers = 1;

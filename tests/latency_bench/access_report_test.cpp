@@ -89,8 +89,8 @@ AccessReport fixed_access_report() {
     }
     base = 1'500;
   }
-  r.cells[8].per_row_ns = summary(250, 400);  // shm batched pk
-  r.cells[4].outcome = Outcome::kFailed;      // tcp eq-bound
+  r.cells[kAccessMethods.size() + 1].per_row_ns = summary(250, 400);  // shm batched pk
+  r.cells[4].outcome = Outcome::kFailed;                              // tcp eq-bound
   r.cells[4].reason = "a test failure";
   ComparisonRow redis;
   redis.key = "redis.get.tcp";
@@ -159,7 +159,7 @@ TEST(LatencyBenchAccessReport, JsonHasOneObjectPerTransporterAndMethod) {
        {"conditions", "machine", "transporters", "results", "compare", "memory", "load", "targets", "notes"})
     EXPECT_TRUE(json->has(key)) << key;
   const JsonValue& results = (*json)["results"];
-  ASSERT_EQ(results.items.size(), 14u);
+  ASSERT_EQ(results.items.size(), 2 * kAccessMethods.size());
   for (const JsonValue& r : results.items) {
     for (const char* key : {"transporter", "access", "batch", "status", "samples", "rows", "reference_us_per_row"})
       EXPECT_TRUE(r.has(key)) << key;
@@ -183,7 +183,7 @@ TEST(LatencyBenchAccessReport, JsonHasOneObjectPerTransporterAndMethod) {
   EXPECT_EQ(results[6]["access"].text, "full_scan");
   EXPECT_EQ(results[6]["batch"].number, 1000);
   EXPECT_EQ(results[6]["reference_us_per_row"].type, JsonValue::Type::kNull);
-  EXPECT_EQ(results[8]["us_per_row"]["p50"].number, 0.25);
+  EXPECT_EQ(results[kAccessMethods.size() + 1]["us_per_row"]["p50"].number, 0.25);
   EXPECT_EQ((*json)["transporters"][2]["status"].text, "unavailable");
   EXPECT_EQ((*json)["compare"][1]["rtt_us"]["p50"].number, 8.0);
   EXPECT_EQ((*json)["memory"]["bytes_used"].number, 8 * 32768);

@@ -325,7 +325,8 @@ std::string good_value(const OptionSpec& spec) {
   static const std::map<std::string_view, std::string> kCustom = {
       {"--transporter", "tcp"}, {"--duration", "1"},   {"--mix", "50/50"},   {"--rate", "10k"},
       {"--link-param", "A=B"},  {"--size", "64"},      {"--plot", "a.svg"},  {"--poll", "busy"},
-      {"--cpus", "0,1"},        {"--config", "c.ini"}, {"--peer-host", "h"}, {"--client", "h"}};
+      {"--cpus", "0,1"},        {"--config", "c.ini"}, {"--peer-host", "h"}, {"--client", "h"},
+      {"--node-param", "A=B"},  {"--sweep", "A=1,2"},  {"--over", "2ms"}};
   if (!spec.what.empty()) return std::to_string(spec.min == 0 ? 1 : spec.min);
   const auto it = kCustom.find(spec.name);
   return it == kCustom.end() ? "x" : it->second;

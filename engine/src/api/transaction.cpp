@@ -208,13 +208,18 @@ Operation& Transaction::read_unique(const TableDef& table, const IndexDef& index
 }
 
 Operation& Transaction::insert(const TableDef& table, const Row& row) {
-  // The key travels apart from the values: pick the key columns out of the row.
-  Row key;
+  return define(OpType::kInsert, table, key_of(table, row), row.entries(), {}, LockMode::kExclusive, nullptr);
+}
+
+std::span<const std::byte> Transaction::key_of(const TableDef& table, const Row& row) {
+  // The key travels apart from the values: pick the key columns out of the
+  // row, into storage kept between operations.
+  key_scratch_.clear();
   for (uint16_t p : table.primary_key) {
     ValueRef v = RowView(row.entries()).value(p);
-    v.is_null ? key.set_null(p) : key.set(p, v.bytes);
+    v.is_null ? key_scratch_.set_null(p) : key_scratch_.set(p, v.bytes);
   }
-  return define(OpType::kInsert, table, key.entries(), row.entries(), {}, LockMode::kExclusive, nullptr);
+  return key_scratch_.entries();
 }
 
 Operation& Transaction::update(const TableDef& table, const Row& key, const Row& changes) {
@@ -222,12 +227,7 @@ Operation& Transaction::update(const TableDef& table, const Row& key, const Row&
 }
 
 Operation& Transaction::write(const TableDef& table, const Row& row) {
-  Row key;
-  for (uint16_t p : table.primary_key) {
-    ValueRef v = RowView(row.entries()).value(p);
-    v.is_null ? key.set_null(p) : key.set(p, v.bytes);
-  }
-  return define(OpType::kWrite, table, key.entries(), row.entries(), {}, LockMode::kExclusive, nullptr);
+  return define(OpType::kWrite, table, key_of(table, row), row.entries(), {}, LockMode::kExclusive, nullptr);
 }
 
 Operation& Transaction::remove(const TableDef& table, const Row& key) {

@@ -28,6 +28,15 @@ const ParamSpec kDataNodeParams[] = {
      "microseconds a thread spins before sleeping, unless ThreadConfig sets spintime"},
     {"RealtimeScheduler", Kind::kBool, 0, 1, "false", false,
      "threads use SCHED_FIFO unless ThreadConfig says otherwise"},
+    {"SchedulerExecutionTimer", Kind::kUint, 0, kExecutionTimerMaxUs, "0", false,
+     "microseconds a thread executes signals before it sends what they produced to other nodes (it always sends "
+     "before it waits); 0 = send after every batch"},
+    {"SchedulerResponsiveness", Kind::kUint, 0, 10, "5", false,
+     "balance of response time against throughput: higher = fewer signals executed per batch before sending"},
+    {"LockExecuteThreadToCPU", Kind::kString, 0, 4096, "", false,
+     "CPUs (such as 0-3,8) for the execution threads ThreadConfig does not place, handed out as NDB does"},
+    {"LockMaintThreadsToCPU", Kind::kUint, 0, kNdbCpuIdMax, "", false,
+     "CPU for the io and wd threads unless ThreadConfig places them; not set = not placed"},
     {"PartitionsPerTable", Kind::kUint, 1, kMaxPartitions, "8", false,
      "partitions of a table when its definition does not say"},
     {"TransactionInactiveTimeout", Kind::kUint, 0, UINT32_MAX, "0", false,
@@ -153,6 +162,10 @@ std::optional<NodeDef> load_node(const config::File& file, const config::Section
       if (auto layout = parse_thread_config(tc); !layout)
         diagnostics.error(params.origin("ThreadConfig") + ": [" + section.name + "] " + layout.status().message());
   }
+  if (kind == NodeKind::kData && !params.get_string("LockExecuteThreadToCPU").empty())
+    if (auto cpus = parse_cpu_id_list(params.get_string("LockExecuteThreadToCPU")); !cpus)
+      diagnostics.error(params.origin("LockExecuteThreadToCPU") + ": [" + section.name +
+                        "] LockExecuteThreadToCPU: " + cpus.status().message());
   if (diagnostics.error_count() != errors_before) return std::nullopt;
   n.params = std::move(params);
   return n;

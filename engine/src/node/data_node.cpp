@@ -10,6 +10,7 @@
 #include "fjord/base/clock.h"
 #include "fjord/base/fd.h"
 #include "fjord/base/log.h"
+#include "fjord/base/tuning.h"
 #include "fjord/engine/blocks/dict.h"
 #include "fjord/engine/blocks/tc.h"
 #include "fjord/engine/protocol.h"
@@ -37,35 +38,61 @@ namespace {
 
 Status invalid(const std::string& m) { return Status(StatusCode::kInvalidArgument, m); }
 
+// NDB's single-threaded ndbd: one thread. It keeps the first LDM thread's
+// placement.
+void collapse_to_one_thread(ThreadLayout& layout) {
+  ThreadSpec one = layout.threads.front();
+  for (const ThreadSpec& t : layout.threads)
+    if (t.type == ThreadType::kLdm) {
+      one = t;
+      break;
+    }
+  one.type = ThreadType::kMain;
+  one.instance = 0;
+  layout.threads = {one};
+  layout.source += " (single-threaded: one thread receives, executes and sends)";
+}
+
+// LockExecuteThreadToCPU and LockMaintThreadsToCPU of the node's section
+// (LockExecuteThreadToCPU was checked when the file was read).
+CpuLocks cpu_locks_of(const NodeDef& node) {
+  CpuLocks locks;
+  const std::string& execute = node.params.get_string("LockExecuteThreadToCPU");
+  if (!execute.empty())
+    if (auto cpus = parse_cpu_id_list(execute); cpus) locks.execute_cpus = std::move(cpus).value();
+  if (node.params.has("LockMaintThreadsToCPU"))
+    locks.maint_cpu = static_cast<int>(node.params.get_uint("LockMaintThreadsToCPU"));
+  return locks;
+}
+
+Status check_placement(const ThreadLayout& layout, const std::string& origin) {
+  auto machine = detect_machine_topology();
+  if (machine)
+    if (Status s = validate_placement(layout, *machine); !s) return Status(s.code(), origin + ": " + s.message());
+  return Status::ok();
+}
+
 // The threads to run: from ThreadConfig (option, else file), else
 // MaxNoOfExecutionThreads, else the machine; or one thread in single mode.
+// Then the CPUs of LockExecuteThreadToCPU and LockMaintThreadsToCPU for
+// the threads left unplaced (in single mode: the one thread).
 Result<ThreadLayout> choose_layout(const DataNodeOptions& o, const NodeDef& node, bool single) {
   const std::string& text = !o.thread_config.empty() ? o.thread_config : node.params.get_string("ThreadConfig");
   const std::string origin = !o.thread_config.empty() ? "--thread-config" : node.origin;
   auto layout = select_thread_layout(text, static_cast<uint32_t>(node.params.get_uint("MaxNoOfExecutionThreads")));
   if (!layout) return Status(layout.status().code(), origin + ": " + layout.status().message());
-  auto machine = detect_machine_topology();
-  if (machine)
-    if (Status s = validate_placement(*layout, *machine); !s) return Status(s.code(), origin + ": " + s.message());
+  if (Status s = check_placement(*layout, origin); !s) return s;
   const auto spin = static_cast<uint32_t>(node.params.get_uint("SchedulerSpinTimer"));
   const bool realtime = node.params.get_bool("RealtimeScheduler");
   for (ThreadSpec& t : layout->threads) {
     if (t.spintime_us == 0) t.spintime_us = spin;  // NDB: SchedulerSpinTimer is the default
     t.realtime = t.realtime || realtime;
   }
-  if (single) {
-    // NDB's ndbd: one thread. It keeps the first LDM thread's placement.
-    ThreadSpec one = layout->threads.front();
-    for (const ThreadSpec& t : layout->threads)
-      if (t.type == ThreadType::kLdm) {
-        one = t;
-        break;
-      }
-    one.type = ThreadType::kMain;
-    one.instance = 0;
-    layout->threads = {one};
-    layout->source += " (single-threaded: one thread receives, executes and sends)";
-  }
+  if (single) collapse_to_one_thread(*layout);
+  const CpuLocks locks = cpu_locks_of(node);
+  if (locks.execute_cpus.empty() && locks.maint_cpu < 0) return layout;
+  if (Status s = apply_cpu_locks(locks, *layout); !s) return Status(s.code(), node.origin + ": " + s.message());
+  if (Status s = check_placement(*layout, node.origin); !s) return s;
   return layout;
 }
 
@@ -130,6 +157,8 @@ Status DataNode::Impl::build_runtime() {
   ro.caller_runs_loop = options.caller_runs_loop;
   ro.job_buffer_bytes = node->params.get_uint("JobBufferMemory");
   ro.watchdog_ms = static_cast<uint32_t>(node->params.get_uint("TimeBetweenWatchDogCheck"));
+  ro.execution_timer_us = static_cast<uint32_t>(node->params.get_uint("SchedulerExecutionTimer"));
+  ro.batch_signals = tuning::kBatchSignalsByResponsiveness[node->params.get_uint("SchedulerResponsiveness")];
   ro.on_link_down = [](std::unique_ptr<transport::Transporter>) {
     // The link is out of every runtime structure: letting it go here closes
     // it. API nodes reconnect on their own.

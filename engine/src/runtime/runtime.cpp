@@ -53,6 +53,10 @@ Result<std::unique_ptr<Runtime>> Runtime::create(RuntimeOptions options) {
     return Status(StatusCode::kInvalidArgument, "the caller runs the loop of a single-threaded runtime only");
   if (options.batch_signals == 0 || options.congestion_percent == 0 || options.congestion_percent > 90)
     return Status(StatusCode::kInvalidArgument, "batch_signals must be > 0 and congestion_percent in 1..90");
+  if (options.execution_timer_us > kExecutionTimerMaxUs)
+    return Status(StatusCode::kInvalidArgument, "execution_timer_us " + std::to_string(options.execution_timer_us) +
+                                                    " is above " + std::to_string(kExecutionTimerMaxUs) +
+                                                    " (SchedulerExecutionTimer's range)");
   std::unique_ptr<Runtime> rt(new Runtime(std::move(options)));
   RuntimeShared& s = *rt->shared_;
   for (const ThreadSpec& spec : s.options.threads) {
@@ -299,9 +303,15 @@ std::string Runtime::describe_threads() const {
     if (p.nosend) out += "; nosend";
     out += "\n";
   }
+  const RuntimeOptions& o = shared_->options;
+  out += "sending: " +
+         (o.execution_timer_us == 0
+              ? std::string("after every batch")
+              : "after " + std::to_string(o.execution_timer_us) + " us of executing, and before waiting") +
+         " (SchedulerExecutionTimer=" + std::to_string(o.execution_timer_us) + "); batches of up to " +
+         std::to_string(o.batch_signals) + " signals\n";
   // The entries that are not scheduler loops, so the layout shows every
   // entry a ThreadConfig gave and what became of it.
-  const RuntimeOptions& o = shared_->options;
   for (const ThreadSpec& p : o.threads) {
     if (o.single_threaded || runs_a_loop(p.type)) continue;
     out += std::string(thread_type_name(p.type)) + " " + std::to_string(p.instance) + ": ";

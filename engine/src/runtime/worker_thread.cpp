@@ -73,7 +73,12 @@ void WorkerThread::spill_local(uint32_t thread, NodeId sender_node, const frame:
 }
 
 WorkerThread::WorkerThread(RuntimeShared& shared, uint32_t index, ThreadSpec spec)
-    : shared_(shared), index_(index), plan_(std::move(spec)), context_(*this) {}
+    : shared_(shared),
+      index_(index),
+      plan_(std::move(spec)),
+      // Send threads send for others: holding that back only delays it.
+      execution_timer_ns_(plan_.type == ThreadType::kSend ? 0 : uint64_t{shared.options.execution_timer_us} * 1000),
+      context_(*this) {}
 
 bool WorkerThread::polls_links() const { return shared_.options.single_threaded || plan_.type == ThreadType::kRecv; }
 
@@ -182,6 +187,7 @@ void WorkerThread::start_blocks() {
   flush_links();
 }
 
+template <bool kTimedSend>
 inline bool WorkerThread::loop_steps(uint64_t now_ns) {
   loop_now_ns_ = now_ns;
   step_started_ns_.store(loop_now_ns_, std::memory_order_relaxed);
@@ -194,10 +200,10 @@ inline bool WorkerThread::loop_steps(uint64_t now_ns) {
   bool work = early && execute_batch();
   work |= adopt_pending_links();
   if (!spill_.empty()) work |= drain_spill();
-  if (polls_links()) work |= poll_links();               // 1. receive
-  work |= run_timers();                                  // 2. timers
-  if (!early && may_execute()) work |= execute_batch();  // 3. execute
-  work |= flush_links();                                 // 4. send
+  if (polls_links()) work |= poll_links();                     // 1. receive
+  work |= run_timers();                                        // 2. timers
+  if (!early && may_execute()) work |= execute_batch();        // 3. execute
+  if (!kTimedSend || send_due(now_ns)) work |= flush_links();  // 4. send
   wake_destinations();
   step_started_ns_.store(0, std::memory_order_relaxed);
   bump(counters_.loops);
@@ -207,19 +213,38 @@ inline bool WorkerThread::loop_steps(uint64_t now_ns) {
 void WorkerThread::run() {
   apply_placement(plan_, name());
   start_blocks();
+  // Two instances of one loop, so the one without the execution timer
+  // carries no test for it.
+  if (execution_timer_ns_ > 0)
+    run_loop<true>();
+  else
+    run_loop<false>();
+}
+
+template <bool kTimedSend>
+void WorkerThread::run_loop() {
   // The clock is read once per loop, after sending (a clock read costs as
   // much as polling every input once, and none sits between finding input
   // and acting on it): that reading ends this loop's busy time and starts
   // the next loop, or the idle phase, which returns when it stopped.
   uint64_t now = monotonic_ns();
   while (!shared_.stopping.load(std::memory_order_acquire)) {
-    const bool work = loop_steps(now);
-    const uint64_t end = monotonic_ns();
-    bump(counters_.busy_ns, end - now);
+    const bool work = loop_steps<kTimedSend>(now);
+    uint64_t end = monotonic_ns();
     // 5. spin, then sleep. After a loop with work, go round again only if
     // input is already waiting: a loop that finds nothing costs a clock
     // read and every step's checks, and delays noticing the next signal.
-    now = work && has_pending_input(end) ? end : idle(end);
+    const bool again = work && has_pending_input(end);
+    if constexpr (kTimedSend) {
+      // What the timer held back leaves before the thread waits.
+      if (!again && !flush_list_.empty()) {
+        flush_links();
+        last_send_ns_ = end;
+        end = monotonic_ns();
+      }
+    }
+    bump(counters_.busy_ns, end - now);
+    now = again ? end : idle(end);
   }
 }
 
@@ -232,7 +257,7 @@ void WorkerThread::start_on_caller() {
 bool WorkerThread::run_once_on_caller() {
   FJORD_ASSERT_MSG(shared_.options.caller_runs_loop, "run_once_on_caller() without caller_runs_loop");
   const uint64_t now = monotonic_ns();
-  const bool work = loop_steps(now);
+  const bool work = loop_steps<false>(now);
   const uint64_t end = monotonic_ns();
   bump(counters_.busy_ns, end - now);
   return work || has_pending_input(end);

@@ -187,8 +187,20 @@ class alignas(kCacheLineBytes) WorkerThread {
   void run();
   void prepare_start();  // the block table and output queues, before the first loop
   void start_blocks();
-  // One loop's steps 1-4 from `now_ns`; true if any did work.
+  // The loop until stopping; kTimedSend: SchedulerExecutionTimer is set.
+  template <bool kTimedSend>
+  void run_loop();
+  // One loop's steps 1-4 from `now_ns`; true if any did work. kTimedSend:
+  // step 4 sends only when send_due().
+  template <bool kTimedSend>
   [[gnu::always_inline]] bool loop_steps(uint64_t now_ns);
+  // The execution timer ran out since the last send, or a partial flush
+  // waits to be finished. Stamps the send when it says yes.
+  bool send_due(uint64_t now_ns) {
+    if (pending_flush_.empty() && now_ns - last_send_ns_ < execution_timer_ns_) return false;
+    last_send_ns_ = now_ns;
+    return true;
+  }
   bool adopt_pending_links();
   bool poll_links();
   bool poll_one_link(NodeId node);
@@ -243,6 +255,8 @@ class alignas(kCacheLineBytes) WorkerThread {
   RuntimeShared& shared_;
   uint32_t index_;
   ThreadSpec plan_;
+  uint64_t execution_timer_ns_;  // 0: send after every batch
+  uint64_t last_send_ns_ = 0;    // loop time of the last send, when execution_timer_ns_ > 0
   std::thread thread_;
   std::vector<std::unique_ptr<Block>> blocks_;
   LineVector<Block*> block_table_;  // laid out as RuntimeShared::route; this thread's blocks (set by start())

@@ -132,5 +132,36 @@ TEST(ClusterConfigTest, AThreadConfigErrorNamesItsOwnLine) {
   EXPECT_EQ(from_default.rfind("cluster.ini:2: [ndbd] ThreadConfig: ", 0), 0u) << from_default;
 }
 
+TEST(ClusterConfigTest, NdbsSchedulerAndCpuKnobsTakeNdbsRanges) {
+  auto c = load(
+      "[ndbd]\nNodeId=1\nSchedulerExecutionTimer=11000\nSchedulerResponsiveness=10\n"
+      "LockExecuteThreadToCPU=0-3,8\nLockMaintThreadsToCPU=65535\n[ndbd]\nNodeId=2\n");
+  ASSERT_TRUE(c) << c.status().to_string();
+  EXPECT_TRUE(c->warnings.empty()) << c->warnings.front();
+  const config::ParamSet& set = c->node(1)->params;
+  EXPECT_EQ(set.get_uint("SchedulerExecutionTimer"), 11000u);
+  EXPECT_EQ(set.get_uint("SchedulerResponsiveness"), 10u);
+  EXPECT_EQ(set.get_string("LockExecuteThreadToCPU"), "0-3,8");
+  EXPECT_EQ(set.get_uint("LockMaintThreadsToCPU"), 65535u);
+  // Defaults: send after every batch, NDB's middle responsiveness, nothing placed.
+  const config::ParamSet& defaults = c->node(2)->params;
+  EXPECT_EQ(defaults.get_uint("SchedulerExecutionTimer"), 0u);
+  EXPECT_EQ(defaults.get_uint("SchedulerResponsiveness"), 5u);
+  EXPECT_EQ(defaults.get_string("LockExecuteThreadToCPU"), "");
+  EXPECT_FALSE(defaults.has("LockMaintThreadsToCPU"));
+}
+
+TEST(ClusterConfigTest, SchedulerAndCpuKnobsOutOfRangeNameTheirLine) {
+  EXPECT_EQ(error_of("[ndbd]\nNodeId=1\nSchedulerExecutionTimer=11001\n"),
+            "cluster.ini:3: [ndbd] SchedulerExecutionTimer: value 11001 out of range; accepted 0..11000");
+  EXPECT_EQ(error_of("[ndbd]\nNodeId=1\nSchedulerResponsiveness=11\n"),
+            "cluster.ini:3: [ndbd] SchedulerResponsiveness: value 11 out of range; accepted 0..10");
+  EXPECT_EQ(error_of("[ndbd]\nNodeId=1\nLockMaintThreadsToCPU=65536\n"),
+            "cluster.ini:3: [ndbd] LockMaintThreadsToCPU: value 65536 out of range; accepted 0..65535");
+  EXPECT_EQ(error_of("[ndbd default]\nLockExecuteThreadToCPU=3-1\n[ndbd]\nNodeId=1\n"),
+            "cluster.ini:2: [ndbd] LockExecuteThreadToCPU: '3-1' is a reversed range; expected CPU ids 0..65535 "
+            "and ranges such as 0-3,8");
+}
+
 }  // namespace
 }  // namespace fjord::engine

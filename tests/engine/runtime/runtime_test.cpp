@@ -598,6 +598,63 @@ TEST_F(RuntimeLinkTest, SignalsCrossTheLinkBothWaysAndNodeEventsArrive) {
   (*rt)->stop();
 }
 
+// SchedulerExecutionTimer at its largest: replies held back while the
+// thread keeps executing still leave before it waits, so a lone request
+// and a burst are both answered in full; the layout says how it sends.
+TEST_F(RuntimeLinkTest, WithTheExecutionTimerEveryReplyStillLeavesBeforeTheThreadWaits) {
+  auto opts = options_with({plan(ThreadType::kRecv, 0), plan(ThreadType::kTc, 0)});
+  opts.execution_timer_us = kExecutionTimerMaxUs;
+  opts.on_link_down = [](std::unique_ptr<transport::Transporter>) {};
+  auto rt = Runtime::create(opts);
+  ASSERT_TRUE(rt) << rt.status().to_string();
+  ASSERT_TRUE((*rt)->add_block(std::make_unique<LambdaBlock>(kConsumer, 0, "ECHO",
+                                                             [](const Signal& s, BlockContext& c) {
+                                                               if (s.number() != kData) return;
+                                                               const uint32_t w[] = {s.word(0) + 1};
+                                                               c.send(s.sender_address(), kData, w, {}, s.trace());
+                                                             }),
+                               ThreadType::kTc, 0));
+  ASSERT_TRUE((*rt)->start());
+  EXPECT_NE((*rt)->describe_threads().find("sending: after 11000 us of executing, and before waiting "
+                                           "(SchedulerExecutionTimer=11000)"),
+            std::string::npos)
+      << (*rt)->describe_threads();
+  connect(**rt);
+  constexpr uint32_t kBurst = 200;
+  for (uint32_t round = 0; round < 3; ++round) {
+    const uint32_t count = round == 0 ? 1 : kBurst;  // a lone request, then bursts
+    for (uint32_t i = 0; i < count; ++i) {
+      const uint32_t w[] = {i};
+      ASSERT_TRUE(peer_->send_signal({kData, {kConsumer, 0}, {kProducer, 7}, i}, w));
+    }
+    std::vector<bool> seen(count, false);
+    for (uint32_t got = 0; got < count;) {
+      ASSERT_EQ(peer_->wait_for_receive(5'000'000'000ULL, 0), transport::WaitResult::kReady) << got << " of " << count;
+      transport::ReceiveBatch b = peer_->receive();
+      frame::FrameCursor cursor(b.bytes);
+      frame::SignalView v;
+      while (cursor.next(v)) {
+        ASSERT_LT(v.header.trace, count);
+        EXPECT_EQ(v.word(0), v.header.trace + 1);
+        EXPECT_FALSE(seen[v.header.trace]) << "reply " << v.header.trace << " twice";
+        seen[v.header.trace] = true;
+        ++got;
+      }
+      peer_->release(b.bytes.size());
+    }
+  }
+  peer_->close("test done");
+  (*rt)->stop();
+}
+
+TEST(RuntimeTest, AnExecutionTimerAboveNdbsRangeIsRefused) {
+  auto opts = options_with({plan(ThreadType::kTc, 0)});
+  opts.execution_timer_us = kExecutionTimerMaxUs + 1;
+  auto rt = Runtime::create(opts);
+  ASSERT_FALSE(rt);
+  EXPECT_EQ(rt.status().message(), "execution_timer_us 11001 is above 11000 (SchedulerExecutionTimer's range)");
+}
+
 // The runtime stamps who sent a signal: the link's node and kind for a
 // frame (whatever the frame's sender field claims), its own node for one
 // injected or sent by a block of this node.

@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <iterator>
 
 #include "fjord/base/cache.h"
 
@@ -80,6 +81,12 @@ inline constexpr std::size_t kSpillBytes = 4 << 20;
 // loop's fixed cost (clock read, flushes, wake-ups) is shared by many
 // signals, small enough that replies leave without waiting long.
 inline constexpr uint32_t kBatchSignals = 256;
+// Signals per batch for each SchedulerResponsiveness level 0..10 (NDB's
+// balance of throughput against response time): the default level 5 is
+// kBatchSignals; each level up sends sooner, each level down shares a
+// loop's fixed cost among more signals.
+inline constexpr uint32_t kBatchSignalsByResponsiveness[] = {1024, 768, 512, 384, 320, 256, 192, 128, 96, 64, 32};
+inline constexpr uint32_t kDefaultResponsiveness = 5;
 // Default fill (percent) of a job buffer above which receive threads stop
 // reading a link: leaves room for the node's own traffic.
 inline constexpr uint32_t kCongestionPercent = 60;
@@ -123,5 +130,8 @@ static_assert(kSpinPollsPerPause <= kSpinPollsPerClockRead);
 static_assert(kSpinPollsPerClockRead <= kSpinPollsPerPublish);
 static_assert(kPrefetchWindow >= 2, "a window overlaps at least two lookups");
 static_assert(kPrefetchWindow <= kBatchSignals, "a window lies within one batch");
+static_assert(kBatchSignalsByResponsiveness[kDefaultResponsiveness] == kBatchSignals, "level 5 is the default");
+static_assert(kBatchSignalsByResponsiveness[10] >= kPrefetchWindow, "a window lies within the smallest batch");
+static_assert(std::size(kBatchSignalsByResponsiveness) == 11, "NDB's levels 0..10");
 
 }  // namespace fjord::tuning

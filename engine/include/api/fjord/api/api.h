@@ -196,6 +196,8 @@ class Transaction {
   friend class Connection;
   enum class State : uint8_t { kIdle, kOpen, kExecuting, kFinished };
   explicit Transaction(Connection& connection) : conn_(connection) {}
+  // The primary-key columns of `row`, valid until the next call (define copies them).
+  std::span<const std::byte> key_of(const TableDef& table, const Row& row);
   Operation& define(engine::protocol::OpType type, const TableDef& table, std::span<const std::byte> key,
                     std::span<const std::byte> values, std::span<const uint16_t> columns, LockMode lock,
                     const IndexDef* unique);
@@ -230,6 +232,7 @@ class Transaction {
   std::size_t ops_used_ = 0;
   std::size_t batch_first_ = 0;     // first operation of the batch in flight
   std::vector<std::byte> results_;  // values of reads in the batch (the first results_used_ bytes)
+  Row key_scratch_;                 // insert and write: the key picked out of the row (capacity kept)
   std::size_t results_used_ = 0;
   // Completion of the batch in flight.
   bool conf_received_ = false;

@@ -50,6 +50,8 @@ inline constexpr uint32_t kTcThreadsMax = 32;
 inline constexpr uint32_t kSendThreadsMax = 16;
 inline constexpr uint32_t kRecvThreadsMax = 16;
 inline constexpr uint32_t kSpintimeMaxUs = 500;
+// NDB's upper bound on SchedulerExecutionTimer (microseconds).
+inline constexpr uint32_t kExecutionTimerMaxUs = 11000;
 inline constexpr uint32_t kThreadPrioMax = 10;
 // Highest CPU number a CPU list may name (bounds every list we hold).
 inline constexpr int kCpuIdMax = 4095;
@@ -158,6 +160,41 @@ Result<ThreadLayout> automatic_layout();
 // NDB's precedence: non-blank thread_config wins; else a non-zero
 // max_execution_threads; else the automatic layout of this machine.
 Result<ThreadLayout> select_thread_layout(std::string_view thread_config, uint32_t max_execution_threads);
+
+// NDB's LockExecuteThreadToCPU and LockMaintThreadsToCPU: CPUs for threads
+// the layout leaves unplaced.
+struct CpuLocks {
+  std::vector<int> execute_cpus;  // ascending, no duplicates; empty = not given
+  int maint_cpu = -1;             // -1 = not given
+};
+// NDB's bound on the CPU ids of both parameters.
+inline constexpr int kNdbCpuIdMax = 65535;
+
+// Parses a LockExecuteThreadToCPU value: CPU ids and ranges separated by
+// commas, such as "0-3,8" (whitespace around tokens allowed, repeats merge).
+// Ascending CPUs, or kInvalidArgument naming the bad part, e.g.
+// "'4-2' is a reversed range; expected CPU ids 0..65535 and ranges such as 0-3,8".
+Result<std::vector<int>> parse_cpu_id_list(std::string_view text);
+
+// Places the threads `layout` leaves unplaced, as NDB's THRConfig does:
+//   LockMaintThreadsToCPU: io and wd bound to that CPU;
+//   LockExecuteThreadToCPU: the CPUs no placed execution thread uses, given to the
+//   unplaced execution threads (all but io and wd) in NDB's order main,
+//   ldm, recv, rep, tc, send:
+//     - as many CPUs as threads or more: each thread its own CPU;
+//     - one CPU: all of them on it;
+//     - more CPUs than unplaced ldm threads: each ldm its own CPU, main and
+//       rep share the next, recv the one after (or the first of those again);
+//     - otherwise main, rep and recv share the first CPU and the ldm threads
+//       take the others round robin.
+//   In the last two cases tc and send threads stay unplaced; a layout from
+//   MaxNoOfExecutionThreads with tc or send threads, or more than one recv
+//   thread, then gets kInvalidArgument (NDB's rule: too few CPUs).
+// Placement ThreadConfig gave wins over both (NDB's precedence); the
+// placement of an automatic layout (source "automatic: ...") is the
+// machine's guess, so the CPUs given here replace it. The source gains a
+// note of what was applied. Ok with the layout unchanged when `locks` is empty.
+Status apply_cpu_locks(const CpuLocks& locks, ThreadLayout& layout);
 
 // Checks that every CPU the layout names exists in `topology` (which holds
 // only the CPUs this process may use). Ok, or kInvalidArgument naming the

@@ -68,9 +68,14 @@ struct RuntimeOptions {
   std::size_t spill_bytes = tuning::kSpillBytes;             // each thread's overflow queue
   uint32_t congestion_percent = tuning::kCongestionPercent;  // receive threads stop reading above this fill
   uint32_t batch_signals = tuning::kBatchSignals;            // signals executed per loop before sending
-  uint32_t timer_capacity = tuning::kTimerCapacity;          // pending delayed signals per thread
-  uint32_t watchdog_ms = 6000;                               // a thread stuck this long is reported (0 = off)
-  std::function<void(const std::string&)> on_watchdog;       // default: log an error
+  // NDB's SchedulerExecutionTimer: microseconds a thread keeps executing
+  // before it sends what it produced to other nodes; it always sends before
+  // it spins or sleeps. 0 = send after every batch. Send threads and a
+  // caller-run loop always send after every batch.
+  uint32_t execution_timer_us = 0;
+  uint32_t timer_capacity = tuning::kTimerCapacity;     // pending delayed signals per thread
+  uint32_t watchdog_ms = 6000;                          // a thread stuck this long is reported (0 = off)
+  std::function<void(const std::string&)> on_watchdog;  // default: log an error
   // Called (on a runtime thread) when a link went down; the transporter is
   // handed back for destruction and the node may reconnect.
   std::function<void(std::unique_ptr<transport::Transporter>)> on_link_down;
