@@ -148,7 +148,7 @@ void Session::drain_mailbox() {
 
 void Session::sleep_until_woken(uint64_t deadline_ns) {
   detail::Mailbox& box = *mailbox_;
-  const detail::SharedLink& shared = *cluster_.shared_link_;
+  detail::SharedLink& shared = *cluster_.shared_link_;
   // What ends the sleep: an answer handed over, the poll right free (this
   // session's answers may be on the link), the link down.
   const auto woken = [&] {
@@ -157,10 +157,12 @@ void Session::sleep_until_woken(uint64_t deadline_ns) {
   const uint64_t spin_end = monotonic_ns() + uint64_t{options_.spin_us} * 1000;
   while (monotonic_ns() < spin_end)
     if (woken()) return;
+  shared.sleepers.fetch_add(1, std::memory_order_relaxed);  // ordered by S1 in begin_sleep
   box.begin_sleep();
   const uint64_t now = monotonic_ns();
   if (!woken() && now < deadline_ns) box.sleep(std::min(deadline_ns - now, kWaitSliceNs));
   box.end_sleep();
+  shared.sleepers.fetch_sub(1, std::memory_order_relaxed);
 }
 
 // ---- sending -------------------------------------------------------------------------

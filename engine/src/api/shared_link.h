@@ -114,6 +114,10 @@ struct SharedLink {
   std::vector<Session*> sessions;
   std::vector<Mailbox*> mailboxes;
   uint32_t next_woken = 0;  // where the hand-off of the poll right starts looking (sessions_mutex)
+  // Sessions between begin_sleep and end_sleep. Incremented before S1 and
+  // read after W1 (the same pairing as a mailbox's state), so a hand-off
+  // that reads 0 has no sleeper to miss: the table is not locked then.
+  std::atomic<uint32_t> sleepers{0};
 
   bool try_take_poll_right() {
     bool expected = false;
@@ -134,6 +138,8 @@ struct SharedLink {
     if (!poll_owned.load(std::memory_order_acquire)) wake_one_sleeper();
   }
   void wake_one_sleeper() {
+    std::atomic_thread_fence(std::memory_order_seq_cst);  // W1: pairs with S1
+    if (sleepers.load(std::memory_order_relaxed) == 0) return;
     const std::lock_guard lock(sessions_mutex);
     const auto n = static_cast<uint32_t>(mailboxes.size());
     for (uint32_t k = 0; k < n; ++k) {
