@@ -258,19 +258,10 @@ bool Session::wait_for_more(uint64_t& deadline, uint32_t timeout_ms, uint32_t po
 
 int Session::poll(uint32_t timeout_ms, int min_completions) {
   completed_ = 0;
-  if (shared_) [[unlikely]] {
-    drain_mailbox();
-    if (polling_) {
-      (void)receive_routed();
-    } else if (cluster_.shared_link_->try_take_poll_right()) {
-      polling_ = true;
-      (void)receive_routed();
-      polling_ = false;
-      cluster_.shared_link_->release_poll_right();
-    }
-  } else {
+  if (shared_) [[unlikely]]
+    poll_shared_once();
+  else
     (void)receive_once();
-  }
   if (min_completions > 0 && completed_ < min_completions && in_flight_ > 0)
     (void)wait_until([&] { return completed_ >= min_completions || in_flight_ == 0; }, timeout_ms);
   return completed_;

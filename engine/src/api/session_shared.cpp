@@ -136,6 +136,25 @@ bool Session::receive_routed() {
   return true;
 }
 
+// With nothing handed over and the right held by another session, the
+// thread yields: a poll loop sharing a CPU with the owner would otherwise
+// spin through the owner's time slice.
+void Session::poll_shared_once() {
+  detail::SharedLink& shared = *cluster_.shared_link_;
+  const int before = completed_;
+  drain_mailbox();
+  if (polling_) {
+    (void)receive_routed();
+  } else if (shared.try_take_poll_right()) {
+    polling_ = true;
+    (void)receive_routed();
+    polling_ = false;
+    shared.release_poll_right();
+  } else if (completed_ == before) {
+    std::this_thread::yield();
+  }
+}
+
 void Session::drain_mailbox() {
   detail::Mailbox& box = *mailbox_;
   if (!box.has_frames()) return;

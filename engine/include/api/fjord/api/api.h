@@ -515,6 +515,8 @@ class Session {
   bool receive_routed();
   // Dispatches the frames the poll owner handed to this session.
   void drain_mailbox();
+  // poll()'s receive: the mailbox, then the link if the poll right is free.
+  void poll_shared_once();
   // Spins up to ConnectOptions.spin_us, then sleeps on this session's own
   // futex until woken or the deadline (bounded by a slice).
   void sleep_until_woken(uint64_t deadline_ns);
