@@ -583,9 +583,7 @@ Transaction& Session::start_transaction(const TableDef* hint_table, const Row* h
   free_transactions_.pop_back();
   Transaction& tx = *transactions_[slot];
   const uint32_t handle = slot | uint32_t{generations_[slot]} << 16;
-  // Unique per API node: the session's index between the node id and the
-  // session's own count.
-  tx.reset(handle, TxId{uint64_t{self_} << 48 | uint64_t{index_} << 40 | (next_tx_++ & 0xFF'FFFF'FFFFULL)});
+  tx.reset(handle, TxId{tx_id_base_ | (next_tx_++ & 0xFF'FFFF'FFFFULL)});
   tx.tc_ = tc_for(hint_table, hint);
   return tx;
 }

@@ -41,6 +41,7 @@ Session::Session(ClusterConnection& cluster, uint32_t index, std::unique_ptr<Clu
       link_(cluster.link_.get()) {
   FJORD_ASSERT(index <= ClusterConnection::kMaxSessions);
   FJORD_ASSERT(link_ != nullptr);
+  tx_id_base_ = uint64_t{self_} << 48 | uint64_t{index_} << 40;
   if (shared_) mailbox_ = std::make_unique<detail::Mailbox>();
 }
 

@@ -585,6 +585,9 @@ class Session {
   uint16_t ldm_instances_ = 1;
   transport::Transporter* link_ = nullptr;  // the cluster connection's
   uint64_t next_tx_ = 1;
+  // The high bits of this session's transaction ids: unique per API node,
+  // the node id above the session's index, the session's own count below.
+  uint64_t tx_id_base_ = 0;
   uint32_t next_request_ = 1;
   uint32_t next_scan_ = 1;
   uint16_t next_tc_ = 0;
