@@ -68,7 +68,7 @@ Result<AccessTable> create_access_table(api::Connection& connection, const Acces
   return with_indexes(*table, spec);
 }
 
-Result<AccessTable> describe_access_table(api::Connection& connection, const AccessTableSpec& spec) {
+Result<AccessTable> describe_access_table(api::Session& connection, const AccessTableSpec& spec) {
   auto table = connection.get_table(spec.name);
   if (!table) return table.status();
   return with_indexes(*table, spec);

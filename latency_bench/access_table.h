@@ -51,7 +51,7 @@ struct AccessTable {
 // Drops an old table of the same name, creates the table.
 Result<AccessTable> create_access_table(api::Connection& connection, const AccessTableSpec& spec);
 // The table as another connection sees it (get_table), with its indexes.
-Result<AccessTable> describe_access_table(api::Connection& connection, const AccessTableSpec& spec);
+Result<AccessTable> describe_access_table(api::Session& connection, const AccessTableSpec& spec);
 
 struct LoadResult {
   uint64_t rows = 0;

@@ -246,6 +246,13 @@ Result<ClusterTarget> prepare_cluster(const Options& o, const RunContext& ctx, u
 }
 
 Result<std::unique_ptr<api::Connection>> connect_api(const ClusterTarget& t, NodeId api_node, const Options& o) {
+  auto conn = api::Connection::connect(api_options(t, api_node, o));
+  if (!conn)
+    return Status(conn.status().code(), "API node " + std::to_string(api_node) + ": " + conn.status().message());
+  return conn;
+}
+
+api::ConnectOptions api_options(const ClusterTarget& t, NodeId api_node, const Options& o) {
   api::ConnectOptions c;
   c.config_path = t.config_path;
   c.node_id = api_node;
@@ -255,10 +262,7 @@ Result<std::unique_ptr<api::Connection>> connect_api(const ClusterTarget& t, Nod
   c.poll_mode = o.poll == PollMode::kBusy ? api::PollMode::kBusy : api::PollMode::kSleep;
   c.spin_us = 0;
   c.max_transactions = kMaxInFlight + 8;
-  auto conn = api::Connection::connect(c);
-  if (!conn)
-    return Status(conn.status().code(), "API node " + std::to_string(api_node) + ": " + conn.status().message());
-  return conn;
+  return c;
 }
 
 }  // namespace fjord::bench

@@ -49,6 +49,8 @@ Result<ClusterTarget> prepare_cluster(const Options& options, const RunContext& 
 // Connects as `api_node` with the options' poll mode and timeouts.
 Result<std::unique_ptr<api::Connection>> connect_api(const ClusterTarget& target, NodeId api_node,
                                                      const Options& options);
+// What connect_api connects with (for a ClusterConnection on that id).
+api::ConnectOptions api_options(const ClusterTarget& target, NodeId api_node, const Options& options);
 
 // The spin time of the node started here: the grammar's maximum, or 0 when
 // it shares one CPU with this program (two spinners on one CPU measure the

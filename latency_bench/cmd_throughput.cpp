@@ -111,9 +111,48 @@ Status connect_executors(const Options& o, const ClusterTarget& t, const AccessT
   return Status::ok();
 }
 
+// The same plan with every executor on one API node: one ClusterConnection
+// on the first API node id (its Connection closed before), a Session per
+// executor. The report carries the ratio to the run on separate API nodes.
+Status run_on_one_api_node(const Options& o, const ClusterTarget& t, const AccessTableSpec& spec,
+                           const ThroughputPlan& plan, Progress& progress, ThroughputReport& report,
+                           double separate_ops_per_s) {
+  const int node_pid = t.node ? t.node->pid() : -1;
+  auto cluster = api::ClusterConnection::connect(api_options(t, t.endpoints.front().api_nodes.front(), o));
+  if (!cluster) return cluster.status();
+  std::vector<std::unique_ptr<api::Session>> owned;
+  std::vector<api::Session*> sessions;
+  std::vector<AccessTable> tables;
+  for (uint32_t e = 0; e < plan.executors; ++e) {
+    auto session = (*cluster)->new_session();
+    if (!session) return session.status();
+    auto table = describe_access_table(**session, spec);
+    if (!table) return table.status();
+    owned.push_back(std::move(session).value());
+    sessions.push_back(owned.back().get());
+    tables.push_back(*table);
+  }
+  report.conditions.title += ": one API node, " + std::to_string(plan.executors) + " executor threads";
+  report.conditions.one_api_node = true;
+  const ProcessSchedule node_before = read_process_schedule(node_pid);
+  const uint64_t run_start = monotonic_ns();
+  set_result(report, run_throughput(sessions, tables, plan, progress));
+  report.conditions.node_schedule =
+      schedule_share(node_before, read_process_schedule(node_pid), monotonic_ns() - run_start);
+  const std::string ratio = "one API node with " + std::to_string(plan.executors) + " executor threads: >= 0.9x " +
+                            std::to_string(plan.executors) + " API nodes with one each";
+  report.targets.push_back(
+      evaluated_target(ratio, separate_ops_per_s == 0 ? 0 : report.operations_per_s / separate_ops_per_s, 0.9, "x",
+                       "rows/s of this run over the run before it on separate API nodes", true));
+  (void)sessions.front()->drop_table(kAccessTableName);
+  return Status::ok();
+}
+
 }  // namespace
 
-int run_throughput_command(const Options& o) {
+int run_throughput_command(const Options& given) {
+  Options o = given;
+  if (o.threads_per_api_node != 0) o.executors = o.threads_per_api_node;
   auto ctx = prepare_run(o);
   if (!ctx) return usage_error(ctx.status().message());
   auto target = prepare_cluster(o, *ctx, o.executors, o.rows, o.row_bytes);
@@ -139,8 +178,16 @@ int run_throughput_command(const Options& o) {
   set_result(report, run_throughput(connections, tables, plan, progress));
   report.conditions.node_schedule =
       schedule_share(node_before, read_process_schedule(node_pid), monotonic_ns() - run_start);
-  (void)connections.front()->drop_table(kAccessTableName);
+  if (o.threads_per_api_node == 0) (void)connections.front()->drop_table(kAccessTableName);
   connections.clear();
+  ThroughputReport shared_report;
+  if (o.threads_per_api_node != 0) {
+    shared_report.machine = report.machine;
+    shared_report.conditions = report.conditions;
+    shared_report.latency_basis = report.latency_basis;
+    if (Status s = run_on_one_api_node(o, *target, spec, plan, progress, shared_report, report.operations_per_s); !s)
+      return run_error("one API node, " + std::to_string(o.executors) + " executor threads: " + s.message());
+  }
   if (o.compare) {
     report.redis_measured = true;
     report.redis = redis_pipelined_get_rate(std::min(o.rows, kRedisMaxKeys), o.row_bytes, kRedisPipeline, kRedisClients,
@@ -158,7 +205,13 @@ int run_throughput_command(const Options& o) {
     failed = true;
   }
   report.machine.load_end = load_average();
-  const std::string text = o.json ? format_throughput_json(report) : format_throughput_table(report);
+  std::string text = o.json ? format_throughput_json(report) : format_throughput_table(report);
+  if (o.threads_per_api_node != 0) {
+    shared_report.notes = report.notes;
+    shared_report.machine.load_end = report.machine.load_end;
+    failed = failed || shared_report.outcome != Outcome::kMeasured || shared_report.failures != 0;
+    text += "\n" + (o.json ? format_throughput_json(shared_report) : format_throughput_table(shared_report));
+  }
   std::fwrite(text.data(), 1, text.size(), stdout);
   std::fflush(stdout);
   return failed ? 1 : 0;

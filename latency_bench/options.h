@@ -115,6 +115,9 @@ struct Options {
   uint64_t duration_ms = kDefaultDurationMs;
   uint32_t definers = 1;
   uint32_t executors = 1;
+  // --threads-per-api-node N: N executors on N API nodes, then N on one
+  // API node (one ClusterConnection, a Session each); 0: the first only.
+  uint32_t threads_per_api_node = 0;
   uint32_t in_flight = kDefaultInFlight;  // transactions in flight per executor
   uint32_t read_percent = 100;            // --mix READ/UPDATE
   uint64_t rate_per_s = 0;                // --rate: 0 = closed loop

@@ -150,7 +150,7 @@ DefinerResult run_definer(Shared& shared, uint32_t index) {
 // Keeps transactions in flight on one connection.
 class Executor {
  public:
-  Executor(Shared& shared, uint32_t index, api::Connection& connection, const AccessTable& table)
+  Executor(Shared& shared, uint32_t index, api::Session& connection, const AccessTable& table)
       : shared_(shared),
         p_(shared.plan),
         index_(index),
@@ -311,7 +311,7 @@ class Executor {
   Shared& shared_;
   const ThroughputPlan& p_;
   const uint32_t index_;
-  api::Connection& conn_;
+  api::Session& conn_;
   const AccessTable& table_;
   std::vector<KeyRequest> requests_;  // in_flight slots of batch requests
   std::vector<uint32_t> counts_;
@@ -372,7 +372,15 @@ double ThroughputResult::operations_per_s() const {
 
 ThroughputResult run_throughput(std::vector<std::unique_ptr<api::Connection>>& connections,
                                 const std::vector<AccessTable>& tables, const ThroughputPlan& p, Progress& progress) {
-  FJORD_ASSERT(connections.size() == p.executors);
+  std::vector<api::Session*> sessions;
+  sessions.reserve(connections.size());
+  for (const auto& c : connections) sessions.push_back(c.get());
+  return run_throughput(sessions, tables, p, progress);
+}
+
+ThroughputResult run_throughput(const std::vector<api::Session*>& sessions, const std::vector<AccessTable>& tables,
+                                const ThroughputPlan& p, Progress& progress) {
+  FJORD_ASSERT(sessions.size() == p.executors);
   FJORD_ASSERT(tables.size() == p.executors);
   FJORD_ASSERT(p.definers > 0);
   Shared shared(p);
@@ -380,7 +388,7 @@ ThroughputResult run_throughput(std::vector<std::unique_ptr<api::Connection>>& c
     shared.rings.push_back(std::make_unique<RequestRing>(p.queue_capacity));
   std::vector<std::unique_ptr<Executor>> executors;
   for (uint32_t e = 0; e < p.executors; ++e)
-    executors.push_back(std::make_unique<Executor>(shared, e, *connections[e], tables[e]));
+    executors.push_back(std::make_unique<Executor>(shared, e, *sessions[e], tables[e]));
   ThroughputResult result;
   result.executors.resize(p.executors);
   std::vector<DefinerResult> definer_results(p.definers);

@@ -1,7 +1,8 @@
 // NDB's flexAsynch in spirit: definer threads prepare key operations
 // and hand them to executor threads through bounded single-producer/
 // single-consumer queues (one per definer-executor pair, as NDB's job
-// buffers); each executor owns one api::Connection (one API node id) and
+// buffers); each executor owns one api::Session (a Connection of its own
+// API node id, or one of many sessions of one API node's ClusterConnection) and
 // keeps up to `in_flight` transactions outstanding with execute_async() and
 // poll(), each transaction carrying up to `batch` operations from its queues.
 //
@@ -16,7 +17,7 @@
 // updates rewrite the filler; keys are uniform over the table.
 //
 // Threads: run_throughput() starts them (pinned to one CPU when asked), the
-// caller's thread waits and draws progress; each Connection is used only by
+// caller's thread waits and draws progress; each Session is used only by
 // its executor. The loops allocate nothing per operation: requests travel by
 // value through preallocated rings, transactions come from the API's free
 // list, callbacks capture a pointer and an index.
@@ -119,8 +120,11 @@ struct ThroughputResult {
   double operations_per_s() const;
 };
 
-// Runs the plan over the executors' connections (one per executor) on the
+// Runs the plan over the executors' sessions (one per executor) on the
 // table each of them describes.
+ThroughputResult run_throughput(const std::vector<api::Session*>& sessions, const std::vector<AccessTable>& tables,
+                                const ThroughputPlan& plan, Progress& progress);
+// The same over a Connection (its own API node id) per executor.
 ThroughputResult run_throughput(std::vector<std::unique_ptr<api::Connection>>& connections,
                                 const std::vector<AccessTable>& tables, const ThroughputPlan& plan, Progress& progress);
 

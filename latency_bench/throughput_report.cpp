@@ -13,8 +13,9 @@ std::string plan_text(const ThroughputConditions& c) {
   const ThroughputPlan& p = c.plan;
   std::string out = std::to_string(p.definers) + (p.definers == 1 ? " definer, " : " definers, ") +
                     std::to_string(p.executors) + (p.executors == 1 ? " executor" : " executors") +
-                    " (one API node each), " + std::to_string(p.in_flight) + " transactions in flight per executor, " +
-                    std::to_string(p.batch) + (p.batch == 1 ? " operation" : " operations") + " per transaction, " +
+                    (c.one_api_node ? " (one API node, a session each), " : " (one API node each), ") +
+                    std::to_string(p.in_flight) + " transactions in flight per executor, " + std::to_string(p.batch) +
+                    (p.batch == 1 ? " operation" : " operations") + " per transaction, " +
                     std::to_string(p.read_percent) + "% reads / " + std::to_string(100 - p.read_percent) +
                     "% updates, ";
   out += p.rate_per_s == 0 ? "closed loop" : "open loop at " + std::to_string(p.rate_per_s) + " operations/s";
@@ -32,6 +33,8 @@ void write_conditions(JsonWriter& w, const ThroughputConditions& c) {
   w.field("link", c.link);
   w.field("definers", uint64_t{p.definers});
   w.field("executors", uint64_t{p.executors});
+  w.key("one_api_node");
+  w.value(c.one_api_node);
   w.field("in_flight", uint64_t{p.in_flight});
   w.field("batch", uint64_t{p.batch});
   w.field("read_percent", uint64_t{p.read_percent});

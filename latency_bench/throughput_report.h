@@ -16,6 +16,7 @@ struct ThroughputConditions {
   std::string transporter;
   std::string link;  // "[tcp] link 1-50"
   ThroughputPlan plan;
+  bool one_api_node = false;  // every executor a session of one API node's cluster connection
   std::string poll;
   std::vector<int> cpus;  // {our threads, the data node started here}
   std::string node;       // description

@@ -8,7 +8,8 @@
 #   tools/dev.sh deps {build|run|test}      only check/install the Debian packages
 #
 # Environment: BUILD_DIR (default ./build), FUZZ_SECONDS (default 20 per
-# target), SKIP_VM=1 to skip the soft-RoCE guest, SKIP_TIDY=1 to skip clang-tidy.
+# target), TSAN_DIR (default ./build-tsan: the API suites under ThreadSanitizer),
+# SKIP_VM=1 to skip the soft-RoCE guest, SKIP_TIDY=1 to skip clang-tidy.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD_DIR=${BUILD_DIR:-$ROOT/build}
@@ -71,7 +72,7 @@ case "$cmd" in
     exec "$ROOT/tools/dev/run_checks.sh" "$BUILD_DIR" "$FUZZ_DIR" "$FUZZ_SECONDS"
     ;;
   *)
-    sed -n '2,14p' "$0"
+    sed -n '2,12p' "$0"
     exit 2
     ;;
 esac

@@ -4,9 +4,10 @@
 #
 # Checks: clang-format, clang-tidy, every GoogleTest case (meson test), the
 # test of summarize.py, the installed client, each fuzz target for
-# FUZZ_SECONDS under ASan/UBSan, the RDMA suites inside the soft-RoCE
-# guest, and the two-host RDMA run between two such guests. Each GoogleTest
-# case counts as one check.
+# FUZZ_SECONDS under ASan/UBSan, the API suites under TSan (TSAN_DIR,
+# default ROOT/build-tsan), the RDMA suites inside the soft-RoCE guest, and
+# the two-host RDMA run between two such guests. Each GoogleTest case counts
+# as one check.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD_DIR=$1
@@ -132,6 +133,32 @@ if [ -f "$FUZZ_DIR/build.ninja" ]; then
   else
     record FAIL fuzz-build "(see $BUILD_DIR/fuzz-build.log)"
     tail -20 "$BUILD_DIR/fuzz-build.log"
+  fi
+fi
+
+# 4b. the API suites under ThreadSanitizer (clang): many threads share one
+# API node there. Only what those suites link is built, in its own directory.
+TSAN_DIR=${TSAN_DIR:-$ROOT/build-tsan}
+TSAN_SUITES="data_api_threads_test data_api_key_test data_api_transaction_test data_api_scan_test api_protocol_test"
+if [ ! -f "$TSAN_DIR/build.ninja" ]; then
+  CXX=clang++ CC=clang meson setup "$TSAN_DIR" "$ROOT" -Drdma=disabled -Ddpdk=disabled -Db_sanitize=thread \
+    -Db_lundef=false -Dbuildtype=debugoptimized > "$BUILD_DIR/tsan-setup.log" 2>&1 ||
+    { record FAIL tsan-build "(see $BUILD_DIR/tsan-setup.log)"; }
+fi
+if [ -f "$TSAN_DIR/build.ninja" ]; then
+  if ninja -C "$TSAN_DIR" $(for t in $TSAN_SUITES; do echo "tests/$t"; done) > "$BUILD_DIR/tsan-build.log" 2>&1; then
+    for t in $TSAN_SUITES; do
+      # halt_on_error: a race fails the suite at once, with its report.
+      if TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" "$TSAN_DIR/tests/$t" > "$BUILD_DIR/tsan-$t.log" 2>&1; then
+        record PASS "tsan-$t"
+      else
+        record FAIL "tsan-$t" "(see $BUILD_DIR/tsan-$t.log)"
+        grep -A30 -m1 "WARNING: ThreadSanitizer\|FAILED" "$BUILD_DIR/tsan-$t.log" | head -40
+      fi
+    done
+  else
+    record FAIL tsan-build "(see $BUILD_DIR/tsan-build.log)"
+    tail -20 "$BUILD_DIR/tsan-build.log"
   fi
 fi
 

@@ -8,6 +8,7 @@
 #include "fjord/base/clock.h"
 #include "fjord/base/log.h"
 #include "fjord/engine/cluster_config.h"
+#include "shared_link.h"
 
 namespace fjord::api {
 
@@ -18,9 +19,6 @@ using engine::block_numbers::kTc;
 
 namespace {
 constexpr uint32_t kScanHandleBit = 0x8000'0000u;
-// A transaction's handle is its slot in the low 16 bits, a generation in the
-// next 15 (a refused one's: Connection::kRefusedHandleBit).
-constexpr uint32_t kMaxTransactionSlots = 1u << 16;
 uint64_t ms(uint32_t v) { return uint64_t{v} * 1'000'000; }
 
 // What the data node would refuse in a scan's columns, filter and bounds
@@ -92,106 +90,11 @@ Status check_scan_spec(const api::ScanSpec& spec) {
 }
 }  // namespace
 
-Connection::Connection(ConnectOptions options) : options_(std::move(options)) {}
-
-Connection::~Connection() {
-  if (link_) link_->close("API node " + std::to_string(self_) + " disconnected");
-}
-
-Result<std::unique_ptr<Connection>> Connection::connect(const ConnectOptions& options) {
-  if (!options.registry) return Status(StatusCode::kInvalidArgument, "ConnectOptions.registry is required");
-  // A transaction's handle on the wire holds its slot in 16 bits.
-  if (options.max_transactions == 0 || options.max_transactions > kMaxTransactionSlots)
-    return Status(StatusCode::kInvalidArgument, "ConnectOptions.max_transactions is " +
-                                                    std::to_string(options.max_transactions) + ", expected 1.." +
-                                                    std::to_string(kMaxTransactionSlots));
-  std::unique_ptr<Connection> c(new Connection(options));
-  if (Status s = c->establish(); !s) return s;
-  return c;
-}
-
-Status Connection::establish() {
-  // The config's warnings (NDB parameters with no effect here) are the data
-  // node's to log: a program connects many times.
-  auto cluster = !options_.config_path.empty()
-                     ? engine::load_cluster_config_file(options_.config_path, *options_.registry)
-                     : engine::load_cluster_config_text(options_.config_text, "<config text>", *options_.registry);
-  if (!cluster) return cluster.status();
-  self_ = options_.node_id;
-  if (self_ == kNoNode) {
-    auto apis = cluster->of_kind(engine::NodeKind::kApi);
-    if (apis.empty()) return Status(StatusCode::kNotFound, cluster->path + ": no [api] section for this program");
-    self_ = apis.front()->id;
-  }
-  const engine::NodeDef* me = cluster->node(self_);
-  if (!me || me->kind != engine::NodeKind::kApi)
-    return Status(StatusCode::kInvalidArgument,
-                  "node " + std::to_string(self_) + " is not an [api] node in " + cluster->path);
-  const auto data_nodes = cluster->of_kind(engine::NodeKind::kData);
-  data_node_ = data_nodes.front()->id;
-  const transport::LinkConfig* link = cluster->links.find(self_, data_node_);
-  FJORD_ASSERT(link != nullptr);  // default links join every API node to every data node
-  transport::TransporterFactory* factory = options_.registry->find(link->type);
-  if (!factory) return Status(StatusCode::kNotFound, "transporter '" + link->type + "' is not built in");
-  if (Status s = factory->probe(); !s) return Status(s.code(), link->describe() + ": " + s.message());
-  // The data node may still be starting: retry until the connect timeout.
-  // It may also drop the link before answering the registration: it still
-  // holds a link from this node id, the previous connection's if it has not
-  // let that go yet (a program that reconnects at once). A closed link's
-  // end reaches the node within milliseconds, so that is retried for
-  // kTakenIdGraceMs only: an id another connection holds fails then, not
-  // at the connect timeout.
-  constexpr uint64_t kTakenIdGraceMs = 2000;
-  const uint64_t deadline = monotonic_ns() + ms(options_.connect_timeout_ms);
-  uint64_t first_drop_ns = 0;
-  Status last;
-  while (monotonic_ns() < deadline) {
-    auto t = factory->connect(self_, *link, std::min<uint64_t>(deadline, monotonic_ns() + 2'000'000'000ULL));
-    if (t) {
-      link_ = std::move(t).value();
-      if (Status s = register_node(); s || s.code() != StatusCode::kLinkDown) return s;
-      const std::string why = link_->down_reason().message();
-      link_.reset();
-      last = Status(StatusCode::kLinkDown, "data node " + std::to_string(data_node_) +
-                                               " dropped the link before answering the registration (is API node " +
-                                               std::to_string(self_) + " already connected?): " + why);
-      const uint64_t now = monotonic_ns();
-      if (first_drop_ns == 0) first_drop_ns = now;
-      if (now - first_drop_ns >= ms(kTakenIdGraceMs))
-        return Status(StatusCode::kAlreadyExists,
-                      "API node " + std::to_string(self_) + " is already connected to data node " +
-                          std::to_string(data_node_) + ": for " + std::to_string(kTakenIdGraceMs) +
-                          " ms the node dropped every new link from this id before registering it (last: " + why + ")");
-    } else {
-      last = t.status();
-      // Refused by the node, or this end's own settings unusable (its key
-      // file, its TLS credentials): retrying will not help.
-      const StatusCode code = t.status().code();
-      if (code == StatusCode::kRejected || code == StatusCode::kInvalidArgument) return last;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return Status(StatusCode::kUnavailable, "cannot reach data node " + std::to_string(data_node_) + " over " +
-                                              link->describe() + ": " + last.message());
-}
-
-// Learns the data node's TC and LDM instance counts. kLinkDown if the node
-// dropped the link first.
-Status Connection::register_node() {
-  const engine::protocol::SignalOut out = engine::protocol::encode(engine::protocol::ApiRegReq{next_request_++});
-  Status sent = send_frame(out, kDict, 0);
-  if (sent) sent = flush();
-  if (sent && wait_until([&] { return registered_; }, options_.request_timeout_ms)) return Status::ok();
-  if (!link_->is_up()) return not_connected();
-  if (!sent) return sent;
-  return Status(StatusCode::kTimeout, "data node " + std::to_string(data_node_) + " did not answer the registration");
-}
-
 // ---- sending and receiving -----------------------------------------------------------
 
 // The slow path of a reservation (the first attempt, inline at each caller,
 // almost always succeeds).
-Status Connection::wait_for_room(std::size_t bytes, std::span<std::byte>& space) {
+Status Session::wait_for_room(std::size_t bytes, std::span<std::byte>& space) {
   const uint64_t deadline = monotonic_ns() + ms(options_.request_timeout_ms);
   for (;;) {
     if (!link_->is_up()) return link_->down_reason();
@@ -207,7 +110,8 @@ Status Connection::wait_for_room(std::size_t bytes, std::span<std::byte>& space)
 }
 
 // send_frame once the link is known to be up; inline in the key path.
-[[gnu::always_inline]] inline Status Connection::pack_frame(const SignalOut& out, uint16_t block, uint16_t instance) {
+[[gnu::always_inline]] inline Status Session::pack_frame(const SignalOut& out, uint16_t block, uint16_t instance) {
+  // A session of a shared cluster connection packs with pack_frame_shared.
   const bool checksum = link_->config().checksum;
   const std::size_t bytes = frame::frame_bytes_for(out.word_count, out.section_list(), checksum);
   if (bytes == 0) return Status(StatusCode::kInvalidArgument, "request too large for one 32 KB frame");
@@ -224,13 +128,15 @@ Status Connection::wait_for_room(std::size_t bytes, std::span<std::byte>& space)
   return Status::ok();
 }
 
-Status Connection::not_connected() const {
+Status Session::not_connected() const {
   return Status(StatusCode::kLinkDown, "not connected to data node " + std::to_string(data_node_) +
                                            (link_ ? ": " + link_->down_reason().message() : std::string()));
 }
 
-Status Connection::send_frame(const SignalOut& out, uint16_t block, uint16_t instance) {
+Status Session::send_frame(const SignalOut& out, uint16_t block, uint16_t instance) {
   if (!link_ || !link_->is_up()) return not_connected();
+  if (shared_) [[unlikely]]
+    return pack_frame_shared(out, block, instance);
   return pack_frame(out, block, instance);
 }
 
@@ -244,7 +150,8 @@ Status Connection::send_frame(const SignalOut& out, uint16_t block, uint16_t ins
 // trains rather than many short ones that would overlap more: the node
 // saves more per signal it does not receive than the overlap gains.
 
-Status Connection::send_key_requests(const Transaction& tx, std::size_t batch) {
+template <bool kShared>
+[[gnu::always_inline]] inline Status Session::send_key_requests_as(const Transaction& tx, std::size_t batch) {
   if (!link_ || !link_->is_up()) return not_connected();
   std::size_t i = tx.batch_first_;
   while (i < tx.ops_used_) {
@@ -262,7 +169,7 @@ Status Connection::send_key_requests(const Transaction& tx, std::size_t batch) {
     const auto records = std::span(tx.requests_).subspan(tx.ops_[i]->request_offset_, bytes);
     const SignalOut out =
         count == 1 ? encode(tx.request_of(i, batch)) : encode(TcKeyTrain{tx.handle_, tx.tx_, count, records});
-    if (Status s = pack_frame(out, kTc, tx.tc_); !s) return s;
+    if (Status s = kShared ? pack_frame_shared(out, kTc, tx.tc_) : pack_frame(out, kTc, tx.tc_); !s) return s;
     i += count;
     if (i < tx.ops_used_)
       if (Status s = flush(); !s) return s;
@@ -270,9 +177,15 @@ Status Connection::send_key_requests(const Transaction& tx, std::size_t batch) {
   return Status::ok();
 }
 
+Status Session::send_key_requests(const Transaction& tx, std::size_t batch) {
+  if (shared_) [[unlikely]]
+    return send_key_requests_as<true>(tx, batch);
+  return send_key_requests_as<false>(tx, batch);
+}
+
 // A record of at most kMaxTrainBytes fits a frame as a train or alone; a
 // longer one goes alone, as a TcKeyReq, which may not fit.
-Status Connection::check_lone_requests(const Transaction& tx, std::size_t batch) const {
+Status Session::check_lone_requests(const Transaction& tx, std::size_t batch) const {
   const bool checksum = link_ && link_->config().checksum;
   for (std::size_t i = tx.batch_first_; i < tx.ops_used_; ++i) {
     if (tx.ops_[i]->request_bytes_ <= kMaxTrainBytes) continue;
@@ -285,7 +198,7 @@ Status Connection::check_lone_requests(const Transaction& tx, std::size_t batch)
   return Status::ok();
 }
 
-void Connection::fail_unsent(Transaction& tx, const Status& why) {
+void Session::fail_unsent(Transaction& tx, const Status& why) {
   FJORD_ASSERT(tx.state_ == Transaction::State::kExecuting);
   FJORD_ASSERT(!why.is_ok());
   if (!link_ || !link_->is_up()) {
@@ -297,7 +210,9 @@ void Connection::fail_unsent(Transaction& tx, const Status& why) {
   complete(tx);
 }
 
-Status Connection::flush() {
+Status Session::flush() {
+  if (shared_) [[unlikely]]
+    return flush_shared();
   const transport::FlushStatus flushed = link_->flush();
   unflushed_ = flushed == transport::FlushStatus::kPending;
   if (flushed == transport::FlushStatus::kDown) {
@@ -307,7 +222,7 @@ Status Connection::flush() {
   return Status::ok();
 }
 
-bool Connection::receive_once() {
+bool Session::receive_once() {
   if (!link_) return false;
   const transport::ReceiveBatch batch = link_->receive();
   if (batch.bytes.empty()) {
@@ -328,7 +243,7 @@ bool Connection::receive_once() {
   return true;
 }
 
-bool Connection::wait_for_more(uint64_t& deadline, uint32_t timeout_ms, uint32_t polls) {
+bool Session::wait_for_more(uint64_t& deadline, uint32_t timeout_ms, uint32_t polls) {
   // Busy polling reads the clock on every 64th empty poll only: a clock
   // read costs more than the poll, and the time it adds to each turn of the
   // loop delays noticing the answer.
@@ -341,9 +256,12 @@ bool Connection::wait_for_more(uint64_t& deadline, uint32_t timeout_ms, uint32_t
   return true;
 }
 
-int Connection::poll(uint32_t timeout_ms, int min_completions) {
+int Session::poll(uint32_t timeout_ms, int min_completions) {
   completed_ = 0;
-  (void)receive_once();
+  if (shared_) [[unlikely]]
+    poll_shared_once();
+  else
+    (void)receive_once();
   if (min_completions > 0 && completed_ < min_completions && in_flight_ > 0)
     (void)wait_until([&] { return completed_ >= min_completions || in_flight_ == 0; }, timeout_ms);
   return completed_;
@@ -352,7 +270,7 @@ int Connection::poll(uint32_t timeout_ms, int min_completions) {
 // ---- dispatch --------------------------------------------------------------------------------
 
 // Inline: the first step of every answer to a key operation.
-[[gnu::always_inline]] inline Transaction* Connection::executing(uint32_t handle, TxId tx) {
+[[gnu::always_inline]] inline Transaction* Session::executing(uint32_t handle, TxId tx) {
   const uint32_t slot = handle & 0xFFFF;
   if (handle & kScanHandleBit) return nullptr;
   if (slot >= transactions_.size()) return nullptr;
@@ -362,7 +280,7 @@ int Connection::poll(uint32_t timeout_ms, int min_completions) {
   return found->tx_ == tx ? found : nullptr;
 }
 
-void Connection::complete(Transaction& tx) {
+void Session::complete(Transaction& tx) {
   const bool failed = tx.error_ != ErrorCode::kNone || !tx.status_.is_ok();
   if (tx.state_ == Transaction::State::kExecuting) --in_flight_;
   // The node forgets a transaction it committed or rolled back (or that
@@ -402,7 +320,7 @@ inline void Transaction::values_taken(uint32_t op_index, std::size_t at, std::si
 // handlers are forced inline into dispatch: out of line each would cost a
 // call and the spill of the signal's registers on every read. The others are
 // rare (rollbacks, aborts, scans, schema) and stay ordinary calls.
-void Connection::dispatch(const engine::Signal& s) {
+void Session::dispatch(const engine::Signal& s) {
   switch (s.number()) {
     case gsn::kTcKeyConf: return on_tc_key_conf(s);
     case gsn::kKeyData:
@@ -414,7 +332,6 @@ void Connection::dispatch(const engine::Signal& s) {
     case gsn::kScanConf:
     case gsn::kScanRef:
     case gsn::kScanRows: return on_scan_answer(s);
-    case gsn::kApiRegConf: return on_api_reg_conf(s);
     case gsn::kSchemaRef: return on_schema_ref(s);
     case gsn::kCreateTableConf:
     case gsn::kDropTableConf:
@@ -427,7 +344,7 @@ void Connection::dispatch(const engine::Signal& s) {
 // through m-> at every use: each m-> checks the Result again, and GCC does
 // not always inline those checks.
 
-[[gnu::always_inline]] inline void Connection::batch_answered(Transaction& tx, bool conf, uint32_t data_messages) {
+[[gnu::always_inline]] inline void Session::batch_answered(Transaction& tx, bool conf, uint32_t data_messages) {
   if (conf) {
     tx.conf_received_ = true;
     tx.data_expected_ = data_messages;
@@ -435,7 +352,7 @@ void Connection::dispatch(const engine::Signal& s) {
   if (tx.conf_received_ && tx.data_received_ >= tx.data_expected_) complete(tx);
 }
 
-[[gnu::always_inline]] inline void Connection::on_tc_key_conf(const engine::Signal& s) {
+[[gnu::always_inline]] inline void Session::on_tc_key_conf(const engine::Signal& s) {
   auto m = decode_tc_key_conf(s);
   if (!m) [[unlikely]]
     return protocol_fault(s, m.status());
@@ -443,7 +360,7 @@ void Connection::dispatch(const engine::Signal& s) {
   if (Transaction* tx = executing(conf.api_conn, conf.tx)) batch_answered(*tx, true, conf.data_messages);
 }
 
-[[gnu::always_inline]] inline void Connection::on_key_data(const engine::Signal& s) {
+[[gnu::always_inline]] inline void Session::on_key_data(const engine::Signal& s) {
   auto m = decode_key_data(s);
   if (!m) [[unlikely]]
     return protocol_fault(s, m.status());
@@ -459,7 +376,7 @@ void Connection::dispatch(const engine::Signal& s) {
 // Several reads' values, maybe the batch's TcKeyConf too. The records are
 // kept as they came, in one copy (record headers too), and each read's
 // values are found in place: not a copy per read.
-[[gnu::always_inline]] inline void Connection::on_key_data_train(const engine::Signal& s) {
+[[gnu::always_inline]] inline void Session::on_key_data_train(const engine::Signal& s) {
   auto m = decode_key_data_train(s);
   if (!m) [[unlikely]]
     return protocol_fault(s, m.status());
@@ -479,7 +396,7 @@ void Connection::dispatch(const engine::Signal& s) {
   batch_answered(*tx, train.ends_batch, train.data_messages);
 }
 
-void Connection::on_tc_key_ref(const engine::Signal& s) {
+void Session::on_tc_key_ref(const engine::Signal& s) {
   auto m = decode_tc_key_ref(s);
   if (!m) return protocol_fault(s, m.status());
   const TcKeyRef& ref = *m;
@@ -494,7 +411,7 @@ void Connection::on_tc_key_ref(const engine::Signal& s) {
   complete(*tx);
 }
 
-void Connection::on_tc_rollback_conf(const engine::Signal& s) {
+void Session::on_tc_rollback_conf(const engine::Signal& s) {
   auto m = decode_tc_tx_message(s);
   if (!m) return protocol_fault(s, m.status());
   if (Transaction* tx = executing(m->api_conn, m->tx)) complete(*tx);
@@ -503,7 +420,7 @@ void Connection::on_tc_rollback_conf(const engine::Signal& s) {
 // TC aborted the transaction on its own (a timeout, a dropped table): one
 // executing completes with the reason, one open between batches finishes
 // and its next execute() returns the reason.
-void Connection::on_tc_abort_rep(const engine::Signal& s) {
+void Session::on_tc_abort_rep(const engine::Signal& s) {
   auto m = decode_tc_abort_rep(s);
   if (!m) return protocol_fault(s, m.status());
   const TcAbortRep& rep = *m;
@@ -522,7 +439,7 @@ void Connection::on_tc_abort_rep(const engine::Signal& s) {
 // ScanConf, ScanRef and ScanRows all start with api_conn, scan_id. A late
 // answer for a scan closed (given up) is dropped, as is one for an earlier
 // scan in the slot (another scan_id).
-void Connection::on_scan_answer(const engine::Signal& s) {
+void Session::on_scan_answer(const engine::Signal& s) {
   if (s.word_count() < 2)
     return protocol_fault(s, Status(StatusCode::kProtocolError, std::to_string(s.word_count()) + " words"));
   using Answer = engine::protocol::layout::ScanRows;  // ScanConf and ScanRef begin alike
@@ -542,7 +459,7 @@ void Connection::on_scan_answer(const engine::Signal& s) {
   }
 }
 
-bool Connection::on_scan_rows(Scan& scan, const engine::Signal& s) {
+bool Session::on_scan_rows(Scan& scan, const engine::Signal& s) {
   auto m = decode_scan_rows(s);
   if (!m) {
     protocol_fault(s, m.status());
@@ -553,7 +470,7 @@ bool Connection::on_scan_rows(Scan& scan, const engine::Signal& s) {
   return true;
 }
 
-bool Connection::on_scan_conf(Scan& scan, const engine::Signal& s) {
+bool Session::on_scan_conf(Scan& scan, const engine::Signal& s) {
   auto m = decode_scan_conf(s);
   if (!m) {
     protocol_fault(s, m.status());
@@ -566,7 +483,7 @@ bool Connection::on_scan_conf(Scan& scan, const engine::Signal& s) {
   return true;
 }
 
-bool Connection::on_scan_ref(Scan& scan, const engine::Signal& s) {
+bool Session::on_scan_ref(Scan& scan, const engine::Signal& s) {
   auto m = decode_scan_ref(s);
   if (!m) {
     protocol_fault(s, m.status());
@@ -578,16 +495,7 @@ bool Connection::on_scan_ref(Scan& scan, const engine::Signal& s) {
   return true;
 }
 
-void Connection::on_api_reg_conf(const engine::Signal& s) {
-  auto m = decode_api_reg_conf(s);
-  if (!m) return protocol_fault(s, m.status());
-  tc_instances_ = m->tc_instances;
-  ldm_instances_ = m->ldm_instances;
-  default_partitions_ = m->default_partitions;
-  registered_ = true;
-}
-
-void Connection::on_schema_ref(const engine::Signal& s) {
+void Session::on_schema_ref(const engine::Signal& s) {
   auto m = decode_schema_ref(s);
   if (!m) return protocol_fault(s, m.status());
   if (m->request_id != schema_waiting_) return;  // a request given up at its timeout
@@ -596,7 +504,7 @@ void Connection::on_schema_ref(const engine::Signal& s) {
 }
 
 // CreateTableConf, DropTableConf or GetTableConf.
-void Connection::on_schema_answer(const engine::Signal& s) {
+void Session::on_schema_answer(const engine::Signal& s) {
   auto m = decode_schema_message(s);
   if (!m) return protocol_fault(s, m.status());
   if (m->request_id != schema_waiting_) return;  // a request given up at its timeout
@@ -605,7 +513,7 @@ void Connection::on_schema_answer(const engine::Signal& s) {
   schema_done_ = true;
 }
 
-void Connection::fail_everything(const Status& why, StatusCode code) {
+void Session::fail_everything(const Status& why, StatusCode code) {
   for (auto& tx : transactions_)
     if (tx->state_ == Transaction::State::kExecuting) {
       tx->error_ = ErrorCode::kNodeFailure;
@@ -622,21 +530,21 @@ void Connection::fail_everything(const Status& why, StatusCode code) {
 // fails now with the reason (instead of at its timeout), as a malformed
 // frame takes a link down one level below; what already completed stands.
 // A registration or schema request waiting gives up at its own timeout.
-void Connection::protocol_fault(const engine::Signal& s, const Status& why) {
+void Session::protocol_fault(const engine::Signal& s, const Status& why) {
   const std::string what = "malformed signal " + std::to_string(s.number()) + " from data node " +
                            std::to_string(s.sender_node) + ": " + why.message();
   FJORD_LOG_WARN("API node %u: %s", self_, what.c_str());
   fail_everything(Status(StatusCode::kProtocolError, what), StatusCode::kProtocolError);
 }
 
-Status Connection::bad_op_index(uint32_t op_index, uint32_t ops) {
+Status Session::bad_op_index(uint32_t op_index, uint32_t ops) {
   return Status(StatusCode::kProtocolError,
                 "values for operation " + std::to_string(op_index) + " of a batch of " + std::to_string(ops));
 }
 
 // ---- transactions, scans, schema ------------------------------------------------------------
 
-const engine::KeyCodec& Connection::primary_key_codec(const TableDef& table) {
+const engine::KeyCodec& Session::primary_key_codec(const TableDef& table) {
   for (const HintCodec& h : hint_codecs_)
     if (h.table_id == table.table_id && h.version == table.version) return *h.codec;
   hint_codecs_.push_back(
@@ -646,7 +554,7 @@ const engine::KeyCodec& Connection::primary_key_codec(const TableDef& table) {
 
 // The key is encoded as TC will (each key column exactly once, no other
 // column) and hashed to its partition; anything else is no key of the table.
-std::optional<uint16_t> Connection::hinted_tc(const TableDef& table, const Row& key) {
+std::optional<uint16_t> Session::hinted_tc(const TableDef& table, const Row& key) {
   std::byte buffer[engine::kMaxKeyBytes];
   auto encoded = encode_key_section(primary_key_codec(table), key.entries(), buffer);
   if (!encoded) return std::nullopt;
@@ -654,7 +562,7 @@ std::optional<uint16_t> Connection::hinted_tc(const TableDef& table, const Row& 
                                tc_instances_);
 }
 
-uint16_t Connection::tc_for(const TableDef* table, const Row* key) {
+uint16_t Session::tc_for(const TableDef* table, const Row* key) {
   // One TC coordinates everything, whatever the key hashes to (and the round
   // robin below would pick it too): no need to encode and hash the key.
   if (tc_instances_ == 1) return 0;
@@ -663,20 +571,19 @@ uint16_t Connection::tc_for(const TableDef* table, const Row* key) {
   return static_cast<uint16_t>(next_tc_++ % tc_instances_);
 }
 
-Transaction& Connection::start_transaction(const TableDef* hint_table, const Row* hint) {
+Transaction& Session::start_transaction(const TableDef* hint_table, const Row* hint) {
   if (free_transactions_.empty()) {
     if (transactions_.size() >= options_.max_transactions) [[unlikely]]
       return refused_transaction();
     free_transactions_.push_back(static_cast<uint32_t>(transactions_.size()));
     transactions_.push_back(std::unique_ptr<Transaction>(new Transaction(*this)));
-    generations_.push_back(0);
+    generations_.push_back(static_cast<uint16_t>(index_ << 8));  // generation 0 of this session
   }
   const uint32_t slot = free_transactions_.back();
   free_transactions_.pop_back();
   Transaction& tx = *transactions_[slot];
-  const uint32_t handle = slot | uint32_t{static_cast<uint16_t>(generations_[slot] & 0x7FFF)} << 16;
-  generations_[slot] = static_cast<uint16_t>(handle >> 16);
-  tx.reset(handle, TxId{uint64_t{self_} << 48 | (next_tx_++ & 0xFFFF'FFFF'FFFFULL)});
+  const uint32_t handle = slot | uint32_t{generations_[slot]} << 16;
+  tx.reset(handle, TxId{tx_id_base_ | (next_tx_++ & 0xFF'FFFF'FFFFULL)});
   tx.tc_ = tc_for(hint_table, hint);
   return tx;
 }
@@ -688,7 +595,7 @@ Transaction& Connection::start_transaction(const TableDef* hint_table, const Row
 // then learns it from the first one refused. Refused transactions come
 // from a pool of their own, as many as the program holds open at once; no
 // handle of theirs ever reaches the node.
-Transaction& Connection::refused_transaction() {
+Transaction& Session::refused_transaction() {
   if (free_refused_.empty()) {
     free_refused_.push_back(static_cast<uint32_t>(refused_.size()));
     refused_.push_back(std::unique_ptr<Transaction>(new Transaction(*this)));
@@ -705,7 +612,7 @@ Transaction& Connection::refused_transaction() {
   return tx;
 }
 
-void Connection::release_refused(Transaction& tx) {
+void Session::release_refused(Transaction& tx) {
   FJORD_ASSERT(tx.handle_ & kRefusedHandleBit);
   FJORD_ASSERT((tx.handle_ & ~kRefusedHandleBit) < refused_.size());
   free_refused_.push_back(tx.handle_ & ~kRefusedHandleBit);
@@ -713,7 +620,7 @@ void Connection::release_refused(Transaction& tx) {
 
 // Reused across scans (their capacity stays): a scan allocates nothing
 // once the first ones have grown them.
-void Connection::encode_scan_conditions(const ScanSpec& spec) {
+void Session::encode_scan_conditions(const ScanSpec& spec) {
   scan_bounds_.clear();
   scan_filter_.clear();
   if (spec.index && (spec.has_lower || spec.has_upper)) {
@@ -747,7 +654,7 @@ void Connection::encode_scan_conditions(const ScanSpec& spec) {
   }
 }
 
-Result<Scan*> Connection::scan(const ScanSpec& spec) {
+Result<Scan*> Session::scan(const ScanSpec& spec) {
   if (!spec.table) return Status(StatusCode::kInvalidArgument, "ScanSpec.table is required");
   if (Status s = check_scan_spec(spec); !s) return s;
   // Only a closed scan is free: one read to its end is still the caller's,
@@ -756,7 +663,7 @@ Result<Scan*> Connection::scan(const ScanSpec& spec) {
   while (slot < scans_.size() && !scans_[slot]->closed_) ++slot;
   if (slot == scans_.size()) scans_.push_back(std::unique_ptr<Scan>(new Scan(*this)));
   Scan& scan = *scans_[slot];
-  scan.handle_ = kScanHandleBit | slot;
+  scan.handle_ = kScanHandleBit | index_ << detail::kSessionShift | slot;
   scan.scan_id_ = next_scan_++;
   scan.tc_instance_ = tc_for(nullptr, nullptr);
   scan.data_node_ = data_node_;
@@ -796,7 +703,7 @@ Result<Scan*> Connection::scan(const ScanSpec& spec) {
   return &scan;
 }
 
-void Connection::retire_table(const TableDef* stale) {
+void Session::retire_table(const TableDef* stale) {
   for (auto it = tables_.begin(); it != tables_.end(); ++it)
     if (it->get() == stale) {
       stale_tables_.push_back(std::move(*it));
@@ -805,15 +712,15 @@ void Connection::retire_table(const TableDef* stale) {
     }
 }
 
-void Connection::forget_if_stale(uint32_t table_id, uint32_t version, ErrorCode error) {
+void Session::forget_if_stale(uint32_t table_id, uint32_t version, ErrorCode error) {
   if (error != ErrorCode::kNoSuchTable && error != ErrorCode::kSchemaVersion) return;
   for (const auto& t : tables_)
     if (t->table_id == table_id && t->version == version) return retire_table(t.get());
 }
 
-Result<std::vector<std::byte>> Connection::schema_call(uint16_t number, std::span<const std::byte> payload,
-                                                       uint16_t expected) {
-  schema_waiting_ = next_request_++;
+Result<std::vector<std::byte>> Session::schema_call(uint16_t number, std::span<const std::byte> payload,
+                                                    uint16_t expected) {
+  schema_waiting_ = index_ << detail::kSessionShift | (next_request_++ & detail::kRequestCountMask);
   schema_done_ = false;
   schema_error_ = ErrorCode::kNone;
   if (Status s = send_frame(encode(SchemaMessage{number, schema_waiting_, payload}), kDict, 0); !s) return s;
@@ -825,7 +732,7 @@ Result<std::vector<std::byte>> Connection::schema_call(uint16_t number, std::spa
   return schema_payload_;
 }
 
-Result<const TableDef*> Connection::create_table(const TableDef& table) {
+Result<const TableDef*> Session::create_table(const TableDef& table) {
   if (Status s = engine::validate_table(table); !s) return s;
   if (Status s = check_table_fits_signals(table); !s) return s;
   // DICT refuses such a name (as a bare kBadRequest): "base$index" is how
@@ -841,7 +748,7 @@ Result<const TableDef*> Connection::create_table(const TableDef& table) {
   return cache_table(std::move(def).value());
 }
 
-const TableDef* Connection::cache_table(TableDef def) {
+const TableDef* Session::cache_table(TableDef def) {
   // An older definition of that name (the table was dropped by another
   // connection) must not answer get_table any more; pointers to it stay
   // valid.
@@ -854,7 +761,7 @@ const TableDef* Connection::cache_table(TableDef def) {
   return tables_.back().get();
 }
 
-Status Connection::drop_table(const std::string& name) {
+Status Session::drop_table(const std::string& name) {
   auto reply = schema_call(gsn::kDropTableReq, std::as_bytes(std::span(name.data(), name.size())), gsn::kDropTableConf);
   if (!reply) return reply.status();
   for (auto it = tables_.begin(); it != tables_.end(); ++it)
@@ -865,7 +772,7 @@ Status Connection::drop_table(const std::string& name) {
   return Status::ok();
 }
 
-Result<const TableDef*> Connection::get_table(const std::string& name) {
+Result<const TableDef*> Session::get_table(const std::string& name) {
   for (const auto& t : tables_)
     if (t->name == name) return t.get();
   auto reply = schema_call(gsn::kGetTableReq, std::as_bytes(std::span(name.data(), name.size())), gsn::kGetTableConf);

@@ -324,10 +324,11 @@ void Transaction::close() {
     FJORD_ASSERT(conn_.in_flight_ >= 0);
   }
   state_ = State::kIdle;
-  if (handle_ & Connection::kRefusedHandleBit) [[unlikely]]
+  if (handle_ & Session::kRefusedHandleBit) [[unlikely]]
     return conn_.release_refused(*this);
   conn_.free_transactions_.push_back(handle_ & 0xFFFF);
-  ++conn_.generations_[handle_ & 0xFFFF];
+  uint16_t& generation = conn_.generations_[handle_ & 0xFFFF];
+  generation = Session::next_generation(generation);
 }
 
 // ---- Scan ----------------------------------------------------------------------------

@@ -7,7 +7,9 @@
 //   o.config_path = "cluster.ini";
 //   o.node_id = 50;
 //   o.registry = &fjord::client_registry();
-//   auto connection = fjord::api::Connection::connect(o);
+//   auto connection = fjord::api::Connection::connect(o);       // one thread, or
+//   auto cluster = fjord::api::ClusterConnection::connect(o);   // one per process,
+//   auto session = (*cluster)->new_session();                   // and one per thread
 //
 // Build with: g++ -std=c++20 app.cpp $(pkg-config --cflags --libs fjord-client)
 #pragma once

@@ -20,12 +20,22 @@
 // AbortOnError); execute() returns a Status whose message reads like
 // "626: Tuple did not exist (operation 3)" and error() gives the code.
 //
-// Threads: a Connection and everything it hands out belong to one thread at
-// a time. Use one Connection (one API node id) per thread.
+// Threads: one API node id serves any number of threads. Connect once per
+// process with ClusterConnection::connect (NDB's Ndb_cluster_connection)
+// and give each thread a Session of its own (NDB's Ndb) from new_session();
+// a Session and everything it hands out belong to one thread at a time.
+// Connection is a ClusterConnection and its one Session in one object, for
+// a program that uses the API node from one thread: it locks nothing.
+//
+//   auto cluster = api::ClusterConnection::connect(options);   // once
+//   auto session = (*cluster)->new_session();                  // per thread
+//   api::Transaction& tx = (*session)->start_transaction();
 //
 // Hot path: defining key operations, execute/execute_async and poll (which
 // dispatches the node's answers) run per operation; once their buffers have
-// grown to the largest batch they allocate nothing. Connecting, schema
+// grown to the largest batch they allocate nothing (a session of a shared
+// cluster connection: beyond its mailbox, which grows to the most answers
+// handed to it at once). Connecting, schema
 // calls and starting a scan are not on it.
 #pragma once
 
@@ -71,8 +81,11 @@ struct ConnectOptions {
   uint32_t connect_timeout_ms = 10000;
   uint32_t request_timeout_ms = 30000;  // a blocking call gives up (kTimeout) after this
   PollMode poll_mode = PollMode::kBusy;
-  uint32_t spin_us = 50;  // kSleep: spin this long first
-  // Transactions open at once on this connection (1..65536). One started
+  // kSleep: spin this long first. A Session of a ClusterConnection that
+  // waits while another session receives spins this long, then sleeps on
+  // its own futex until its answer is handed to it (any poll mode).
+  uint32_t spin_us = 50;
+  // Transactions open at once on this connection, or on each session (1..65536). One started
   // beyond it is refused: it has finished, its status() says why, and
   // execute() returns that (see Connection::start_transaction).
   uint32_t max_transactions = 1024;
@@ -123,8 +136,14 @@ class RowView {
   std::span<const std::byte> entries_;
 };
 
+class ClusterConnection;
+class Session;
 class Connection;
 class Transaction;
+namespace detail {
+struct Mailbox;
+struct SharedLink;
+}  // namespace detail
 
 class Operation {
  public:
@@ -136,7 +155,7 @@ class Operation {
 
  private:
   friend class Transaction;
-  friend class Connection;
+  friend class Session;
   engine::protocol::OpType type_ = engine::protocol::OpType::kRead;
   bool has_row_ = false;
   uint32_t index_ = 0;
@@ -193,9 +212,9 @@ class Transaction {
 
  private:
   Status sent_with(const Status& sent, Callback& done);
-  friend class Connection;
+  friend class Session;
   enum class State : uint8_t { kIdle, kOpen, kExecuting, kFinished };
-  explicit Transaction(Connection& connection) : conn_(connection) {}
+  explicit Transaction(Session& session) : conn_(session) {}
   // The primary-key columns of `row`, valid until the next call (define copies them).
   std::span<const std::byte> key_of(const TableDef& table, const Row& row);
   Operation& define(engine::protocol::OpType type, const TableDef& table, std::span<const std::byte> key,
@@ -218,7 +237,7 @@ class Transaction {
   void values_taken(uint32_t op_index, std::size_t at, std::size_t bytes);
   void reset(uint32_t handle, engine::protocol::TxId tx);
 
-  Connection& conn_;
+  Session& conn_;
   uint32_t handle_ = 0;  // api_conn: slot | generation << 16
   engine::protocol::TxId tx_;
   uint16_t tc_ = 0;  // the TC instance coordinating it
@@ -279,11 +298,11 @@ class Scan {
   void close();
 
  private:
-  friend class Connection;
-  explicit Scan(Connection& c) : conn_(c) {}
+  friend class Session;
+  explicit Scan(Session& s) : conn_(s) {}
   bool fetch_round();
 
-  Connection& conn_;
+  Session& conn_;
   uint32_t handle_ = 0;
   uint32_t scan_id_ = 0;
   uint16_t tc_instance_ = 0;
@@ -303,18 +322,80 @@ class Scan {
   Status status_;
 };
 
-class Connection {
+// The link to the data node of one API node id, shared by the threads of a
+// process (NDB's Ndb_cluster_connection). Each thread works through a
+// Session of its own, made by new_session(). connect(), new_session() and
+// close() may be called from any thread; the object outlives every Session
+// made from it. Not on the hot path: the sessions are.
+//
+// Sending to the data node takes the link's send lock for the time of
+// packing one frame (or flushing); receiving is done by one session at a
+// time, the poll owner, which hands every answer to the session whose
+// transaction or scan it names (its api_conn) and wakes that session.
+// docs/api.md, "Threads", states the waking protocol.
+class ClusterConnection {
  public:
-  static Result<std::unique_ptr<Connection>> connect(const ConnectOptions& options);
-  ~Connection();
-  Connection(const Connection&) = delete;
-  Connection& operator=(const Connection&) = delete;
+  static Result<std::unique_ptr<ClusterConnection>> connect(const ConnectOptions& options);
+  ~ClusterConnection();
+  ClusterConnection(const ClusterConnection&) = delete;
+  ClusterConnection& operator=(const ClusterConnection&) = delete;
+
+  // A handle for one thread (NDB's Ndb). kResourceExhausted beyond
+  // kMaxSessions alive at once; kLinkDown once the connection is closed.
+  Result<std::unique_ptr<Session>> new_session();
+  // Closes the link: every session's wait ends at once with kLinkDown and
+  // `why`, and nothing more can be sent. Sessions stay to be destroyed.
+  void close(const std::string& why = "the program closed the cluster connection");
+
+  NodeId node_id() const { return self_; }
+  NodeId data_node() const { return data_node_; }
+  const ConnectOptions& options() const { return options_; }
+  // Sessions alive at once (their index travels in bits 24..30 of every
+  // api_conn and request id, so that answers find them).
+  static constexpr uint32_t kMaxSessions = 127;
+
+ private:
+  friend class Session;
+  friend class Connection;
+  ClusterConnection(ConnectOptions options, bool shared);
+  static Result<std::unique_ptr<ClusterConnection>> open(const ConnectOptions& options, bool shared);
+  Status establish();
+  Status register_node();
+  // Sends ApiRegReq: false if the link would not take it.
+  bool send_registration();
+  // One receive during registration: false if the link is down.
+  bool receive_registration();
+  Status not_connected() const;
+
+  ConnectOptions options_;
+  bool shared_ = false;  // made by connect(): sessions lock and route
+  NodeId self_ = kNoNode;
+  NodeId data_node_ = kNoNode;
+  uint16_t tc_instances_ = 1;
+  uint16_t ldm_instances_ = 1;
+  bool registered_ = false;
+  std::unique_ptr<transport::Transporter> link_;
+  std::unique_ptr<detail::SharedLink> shared_link_;  // the locks, the poll right and the session table
+};
+
+// A handle for one thread at a time on a ClusterConnection (NDB's Ndb): its
+// own transactions, scans, buffers, table cache and completion state. A
+// Session and everything it hands out belong to the thread that uses it;
+// sessions of one ClusterConnection never wait on one another except for
+// the link's send lock and for the poll owner's hand-off of their answers.
+// Destroying a session rolls back the transactions it has open and closes
+// its scans.
+class Session {
+ public:
+  virtual ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
 
   NodeId node_id() const { return self_; }
   NodeId data_node() const { return data_node_; }
 
   // Schema. get_table caches; the returned pointer stays valid until the
-  // table is dropped through this connection. A cached definition that an
+  // table is dropped through this session. A cached definition that an
   // operation or scan finds stale (723 or 241: the table was dropped, maybe
   // created again, by another connection) is fetched again by the next
   // get_table; the stale one stays readable.
@@ -341,18 +422,25 @@ class Connection {
 
   const ConnectOptions& options() const { return options_; }
 
+ protected:
+  // index: the session's place in the cluster's session table (0 for a
+  // Connection's own); owned: the cluster connection a Connection owns.
+  Session(ClusterConnection& cluster, uint32_t index, std::unique_ptr<ClusterConnection> owned);
+
  private:
   friend class Transaction;
   friend class Scan;
-  explicit Connection(ConnectOptions options);
-  Status establish();
-  Status register_node();
+  friend class ClusterConnection;
   Status send_frame(const engine::protocol::SignalOut& out, uint16_t block, uint16_t instance);
   // send_frame's packing, the link known to be up.
   Status pack_frame(const engine::protocol::SignalOut& out, uint16_t block, uint16_t instance);
   // Sends the requests of tx's batch: trains of several (TcKeyTrain), or a
   // TcKeyReq for an operation that goes alone.
   Status send_key_requests(const Transaction& tx, std::size_t batch);
+  // Its loop, for a session of a shared cluster connection or not (the
+  // choice made once per batch).
+  template <bool kShared>
+  Status send_key_requests_as(const Transaction& tx, std::size_t batch);
   // Whether each operation of tx's batch that goes alone fits one frame;
   // the failure names the first that does not.
   Status check_lone_requests(const Transaction& tx, std::size_t batch) const;
@@ -391,8 +479,7 @@ class Connection {
   bool on_scan_rows(Scan& scan, const engine::Signal& s);
   bool on_scan_conf(Scan& scan, const engine::Signal& s);
   bool on_scan_ref(Scan& scan, const engine::Signal& s);
-  // Registration and schema answers.
-  void on_api_reg_conf(const engine::Signal& s);
+  // Schema answers.
   void on_schema_ref(const engine::Signal& s);
   void on_schema_answer(const engine::Signal& s);
   // Receives until done() (a callable returning bool) holds: false if
@@ -402,6 +489,8 @@ class Connection {
   // first poll finishes reads no clock.
   template <typename Done>
   bool wait_until(const Done& done, uint32_t timeout_ms) {
+    if (shared_) [[unlikely]]
+      return wait_shared([](const void* d) { return (*static_cast<const Done*>(d))(); }, &done, timeout_ms);
     uint64_t deadline = 0;
     for (uint32_t polls = 0; !done(); ++polls) {
       if (!receive_once()) return done();
@@ -415,6 +504,39 @@ class Connection {
   // looked at every 64th poll when busy polling; with PollMode::kSleep,
   // sleeps until frames arrive.
   bool wait_for_more(uint64_t& deadline, uint32_t timeout_ms, uint32_t polls);
+
+  // ---- a session of a shared ClusterConnection (session_shared.cpp) ----
+  // wait_until's loop: answers routed here by the poll owner are dispatched
+  // on this thread; the poll right, when free, is taken to receive for
+  // every session; else the thread spins, then sleeps until woken.
+  bool wait_shared(bool (*done)(const void*), const void* context, uint32_t timeout_ms);
+  // As the poll owner: receives one batch, dispatching this session's
+  // answers and handing the others to their sessions; with nothing there,
+  // waits for the link up to the deadline or a short slice.
+  void poll_as_owner(uint64_t deadline_ns);
+  // One receive as the poll owner: false if nothing arrived.
+  bool receive_routed();
+  // Dispatches the frames the poll owner handed to this session.
+  void drain_mailbox();
+  // poll()'s receive: the mailbox, then the link if the poll right is free.
+  void poll_shared_once();
+  // Spins up to ConnectOptions.spin_us, then sleeps on this session's own
+  // futex until woken or the deadline (bounded by a slice).
+  void sleep_until_woken(uint64_t deadline_ns);
+  // Holding the link's send lock: pack_frame and flush.
+  Status pack_frame_shared(const engine::protocol::SignalOut& out, uint16_t block, uint16_t instance);
+  Status flush_shared();
+  // The slow path of pack_frame_shared: waits for room (the send lock
+  // released between tries, receiving when the poll right is free).
+  Status wait_for_room_shared(std::size_t bytes, std::span<std::byte>& space);
+  // Rolls back what a thread left open when its session goes.
+  void close_everything_open();
+  // The high 15 bits (generation and session index) of the next handle of
+  // a slot, after g.
+  static uint16_t next_generation(uint16_t g) {
+    return static_cast<uint16_t>((g & ~kGenerationMask) | ((g + 1) & kGenerationMask));
+  }
+  static constexpr uint16_t kGenerationMask = 0xFF;
   // The executing transaction an answer with this api_conn and transaction
   // id is for; nullptr for a late answer (its handle recycled, or given up).
   Transaction* executing(uint32_t handle, engine::protocol::TxId tx);
@@ -448,6 +570,14 @@ class Connection {
   // table version (building one allocates).
   const engine::KeyCodec& primary_key_codec(const TableDef& table);
 
+  // Declared first so that it goes last: a Connection's own cluster
+  // connection (nullptr for a session made by new_session()).
+  std::unique_ptr<ClusterConnection> owned_cluster_;
+  ClusterConnection& cluster_;
+  uint32_t index_ = 0;                        // in the cluster's session table; bits 24..30 of api_conn
+  bool shared_ = false;                       // of a ClusterConnection made by connect(): lock, route, sleep
+  bool polling_ = false;                      // shared_: this session holds the poll right
+  std::unique_ptr<detail::Mailbox> mailbox_;  // shared_ only
   ConnectOptions options_;
   NodeId self_ = kNoNode;
   NodeId data_node_ = kNoNode;
@@ -456,8 +586,11 @@ class Connection {
   bool unflushed_ = false;
   uint16_t tc_instances_ = 1;
   uint16_t ldm_instances_ = 1;
-  std::unique_ptr<transport::Transporter> link_;
+  transport::Transporter* link_ = nullptr;  // the cluster connection's
   uint64_t next_tx_ = 1;
+  // The high bits of this session's transaction ids: unique per API node,
+  // the node id above the session's index, the session's own count below.
+  uint64_t tx_id_base_ = 0;
   uint32_t next_request_ = 1;
   uint32_t next_scan_ = 1;
   uint16_t next_tc_ = 0;
@@ -489,8 +622,19 @@ class Connection {
     std::unique_ptr<engine::KeyCodec> codec;
   };
   std::vector<HintCodec> hint_codecs_;
-  bool registered_ = false;
-  uint32_t default_partitions_ = 0;
+};
+
+// One thread's access to the cluster over a cluster connection of its own:
+// a ClusterConnection and its one Session in one object, for a program (or
+// a thread) that owns an API node id alone. Nothing is locked or routed on
+// its paths.
+class Connection final : public Session {
+ public:
+  static Result<std::unique_ptr<Connection>> connect(const ConnectOptions& options);
+
+ private:
+  Connection(ClusterConnection& cluster, std::unique_ptr<ClusterConnection> owned)
+      : Session(cluster, 0, std::move(owned)) {}
 };
 
 // Column position by name (-1 if absent): a convenience over TableDef.
