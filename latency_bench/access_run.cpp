@@ -25,7 +25,7 @@ Status wrong_row(const char* what, uint64_t expected_id) {
 // One sample of each method. Everything a sample needs is built here once.
 class Sampler {
  public:
-  Sampler(api::Connection& connection, const AccessTable& table, const AccessPlan& plan)
+  Sampler(api::Session& connection, const AccessTable& table, const AccessPlan& plan)
       : conn_(connection), t_(table), plan_(plan), rng_(plan.seed | 1) {
     const uint32_t k = plan.batch;
     keys_.resize(k);
@@ -220,7 +220,7 @@ class Sampler {
     return Status::ok();
   }
 
-  api::Connection& conn_;
+  api::Session& conn_;
   const AccessTable& t_;
   const AccessPlan plan_;
   uint64_t rng_;
@@ -296,7 +296,7 @@ uint64_t rows_per_sample(AccessMethod method, uint32_t batch, uint64_t table_row
   return 1;
 }
 
-MethodResult measure_access_method(api::Connection& connection, const AccessTable& table, AccessMethod method,
+MethodResult measure_access_method(api::Session& connection, const AccessTable& table, AccessMethod method,
                                    const AccessPlan& plan, Progress& progress) {
   MethodResult r;
   r.method = method;

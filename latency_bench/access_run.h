@@ -94,7 +94,7 @@ struct MethodResult {
 };
 
 // Measures one method over `connection`.
-MethodResult measure_access_method(api::Connection& connection, const AccessTable& table, AccessMethod method,
+MethodResult measure_access_method(api::Session& connection, const AccessTable& table, AccessMethod method,
                                    const AccessPlan& plan, Progress& progress);
 
 // The rows a sample of `method` returns.

@@ -198,6 +198,36 @@ Result<AccessTable> create_and_load(api::Connection& conn, const Options& o, con
   return table;
 }
 
+// Serial pk read through a session of a shared cluster connection (NDB's
+// Ndb of an Ndb_cluster_connection), on the API node the column used, for
+// the comparison with the Connection's own serial pk row: what a program
+// with one thread per session pays for the shared receive and send paths.
+ComparisonRow session_row(const ClusterTarget& target, const TargetEndpoint& e, const AccessTableSpec& spec,
+                          const Options& o, const AccessPlan& plan, Progress& progress, bool drop) {
+  ComparisonRow row;
+  row.key = "session." + e.transporter + ".serial_pk";
+  row.label = "serial pk through a Session of a ClusterConnection, " + e.transporter;
+  row.beside = "serial_pk";
+  auto failed = [&row](const Status& s) {
+    row.outcome = Outcome::kFailed;
+    row.reason = s.message();
+    return row;
+  };
+  auto cluster = api::ClusterConnection::connect(api_options(target, e.api_nodes.front(), o));
+  if (!cluster) return failed(cluster.status());
+  auto session = (*cluster)->new_session();
+  if (!session) return failed(session.status());
+  Result<AccessTable> table = describe_access_table(**session, spec);
+  if (!table) return failed(table.status());
+  progress.begin(e.transporter + ": serial pk through a session", plan.iterations);
+  const MethodResult m = measure_access_method(**session, *table, AccessMethod::kSerialPk, plan, progress);
+  if (drop) (void)(*session)->drop_table(kAccessTableName);
+  if (!m.status) return failed(m.status);
+  row.samples = m.samples;
+  row.per_row_ns = LatencySummary::from(m.per_row_ns);
+  return row;
+}
+
 // One transporter's column. The first endpoint measures over the loader's
 // connection, the others connect as their own API node; each connection is
 // closed before the next transporter is measured, so the node's loop serves
@@ -223,7 +253,16 @@ TransporterColumn measure_endpoint(const Options& o, const RunContext& ctx, cons
     return column;
   }
   measure_transporter(*conn, *table, e.transporter, o, ctx, plan, report, progress);
-  if (i + 1 == target.endpoints.size()) (void)conn->drop_table(kAccessTableName);
+  const bool last = i + 1 == target.endpoints.size();
+  if (e.transporter == "tcp" || e.transporter == "shm") {
+    conn.reset();  // the session below connects as the same API node
+    report.compare.push_back(session_row(target, e, loaded.spec, o, plan, progress, last));
+    if (last && report.compare.back().outcome != Outcome::kMeasured) {
+      if (auto again = connect_api(target, e.api_nodes.front(), o)) (void)(*again)->drop_table(kAccessTableName);
+    }
+    return column;
+  }
+  if (last) (void)conn->drop_table(kAccessTableName);
   conn.reset();
   return column;
 }
@@ -262,6 +301,27 @@ void add_tls_target(AccessReport& r, const AccessCell* tcp) {
     r.targets.push_back(unevaluated_target(tls_pk, "needs tcp and tcp-tls measured in the same run"));
 }
 
+// A session of a shared cluster connection against the Connection, per
+// transporter measured with both.
+void add_session_targets(AccessReport& r, const std::string& shm_host) {
+  for (const char* transporter : {"tcp", "shm"}) {
+    const std::string name =
+        std::string("serial pk read through a session over ") + transporter + ": median <= 1.05x a Connection's";
+    const AccessCell* whole = r.cell(transporter, AccessMethod::kSerialPk);
+    const ComparisonRow* session = comparison(r, std::string("session.") + transporter + ".serial_pk");
+    if (whole && whole->outcome == Outcome::kMeasured && session && whole->per_row_ns.p50_ns > 0)
+      r.targets.push_back(evaluated_target(
+          name, static_cast<double>(session->per_row_ns.p50_ns) / static_cast<double>(whole->per_row_ns.p50_ns), 1.05,
+          "x Connection",
+          "session p50 " + format_us(session->per_row_ns.p50_ns) + " us / Connection p50 " +
+              format_us(whole->per_row_ns.p50_ns) + " us",
+          false));
+    else
+      r.targets.push_back(unevaluated_target(name, std::string(transporter) + " was not measured in this run"));
+    if (std::string_view(transporter) == "shm") r.targets.back().host = shm_host;
+  }
+}
+
 void add_targets(const Options& o, AccessReport& r) {
   const std::string shm_host = shm_host_state(r);
   const std::string shm_pk = "serial pk read over shm: median <= 2 us";
@@ -280,6 +340,7 @@ void add_targets(const Options& o, AccessReport& r) {
     r.targets.push_back(unevaluated_target(
         tcp_pk, !tcp ? "tcp was not measured in this run" : "needs the bare TCP floor: --compare with --poll busy"));
   add_tls_target(r, tcp);
+  add_session_targets(r, shm_host);
   const std::string batched = "batched pk read, 20 rows per execute, over shm: <= 0.2 us per row (median)";
   const AccessCell* b = r.cell("shm", AccessMethod::kBatchedPk);
   if (o.batch != 20)
