@@ -328,9 +328,15 @@ Result<ibv_wc> wait_one(LinkResources& r, ibv_cq* cq, DeadlineNs deadline, const
       return wc;
     }
     CmEvent e;
-    if (poll_event(r.channel.get(), &e) &&
+    if (r.peer_gone.empty() && poll_event(r.channel.get(), &e) &&
         (e.type == RDMA_CM_EVENT_DISCONNECTED || e.type == RDMA_CM_EVENT_DEVICE_REMOVAL))
-      return Status(StatusCode::kLinkDown, "peer went away during the handshake (" + event_text(e) + ")");
+      r.peer_gone = event_text(e);
+    if (!r.peer_gone.empty()) {
+      // What the peer sent before it left (a refusal and its reason) reached
+      // the queue before its disconnect did, possibly after the poll above.
+      if (ibv_poll_cq(cq, 1, &wc) == 1 && wc.status == IBV_WC_SUCCESS) return wc;
+      return Status(StatusCode::kLinkDown, "peer went away during the handshake (" + r.peer_gone + ")");
+    }
     if (monotonic_ns() >= deadline) return Status(StatusCode::kTimeout, "timed out " + doing);
     std::this_thread::sleep_for(std::chrono::microseconds(50));
   }

@@ -130,6 +130,9 @@ struct LinkResources {
   // see kMaxHelloRepeats). The data path counts them like wake-ups it sent.
   uint32_t peer_receives_used = 0;
   bool iwarp = false;
+  // The cm channel said the peer left during set-up; its event is consumed,
+  // so later set-up waits see it here.
+  std::string peer_gone;
   std::string where;  // describe_device() at set-up, for messages
 
   std::byte* control_at(std::size_t offset) const { return control.get() + offset; }
