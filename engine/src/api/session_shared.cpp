@@ -140,18 +140,26 @@ bool Session::receive_routed() {
 // With nothing handed over and the right held by another session, the
 // thread yields: a poll loop sharing a CPU with the owner would otherwise
 // spin through the owner's time slice.
+// Receives (and routes) what waits if this session holds the right to
+// receive or can take it now; false when another session holds it.
+bool Session::receive_with_poll_right(detail::SharedLink& shared) {
+  if (polling_) {
+    (void)receive_routed();
+    return true;
+  }
+  if (!shared.try_take_poll_right()) return false;
+  polling_ = true;
+  (void)receive_routed();
+  polling_ = false;
+  shared.release_poll_right();
+  return true;
+}
+
 void Session::poll_shared_once() {
   detail::SharedLink& shared = *cluster_.shared_link_;
   const int before = completed_;
   drain_mailbox();
-  if (polling_) {
-    (void)receive_routed();
-  } else if (shared.try_take_poll_right()) {
-    polling_ = true;
-    (void)receive_routed();
-    polling_ = false;
-    shared.release_poll_right();
-  } else if (completed_ == before) {
+  if (!receive_with_poll_right(shared) && completed_ == before) {
     std::this_thread::yield();
   }
 }
@@ -221,14 +229,7 @@ Status Session::wait_for_room_shared(std::size_t bytes, std::span<std::byte>& sp
       return Status::ok();
     }
     shared.send_mutex.unlock();
-    if (polling_) {
-      (void)receive_routed();
-    } else if (shared.try_take_poll_right()) {
-      polling_ = true;
-      (void)receive_routed();
-      polling_ = false;
-      shared.release_poll_right();
-    } else {
+    if (!receive_with_poll_right(shared)) {
       std::this_thread::yield();
     }
     drain_mailbox();

@@ -41,17 +41,6 @@ SuiteParams suite_params(TlsSuite suite) {
   return {};
 }
 
-// OpenSSL's error queue of this thread as one line; emptied.
-std::string openssl_errors() {
-  std::string text;
-  while (const unsigned long code = ERR_get_error()) {
-    const char* reason = ERR_reason_error_string(code);
-    if (!text.empty()) text += "; ";
-    text += reason ? reason : "error " + std::to_string(code);
-  }
-  return text.empty() ? std::string("no detail from OpenSSL") : text;
-}
-
 // HKDF-Expand-Label(secret, label, "", out.size()) of RFC 8446 §7.1.
 Status expand_label(const char* digest, std::span<const uint8_t> secret, const std::string& label,
                     std::span<uint8_t> out) {
@@ -85,6 +74,17 @@ std::string alert_name(uint8_t description) {
 }
 
 }  // namespace
+
+// OpenSSL's error queue of this thread oldest first, as one line; emptied.
+std::string openssl_errors() {
+  std::string text;
+  while (const unsigned long code = ERR_get_error()) {
+    const char* reason = ERR_reason_error_string(code);
+    if (!text.empty()) text += "; ";
+    text += reason ? reason : "error " + std::to_string(code);
+  }
+  return text.empty() ? std::string("no detail from OpenSSL") : text;
+}
 
 TlsTrafficKeys::~TlsTrafficKeys() {
   OPENSSL_cleanse(key.data(), key.size());

@@ -70,6 +70,9 @@ struct TlsTrafficKeys {
   ~TlsTrafficKeys();
 };
 
+// OpenSSL's error queue of this thread, oldest first, as one line; emptied.
+std::string openssl_errors();
+
 // Derives one direction's keys from its traffic secret, whose length is
 // the suite's hash size (32 or 48 bytes).
 Result<TlsTrafficKeys> derive_traffic_keys(TlsSuite suite, std::span<const uint8_t> secret);

@@ -29,17 +29,6 @@ int poll_ms_until(DeadlineNs deadline) {
   return now >= deadline ? 0 : static_cast<int>(std::min<uint64_t>((deadline - now) / 1'000'000 + 1, 1000));
 }
 
-// OpenSSL's error queue of this thread, oldest first, as one line; emptied.
-std::string openssl_errors() {
-  std::string text;
-  while (const unsigned long code = ERR_get_error()) {
-    const char* reason = ERR_reason_error_string(code);
-    if (!text.empty()) text += "; ";
-    text += reason ? reason : "error " + std::to_string(code);
-  }
-  return text.empty() ? std::string("no detail from OpenSSL") : text;
-}
-
 // The first directory of `search_path` holding `file`, joined; empty if none.
 std::string find_in_search_path(const std::string& search_path, const std::string& file) {
   std::size_t start = 0;

@@ -519,6 +519,7 @@ class Session {
   // Dispatches the frames the poll owner handed to this session.
   void drain_mailbox();
   // poll()'s receive: the mailbox, then the link if the poll right is free.
+  bool receive_with_poll_right(detail::SharedLink& shared);
   void poll_shared_once();
   // Spins up to ConnectOptions.spin_us, then sleeps on this session's own
   // futex until woken or the deadline (bounded by a slice).
