@@ -110,7 +110,7 @@ enum class ErrorCode : uint32_t {
   kOverload = 1218,             // "Send Buffers overloaded in NDB kernel"
   kOutOfDataMemory = 827,       // "Out of memory in Ndb Kernel, table data (increase DataMemory)"
   kTooManyOperations = 233,     // "Out of operation records in transaction coordinator"
-  kTooManyTransactions = 4010,  // out of transaction records
+  kTooManyTransactions = 4006,  // NDB: "out of connection objects (increase MaxNoOfConcurrentTransactions)"
   kNoSuchTable = 723,           // "No such table existed"
   kSchemaVersion = 241,         // "Invalid schema object version"
   kTableExists = 721,           // "Schema object with given name already exists"
