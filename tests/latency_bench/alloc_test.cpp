@@ -218,19 +218,26 @@ TEST_F(LatencyBenchDatabaseAllocations, AnOpenLoopRunSendsEveryScheduledOperatio
   plan.in_flight = 16;
   plan.batch = 2;
   plan.rows = NodeFixture::kRows;
-  plan.rate_per_s = 20'000;
-  plan.duration_ns = 300'000'000;
-  plan.warmup_ns = 30'000'000;
+  plan.rate_per_s = 4'000;
+  plan.duration_ns = 500'000'000;
+  plan.warmup_ns = 50'000'000;
+  // 4,000/s for 0.5 s: 2,000 scheduled in the window. What is counted is
+  // what completes in it, so a busy machine shifts some across its edges,
+  // and one that stops the process for a good part of the window (a 2-core
+  // host loaded to 12 runnable threads did) leaves fewer: such a run is
+  // repeated, up to four in all. An executor that kept a held operation
+  // back for good loses half of them in every run.
+  constexpr uint64_t kLow = 1500, kHigh = 2500;
   Progress progress(false);
-  const ThroughputResult r = run_throughput(connections_, tables_, plan, progress);
-  ASSERT_TRUE(r.status) << r.status.to_string();
+  ThroughputResult r;
+  for (int run = 0; run < 4; ++run) {
+    r = run_throughput(connections_, tables_, plan, progress);
+    ASSERT_TRUE(r.status) << r.status.to_string();
+    if (r.operations >= kLow && r.operations <= kHigh) break;
+  }
   EXPECT_EQ(r.failures, 0u);
-  // 20,000/s for 0.3 s: 6,000 scheduled in the window. What is counted is
-  // what completes in it, so a busy machine shifts some across its edges
-  // (6,016 under CI's parallel tests); an executor that kept a held
-  // operation back for good would lose half of them.
-  EXPECT_GE(r.operations, 4500u);
-  EXPECT_LE(r.operations, 7500u);
+  EXPECT_GE(r.operations, kLow);
+  EXPECT_LE(r.operations, kHigh);
   EXPECT_EQ(r.latency_ns.count(), r.operations);
   EXPECT_GE(r.transactions, r.operations / plan.batch);
 }
