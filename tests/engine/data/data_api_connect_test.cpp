@@ -145,7 +145,8 @@ TEST(DataNodeConfigTest, ConfigErrorsAreClear) {
   EXPECT_NE(engine::DataNode::create(d).status().message().find("5 ldm threads in total"), std::string::npos);
   d.config_text = "[ndbd]\nNodeId=1\nNoOfReplicas=2\n";
   EXPECT_EQ(engine::DataNode::create(d).status().message(),
-            "<config>:3: [ndbd] NoOfReplicas: value 2 out of range; accepted 1..1");
+            "<config>:3: [ndbd] NoOfReplicas=2 is more than the 1 data node (1) of <config>: a node group holds "
+            "NoOfReplicas data nodes");
   d.config_text = "[ndbd]\nNodeId=1\n[api]\nNodeId=1\n";
   EXPECT_NE(engine::DataNode::create(d).status().message().find("NodeId=1 is already used"), std::string::npos);
   d.config_text = "[ndbd]\nNodeId=1\n[apii]\nNodeId=2\n";
