@@ -328,6 +328,7 @@ void start_node() {
   o.node_id = kNode;
   o.registry = &tools::builtin_registry();
   o.caller_runs_loop = true;
+  o.peer_data_nodes_played_by_caller = true;  // links[1] plays data node 2
   auto node = DataNode::create(o);
   if (!node) fail("create the node: " + node.status().message());
   g->node = std::move(node).value();

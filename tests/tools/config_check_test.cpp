@@ -1,7 +1,8 @@
 // `fjord-config --check` warns about links that leave the host without
 // authentication (naming the link and its config line), and about links
 // where only one node has a ClusterKeyFile; local and keyed links pass
-// quietly.
+// quietly. It prints the config's checksum, its node groups and each
+// partition's primary and backups.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -32,11 +33,14 @@ class ConfigCheckTest : public ::testing::Test {
 
   // Writes the config and runs --check on it: its stdout and stderr
   // together, and the exit status in *status.
-  std::string check(const std::string& config, int* status) {
+  std::string check(const std::string& config, int* status, const std::string& flags = "") {
     const std::string path = dir_ + "/cluster.ini";
     std::ofstream(path) << config;
+    return run("--check " + path + flags, status);
+  }
+  std::string run(const std::string& args, int* status) {
     std::string out;
-    FILE* p = ::popen((tool_ + " --check " + path + " 2>&1").c_str(), "r");
+    FILE* p = ::popen((tool_ + " " + args + " 2>&1").c_str(), "r");
     if (!p) return out;
     std::array<char, 4096> buf;
     std::size_t n;
@@ -99,6 +103,58 @@ TEST_F(ConfigCheckTest, AKeyOnOneEndOnlyIsWarnedAbout) {
   EXPECT_EQ(status, 0) << out;
   EXPECT_NE(out.find("tcp link 1-50 (default tcp link): node 1 has a ClusterKeyFile but node 50 has none, so the "
                      "link is refused at set-up"),
+            std::string::npos)
+      << out;
+}
+
+TEST_F(ConfigCheckTest, NodeGroupsChecksumAndEachPartitionsReplicasArePrinted) {
+  int status = -1;
+  const std::string config =
+      "[ndbd default]\nNoOfReplicas=2\n[ndbd]\nNodeId=1\n[ndbd]\nNodeId=2\n[ndbd]\nNodeId=3\n[ndbd]\nNodeId=4\n"
+      "[api]\nNodeId=50\n";
+  std::string out = check(config, &status);
+  EXPECT_EQ(status, 0) << out;
+  const std::size_t checksum = out.find("  checksum ");
+  ASSERT_NE(checksum, std::string::npos) << out;
+  const std::string sum = out.substr(checksum + 11, out.find('\n', checksum) - checksum - 11);
+  EXPECT_EQ(sum.size(), 64u) << out;
+  EXPECT_NE(out.find("  node groups (NoOfReplicas=2):\n"
+                     "    node group 0: data nodes 1, 2\n"
+                     "    node group 1: data nodes 3, 4\n"
+                     "  partitions of a table (PartitionsPerTable=8):\n"
+                     "    partition 0: node group 0, primary 1, backup 2\n"
+                     "    partition 1: node group 1, primary 3, backup 4\n"
+                     "    partition 2: node group 0, primary 2, backup 1\n"
+                     "    partition 3: node group 1, primary 4, backup 3\n"
+                     "    partition 4: node group 0, primary 1, backup 2\n"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("tcp link 1-2 (default tcp link)"), std::string::npos) << out;
+  // Comments and another order: the same checksum.
+  out = check(
+      "# four data nodes\n[api]\nNodeId=50\n[ndbd]\nNodeId=4\n[ndbd]\nNodeId=3\n[ndbd]\nNodeId=2\n"
+      "[ndbd]\nNodeId=1\n[ndbd default]\nNoOfReplicas=2\n",
+      &status);
+  EXPECT_NE(out.find("  checksum " + sum + "\n"), std::string::npos) << out;
+  // A long partition list is one line unless --partitions asks for it.
+  const std::string many = config + "[ndbd default]\nPartitionsPerTable=64\n";
+  out = check(many, &status);
+  EXPECT_NE(out.find("    64 partitions over 2 node groups (--partitions lists each)\n"), std::string::npos) << out;
+  EXPECT_EQ(out.find("partition 17:"), std::string::npos) << out;
+  out = check(many, &status, " --partitions");
+  EXPECT_EQ(status, 0) << out;
+  EXPECT_NE(out.find("    partition 63: node group 1, primary 4, backup 3\n"), std::string::npos) << out;
+  out = run("--help", &status);
+  EXPECT_EQ(status, 0);
+  EXPECT_NE(out.find("--partitions"), std::string::npos) << out;
+}
+
+TEST_F(ConfigCheckTest, AnImpossibleLayoutIsAnErrorNamingItsLine) {
+  int status = -1;
+  const std::string out =
+      check("[ndbd default]\nNoOfReplicas=2\n[ndbd]\nNodeId=1\n[ndbd]\nNodeId=2\n[ndbd]\nNodeId=3\n", &status);
+  EXPECT_EQ(status, 1) << out;
+  EXPECT_NE(out.find(path() + ":2: [ndbd default] NoOfReplicas=2 does not divide the 3 data nodes (1, 2, 3)"),
             std::string::npos)
       << out;
 }

@@ -1,9 +1,14 @@
 // fjord-config: checks a cluster config file, or prints the parameter
 // reference generated from the same specs the code validates with.
 //
-//   fjord-config --check cluster.ini     nodes, links and warnings (NDB parameters
-//                                        without effect, unauthenticated links
-//                                        off the host) on stderr, or every error
+//   fjord-config --check cluster.ini     the config's checksum, nodes, links, node
+//                                        groups and each partition's replicas;
+//                                        warnings (NDB parameters without effect,
+//                                        unbalanced partitions, unauthenticated
+//                                        links off the host) on stderr, or every
+//                                        error
+//   fjord-config --check cluster.ini --partitions
+//                                        every partition even past kShownPartitions
 //   fjord-config --reference             markdown tables of every parameter
 //
 // Exit codes: 0 ok, 1 the config has an error, 2 bad usage.
@@ -81,14 +86,50 @@ int reference() {
   return 0;
 }
 
-int check(const std::string& path) {
+// Partitions listed without --partitions: a default table's 8 fit, a
+// longer list is one line of counts.
+constexpr uint32_t kShownPartitions = 16;
+
+// Node groups as ndb_mgm's SHOW lists them, then the replicas of each
+// partition of a table of the first data node's PartitionsPerTable, primary
+// first, in the order a write's prepare chain visits them.
+void print_layout(const fjord::engine::ClusterConfig& cluster, bool all_partitions) {
+  using namespace fjord;
+  const engine::ClusterLayout& layout = cluster.layout;
+  std::printf("  node groups (NoOfReplicas=%u):\n", layout.replicas);
+  for (uint32_t g = 0; g < layout.group_count(); ++g) {
+    std::string nodes;
+    for (NodeId n : layout.node_groups[g]) nodes += (nodes.empty() ? "" : ", ") + std::to_string(n);
+    std::printf("    node group %u: data nodes %s\n", g, nodes.c_str());
+  }
+  const auto partitions =
+      static_cast<uint32_t>(cluster.of_kind(engine::NodeKind::kData).front()->params.get_uint("PartitionsPerTable"));
+  std::printf("  partitions of a table (PartitionsPerTable=%u):\n", partitions);
+  if (partitions > kShownPartitions && !all_partitions) {
+    std::printf("    %u partitions over %u node groups (--partitions lists each)\n", partitions, layout.group_count());
+    return;
+  }
+  const std::vector<engine::PartitionReplicas> map = engine::partition_map(layout, partitions);
+  for (uint32_t p = 0; p < partitions; ++p) {
+    std::string backups;
+    for (uint32_t i = 1; i < map[p].count; ++i)
+      backups += (backups.empty() ? "" : ", ") + std::to_string(map[p].nodes[i]);
+    std::printf("    partition %u: node group %u, primary %u%s%s\n", p, map[p].node_group, map[p].primary(),
+                map[p].count == 1   ? ""
+                : map[p].count == 2 ? ", backup "
+                                    : ", backups ",
+                backups.c_str());
+  }
+}
+
+int check(const std::string& path, bool all_partitions) {
   using namespace fjord;
   auto cluster = engine::load_cluster_config_file(path, tools::builtin_registry());
   if (!cluster) {
     std::fprintf(stderr, "%s\n", cluster.status().message().c_str());
     return 1;
   }
-  std::printf("%s: ok\n", path.c_str());
+  std::printf("%s: ok\n  checksum %s\n", path.c_str(), engine::cluster_checksum(*cluster).c_str());
   for (const std::string& warning : cluster->warnings) std::fprintf(stderr, "warning: %s\n", warning.c_str());
   for (const std::string& warning : tools::link_warnings(*cluster)) std::fprintf(stderr, "%s\n", warning.c_str());
   for (const engine::NodeDef& n : cluster->nodes)
@@ -99,6 +140,7 @@ int check(const std::string& path) {
   for (const transport::LinkConfig& l : cluster->links.all())
     std::printf("  %s: server node %u, send buffer %s%s\n", l.describe().c_str(), l.server_node,
                 config::format_bytes(l.send_buffer_bytes).c_str(), l.checksum ? ", checksummed" : "");
+  print_layout(*cluster, all_partitions);
   return 0;
 }
 
@@ -107,10 +149,16 @@ int check(const std::string& path) {
 int main(int argc, char** argv) {
   const std::string arg = argc > 1 ? argv[1] : "";
   if (arg == "--reference" && argc == 2) return reference();
-  if (arg == "--check" && argc == 3) return check(argv[2]);
+  if (arg == "--check" && argc == 3) return check(argv[2], false);
+  if (arg == "--check" && argc == 4 && std::string(argv[3]) == "--partitions") return check(argv[2], true);
   std::fprintf(arg == "--help" ? stdout : stderr,
-               "usage: fjord-config --check FILE | --reference\n"
-               "  --check FILE   load and validate a cluster config; print its nodes and links\n"
-               "  --reference    print every parameter (default, range, meaning) as markdown\n");
+               "usage: fjord-config --check FILE [--partitions] | --reference\n"
+               "  --check FILE   load and validate a cluster config; print its checksum (SHA-256 of every\n"
+               "                 node's and link's parameters after defaults, which data nodes compare),\n"
+               "                 nodes, links, node groups, and the node group, primary and backups of each\n"
+               "                 partition of a table of PartitionsPerTable partitions (up to %u)\n"
+               "  --partitions   with --check: list every partition, however many\n"
+               "  --reference    print every parameter (default, range, meaning) as markdown\n",
+               kShownPartitions);
   return arg == "--help" ? 0 : 2;
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <optional>
 
+#include "cluster_config_internal.h"
 #include "fjord/engine/schema.h"
 #include "fjord/engine/thread_config.h"
 
@@ -19,7 +20,12 @@ const ParamSpec kDataNodeParams[] = {
     {"DataMemoryHugePages", Kind::kBool, 0, 1, "true", false,
      "back DataMemory with transparent 2 MB pages where the kernel allows (fewer TLB misses)"},
     {"DataDir", Kind::kString, 0, 4096, ".", false, "where the node writes its log (ndb_<id>_out.log)"},
-    {"NoOfReplicas", Kind::kUint, 1, 1, "1", false, "copies of each row (only 1 in this version)"},
+    {"NoOfReplicas", Kind::kUint, 1, kMaxReplicas, "1", false,
+     "copies of each row, the data nodes of each node group; one value for every data node (set it in [ndbd "
+     "default])"},
+    {"NodeGroup", Kind::kUint, 0, kMaxNodeId - 1, "", false,
+     "this data node's node group; not set = the lowest-numbered group with room, in node id order (groups of "
+     "NoOfReplicas consecutive nodes when no node sets it)"},
     {"ThreadConfig", Kind::kString, 0, 4096, "", false, "thread layout in NDB's grammar (docs/configuration.md)"},
     {"MaxNoOfExecutionThreads", Kind::kUint, 0, 72, "0", false, "thread counts from NDB's table; 0 = not set"},
     {"SingleThreaded", Kind::kBool, 0, 1, "false", false,
@@ -264,6 +270,8 @@ std::optional<ClusterConfig> load_cluster_config(const config::File& file,
   out.path = file.path;
   out.nodes = load_nodes(file, registry, diagnostics);
   check_node_ids(out.nodes, file, diagnostics);
+  if (!diagnostics.has_errors())
+    if (std::optional<ClusterLayout> layout = detail::build_layout(file, out.nodes, diagnostics)) out.layout = *layout;
   std::vector<transport::NodeAddress> addresses;
   for (const NodeDef& n : out.nodes)
     addresses.push_back(
@@ -288,6 +296,7 @@ std::optional<ClusterConfig> load_cluster_config(const config::File& file,
     out.links = transport::load_link_table(with_defaults, registry, addresses, diagnostics);
   }
   if (diagnostics.has_errors()) return std::nullopt;
+  out.canonical_text = detail::canonical_text(out, registry);
   out.warnings = diagnostics.warnings();
   return out;
 }

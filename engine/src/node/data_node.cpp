@@ -118,6 +118,32 @@ Status admit_api_requests(LinkAdmission& admission) {
   return Status::ok();
 }
 
+std::string data_node_ids(const ClusterConfig& cluster) {
+  std::string ids;
+  for (const NodeDef* n : cluster.of_kind(NodeKind::kData)) ids += (ids.empty() ? "" : ", ") + std::to_string(n->id);
+  return ids;
+}
+
+// The node to run is a data node of the config, and the config's only one
+// (unless the caller plays the others).
+Status check_self(const ClusterConfig& cluster, const DataNodeOptions& o) {
+  const std::string self = std::to_string(o.node_id);
+  const NodeDef* node = cluster.node(o.node_id);
+  if (!node)
+    return Status(StatusCode::kNotFound, "node id " + self + " is not in " + cluster.path + ": no [ndbd] has NodeId=" +
+                                             self + " (its data nodes: " + data_node_ids(cluster) + ")");
+  if (node->kind != NodeKind::kData)
+    return invalid("node " + self + " is an " + node_kind_name(node->kind) + " node in " + cluster.path +
+                   ", not a data node ([ndbd])");
+  const std::size_t data_nodes = cluster.of_kind(NodeKind::kData).size();
+  if (data_nodes > 1 && !o.peer_data_nodes_played_by_caller)
+    return invalid("node " + self + " does not start: " + cluster.path + " names " + std::to_string(data_nodes) +
+                   " data nodes (" + data_node_ids(cluster) +
+                   "), and a data node runs only as its cluster's one data node (no node-to-node start or "
+                   "replication); give it a config with one [ndbd]");
+  return Status::ok();
+}
+
 }  // namespace
 
 Result<std::unique_ptr<DataNode>> DataNode::create(const DataNodeOptions& o) {
@@ -125,12 +151,7 @@ Result<std::unique_ptr<DataNode>> DataNode::create(const DataNodeOptions& o) {
   auto cluster = !o.config_path.empty() ? load_cluster_config_file(o.config_path, *o.registry)
                                         : load_cluster_config_text(o.config_text, "<config>", *o.registry);
   if (!cluster) return cluster.status();
-  const NodeDef* node = cluster->node(o.node_id);
-  if (!node)
-    return Status(StatusCode::kNotFound, "node id " + std::to_string(o.node_id) + " is not in " + cluster->path);
-  if (node->kind != NodeKind::kData)
-    return invalid("node " + std::to_string(o.node_id) + " is an " + node_kind_name(node->kind) + " node in " +
-                   cluster->path + ", not a data node ([ndbd])");
+  if (Status s = check_self(*cluster, o); !s) return s;
   auto impl = std::make_unique<Impl>();
   impl->options = o;
   impl->self = o.node_id;

@@ -64,6 +64,7 @@ Result<std::unique_ptr<TestCluster>> TestCluster::start(const ClusterOptions& o)
   d.config_text = cluster->config_;
   d.node_id = 1;
   d.registry = &tools::builtin_registry();
+  d.peer_data_nodes_played_by_caller = !o.peer_data_nodes.empty();
   auto node = engine::DataNode::create(d);
   if (!node) return node.status();
   cluster->node_ = std::move(node).value();

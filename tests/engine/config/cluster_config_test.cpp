@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "builtin_transporters.h"
 
 namespace fjord::engine {
@@ -161,6 +163,90 @@ TEST(ClusterConfigTest, SchedulerAndCpuKnobsOutOfRangeNameTheirLine) {
   EXPECT_EQ(error_of("[ndbd default]\nLockExecuteThreadToCPU=3-1\n[ndbd]\nNodeId=1\n"),
             "cluster.ini:2: [ndbd] LockExecuteThreadToCPU: '3-1' is a reversed range; expected CPU ids 0..65535 "
             "and ranges such as 0-3,8");
+}
+
+TEST(ClusterConfigTest, EveryPairOfDataNodesHasALinkOfTheTransporterItsSectionNames) {
+  // Three data nodes of one node group: 1-2 over shared memory as written,
+  // the other data node pairs and every data-API pair over default TCP, and
+  // no link between the two API nodes.
+  auto c = load(
+      "[ndbd default]\nNoOfReplicas=3\n[ndbd]\nNodeId=1\n[ndbd]\nNodeId=2\n[ndbd]\nNodeId=3\n"
+      "[api]\nNodeId=50\n[api]\nNodeId=51\n[shm]\nNodeId1=2\nNodeId2=1\nShmKey=77\n");
+  ASSERT_TRUE(c) << c.status().to_string();
+  EXPECT_EQ(c->layout.node_groups, (std::vector<std::vector<NodeId>>{{1, 2, 3}}));
+  const transport::LinkConfig* shm = c->links.find(1, 2);
+  ASSERT_NE(shm, nullptr);
+  EXPECT_EQ(shm->type, "shm");
+  for (auto [a, b] : std::vector<std::pair<NodeId, NodeId>>{{1, 3}, {2, 3}, {1, 50}, {2, 50}, {3, 51}}) {
+    const transport::LinkConfig* link = c->links.find(a, b);
+    ASSERT_NE(link, nullptr) << a << "-" << b;
+    EXPECT_EQ(link->type, "tcp") << a << "-" << b;
+    EXPECT_EQ(link->server_node, std::min(a, b)) << "the lower data node listens: " << a << "-" << b;
+  }
+  EXPECT_EQ(c->links.find(50, 51), nullptr);
+  EXPECT_EQ(c->links.all().size(), 9u);  // 3 data-data + 3 x 2 data-API
+}
+
+// One cluster, written two ways: sections in another order, comments,
+// spacing, the case of keys, a value spelled differently and a default
+// written out. The checksum is SHA-256 in hex.
+TEST(ClusterConfigTest, TheChecksumIgnoresOrderCommentsAndSpelling) {
+  const std::string a =
+      "[ndbd default]\nNoOfReplicas=2\nDataMemory=4M\n[ndbd]\nNodeId=1\nHostName=10.0.0.1\n[ndbd]\nNodeId=2\n"
+      "HostName=10.0.0.2\n[api]\nNodeId=50\n[tcp]\nNodeId1=1\nNodeId2=2\nSendBufferMemory=4M\n";
+  const std::string b =
+      "# the same cluster\n[TCP]\nnodeid2 = 1\nNodeId1=2\nSendBufferMemory=4096K ; as 4M\n\n[api]\nNodeId=50\n"
+      "[ndbd]\nNodeId=2\nHostName=10.0.0.2\nPartitionsPerTable=8\nServerPort=11862\nNodeGroup=0\n[ndbd]\n"
+      "  NodeId = 1\nHostName=10.0.0.1\n"
+      "[ndbd default]\nDataMemory=4096K\nnoofreplicas=2\n";
+  auto ca = load(a);
+  auto cb = load(b);
+  ASSERT_TRUE(ca) << ca.status().to_string();
+  ASSERT_TRUE(cb) << cb.status().to_string();
+  EXPECT_EQ(ca->canonical_text, cb->canonical_text);
+  // Defaults and derived values are written out: 4M as bytes, the port
+  // and node group each node resolves to.
+  EXPECT_NE(ca->canonical_text.find("[data] 2\n  NodeId=2\n  HostName=10.0.0.2\n"), std::string::npos);
+  EXPECT_NE(ca->canonical_text.find("  DataMemory=4194304\n"), std::string::npos);
+  EXPECT_NE(ca->canonical_text.find("  ServerPort=11862\n  NodeGroup=0\n"), std::string::npos);
+  EXPECT_NE(ca->canonical_text.find("[tcp] 1-2\n  server=1\n  port=11861\n"), std::string::npos);
+  const std::string sum = cluster_checksum(*ca);
+  EXPECT_EQ(sum, cluster_checksum(*cb));
+  EXPECT_EQ(sum.size(), 64u);
+  EXPECT_EQ(sum.find_first_not_of("0123456789abcdef"), std::string::npos) << sum;
+}
+
+TEST(ClusterConfigTest, TheChecksumChangesWithAnyValue) {
+  const std::string base =
+      "[ndbd default]\nNoOfReplicas=1\n[ndbd]\nNodeId=1\n[ndbd]\nNodeId=2\n[api]\nNodeId=50\n[tcp]\nNodeId1=1\n"
+      "NodeId2=2\n";
+  const std::vector<std::pair<std::string, std::string>> changes = {
+      {"NoOfReplicas=1\n", "NoOfReplicas=2\n"},
+      {"[ndbd]\nNodeId=1\n", "[ndbd]\nNodeId=1\nDataMemory=128M\n"},
+      {"[ndbd]\nNodeId=2\n", "[ndbd]\nNodeId=2\nHostName=10.0.0.2\n"},
+      {"[ndbd]\nNodeId=2\n", "[ndbd]\nNodeId=2\nPartitionsPerTable=16\n"},
+      {"[ndbd]\nNodeId=2\n", "[ndbd]\nNodeId=2\nClusterKeyFile=/etc/fjord/key\n"},
+      {"[ndbd]\nNodeId=2\n", "[ndbd]\nNodeId=2\nServerPort=3000\n"},
+      {"[ndbd]\nNodeId=1\n", "[ndbd]\nNodeId=1\nNodeGroup=1\n"},  // node 2 in group 0, node 1 in group 1
+      {"[api]\nNodeId=50\n", "[api]\nNodeId=51\n"},
+      {"[api]\nNodeId=50\n", "[api]\nNodeId=50\n[api]\nNodeId=52\n"},
+      {"NodeId2=2\n", "NodeId2=2\nSendBufferMemory=4M\n"},
+      {"NodeId2=2\n", "NodeId2=2\nChecksum=1\n"},
+      {"NodeId2=2\n", "NodeId2=2\nPortNumber=2000\n"},
+      {"[tcp]\n", "[shm]\nShmKey=5\n"},
+  };
+  auto original = load(base);
+  ASSERT_TRUE(original) << original.status().to_string();
+  std::set<std::string> seen = {cluster_checksum(*original)};
+  for (const auto& [from, to] : changes) {
+    std::string text = base;
+    const std::size_t at = text.find(from);
+    ASSERT_NE(at, std::string::npos) << from;
+    text.replace(at, from.size(), to);
+    auto changed = load(text);
+    ASSERT_TRUE(changed) << to << ": " << changed.status().to_string();
+    EXPECT_TRUE(seen.insert(cluster_checksum(*changed)).second) << "same checksum after " << from << " -> " << to;
+  }
 }
 
 }  // namespace

@@ -133,7 +133,8 @@ TEST(DataNodeConfigTest, ConfigErrorsAreClear) {
   d.registry = &tools::builtin_registry();
   d.config_text = "[ndbd]\nNodeId=1\n[api]\nNodeId=50\n";
   d.node_id = 2;
-  EXPECT_EQ(engine::DataNode::create(d).status().message(), "node id 2 is not in <config>");
+  EXPECT_EQ(engine::DataNode::create(d).status().message(),
+            "node id 2 is not in <config>: no [ndbd] has NodeId=2 (its data nodes: 1)");
   d.node_id = 50;
   EXPECT_EQ(engine::DataNode::create(d).status().message(),
             "node 50 is an api node in <config>, not a data node ([ndbd])");
@@ -145,11 +146,42 @@ TEST(DataNodeConfigTest, ConfigErrorsAreClear) {
   EXPECT_NE(engine::DataNode::create(d).status().message().find("5 ldm threads in total"), std::string::npos);
   d.config_text = "[ndbd]\nNodeId=1\nNoOfReplicas=2\n";
   EXPECT_EQ(engine::DataNode::create(d).status().message(),
-            "<config>:3: [ndbd] NoOfReplicas: value 2 out of range; accepted 1..1");
+            "<config>:3: [ndbd] NoOfReplicas=2 is more than the 1 data node (1) of <config>: a node group holds "
+            "NoOfReplicas data nodes");
   d.config_text = "[ndbd]\nNodeId=1\n[api]\nNodeId=1\n";
   EXPECT_NE(engine::DataNode::create(d).status().message().find("NodeId=1 is already used"), std::string::npos);
   d.config_text = "[ndbd]\nNodeId=1\n[apii]\nNodeId=2\n";
   EXPECT_NE(engine::DataNode::create(d).status().message().find("unknown section [apii]"), std::string::npos);
+}
+
+// A data node runs only as its cluster's one data node: a config of several
+// [ndbd] sections is refused by every one of them, naming the data nodes;
+// one [ndbd] with NoOfReplicas=1 loads as before.
+TEST(DataNodeConfigTest, AConfigOfSeveralDataNodesIsRefusedNamingThem) {
+  engine::DataNodeOptions d;
+  d.registry = &tools::builtin_registry();
+  d.config_text = "[ndbd default]\nNoOfReplicas=2\n[ndbd]\nNodeId=1\n[ndbd]\nNodeId=2\n[api]\nNodeId=50\n";
+  for (NodeId self : {1, 2}) {
+    d.node_id = self;
+    const Status s = engine::DataNode::create(d).status();
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(s.message(), "node " + std::to_string(self) +
+                               " does not start: <config> names 2 data nodes (1, 2), and a data node runs only as its "
+                               "cluster's one data node (no node-to-node start or replication); give it a config with "
+                               "one [ndbd]");
+  }
+  d.config_text = "[ndbd]\nNodeId=3\n[ndbd]\nNodeId=1\n[ndbd]\nNodeId=7\n";
+  d.node_id = 1;
+  EXPECT_NE(engine::DataNode::create(d).status().message().find("names 3 data nodes (3, 1, 7)"), std::string::npos);
+  d.node_id = 4;  // not configured: the error names the data nodes there are
+  EXPECT_EQ(engine::DataNode::create(d).status().message(),
+            "node id 4 is not in <config>: no [ndbd] has NodeId=4 (its data nodes: 3, 1, 7)");
+  d.config_text = "[ndbd default]\nNoOfReplicas=1\n[ndbd]\nNodeId=1\n[api]\nNodeId=50\n";
+  d.node_id = 1;
+  d.control_socket = "@fjord-test-one-data-node-" + std::to_string(::getpid());
+  auto one = engine::DataNode::create(d);
+  ASSERT_TRUE(one) << one.status().to_string();
+  EXPECT_EQ((*one)->config().layout.node_groups, (std::vector<std::vector<NodeId>>{{1}}));
 }
 
 }  // namespace

@@ -19,8 +19,14 @@
 // next free id, as in NDB; a data node's NodeId is required. [system] and
 // [computer] are accepted with a warning. Link sections are named after a
 // registered transporter (transport/link_config.h). A data node and another
-// node with no link section between them get a TCP link with default
-// parameters, as in NDB. Every error of the file is reported, each naming
+// node with no link section between them (another data node or an API node)
+// get a TCP link with default parameters, as in NDB; two API nodes have no
+// link.
+//
+// Several [ndbd] sections form node groups as NDB forms them: NoOfReplicas
+// (1..4, one value for every data node) nodes per group, a node's group
+// given by its NodeGroup or, without it, consecutive nodes in id order
+// (ClusterConfig::layout, cluster_layout.h). Every error of the file is reported, each naming
 // the file, line, key and the accepted range; NDB parameters Fjord does not
 // implement are accepted with one warning each (ClusterConfig::warnings).
 // Parameters and defaults: docs/configuration.md.
@@ -34,6 +40,7 @@
 #include <vector>
 
 #include "fjord/base/status.h"
+#include "fjord/engine/cluster_layout.h"
 #include "fjord/transport/config_file.h"
 #include "fjord/transport/link_config.h"
 #include "fjord/transport/registry.h"
@@ -77,10 +84,21 @@ struct ClusterConfig {
   // NDB parameters and sections that have no effect here, one line each:
   // for the caller to print or log once.
   std::vector<std::string> warnings;
+  // The node groups and the partition rule (cluster_layout.h).
+  ClusterLayout layout;
+  // Every node (by id) and link (by node pair) with every parameter Fjord
+  // implements, defaults applied, one "Name=value" line each: the same text
+  // whatever the order of sections, the spacing, the comments, the case of
+  // keys or the spelling of a value (4M or 4096K). See cluster_checksum().
+  std::string canonical_text;
 
   const NodeDef* node(NodeId id) const;
   std::vector<const NodeDef*> of_kind(NodeKind kind) const;
 };
+
+// SHA-256 of cluster.canonical_text as 64 lower-case hex digits: two nodes
+// that load configs of one checksum have the same cluster configuration.
+std::string cluster_checksum(const ClusterConfig& cluster);
 
 // Every error of the file in the status (one per line).
 Result<ClusterConfig> load_cluster_config(const config::File& file, const transport::TransporterRegistry& registry);

@@ -34,6 +34,13 @@ struct DataNodeOptions {
   // harnesses; see RuntimeOptions::caller_runs_loop). The connection thread
   // still accepts links.
   bool caller_runs_loop = false;
+  // The config's other [ndbd] sections are data nodes the caller plays
+  // itself (a harness testing what a node accepts from a peer data node):
+  // the node links to them and admits their signals, and holds every
+  // partition of every table itself. Without it, a config with more than
+  // one [ndbd] is refused: a data node runs only as its cluster's one data
+  // node.
+  bool peer_data_nodes_played_by_caller = false;
 };
 
 class DataNode {
