@@ -108,8 +108,8 @@ void name_replayed_input();
 std::string config_text() {
   const auto unique = static_cast<uint64_t>(::getpid()) * 1000;
   std::string text =
-      "[ndbd default]\nDataMemory=32M\nHostName=127.0.0.1\nDataDir=/tmp\n"
-      "[ndbd]\nNodeId=1\nSingleThreaded=1\nPartitionsPerTable=4\nTransactionDeadlockDetectionTimeout=100\n"
+      "[ndbd default]\nDataMemory=32M\nHostName=127.0.0.1\nDataDir=/tmp\nPartitionsPerTable=4\n"
+      "[ndbd]\nNodeId=1\nSingleThreaded=1\nTransactionDeadlockDetectionTimeout=100\n"
       "TransactionInactiveTimeout=200\nTimeBetweenWatchDogCheck=0\nMaxNoOfConcurrentTransactions=256\n"
       "MaxNoOfConcurrentOperations=2048\nMaxNoOfConcurrentScans=64\nControlSocket=@fjord-fuzz-node-" +
       std::to_string(unique) + "\n[ndbd]\nNodeId=2\n";

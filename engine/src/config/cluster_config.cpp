@@ -44,7 +44,7 @@ const ParamSpec kDataNodeParams[] = {
     {"LockMaintThreadsToCPU", Kind::kUint, 0, kNdbCpuIdMax, "", false,
      "CPU for the io and wd threads unless ThreadConfig places them; not set = not placed"},
     {"PartitionsPerTable", Kind::kUint, 1, kMaxPartitions, "8", false,
-     "partitions of a table when its definition does not say"},
+     "partitions of a table when its definition does not say; one value for the cluster (set it in [ndbd default])"},
     {"TransactionInactiveTimeout", Kind::kUint, 0, UINT32_MAX, "0", false,
      "ms a transaction may wait for its API before it is aborted; 0 = forever"},
     {"TransactionDeadlockDetectionTimeout", Kind::kUint, 50, UINT32_MAX, "1200", false,

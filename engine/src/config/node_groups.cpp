@@ -33,17 +33,20 @@ std::string id_list(const Group& nodes) {
 
 uint32_t replicas_of_node(const NodeDef& n) { return static_cast<uint32_t>(n.params.get_uint("NoOfReplicas")); }
 
-// NDB: NoOfReplicas is one value for the cluster; the first data node's is
-// the reference, and every node that differs is named.
-void check_replicas_agree(const config::File& file, const Group& data, config::Diagnostics& diagnostics) {
+// Parameters that are one value for the whole cluster (NDB: NoOfReplicas;
+// PartitionsPerTable because every node's DICT gives a new table the same
+// partition count): the first data node's value is the reference, and every
+// node that differs is named.
+void check_cluster_wide(const config::File& file, const Group& data, std::string_view key,
+                        config::Diagnostics& diagnostics) {
   const NodeDef& first = *data.front();
-  const uint32_t r = replicas_of_node(first);
+  const uint64_t value = first.params.get_uint(key);
   for (const NodeDef* n : data)
-    if (replicas_of_node(*n) != r)
-      diagnostics.error(where(file, *n, "NoOfReplicas") + "=" + std::to_string(replicas_of_node(*n)) + ": data node " +
-                        std::to_string(n->id) + " differs from NoOfReplicas=" + std::to_string(r) + " of data node " +
-                        std::to_string(first.id) + " (" + where(file, first, "NoOfReplicas") +
-                        "); every data node has the same NoOfReplicas: set it once in [ndbd default]");
+    if (n->params.get_uint(key) != value)
+      diagnostics.error(where(file, *n, key) + "=" + std::to_string(n->params.get_uint(key)) + ": data node " +
+                        std::to_string(n->id) + " differs from " + std::string(key) + "=" + std::to_string(value) +
+                        " of data node " + std::to_string(first.id) + " (" + where(file, first, key) +
+                        "); every data node has the same " + std::string(key) + ": set it once in [ndbd default]");
 }
 
 // Data nodes with NodeGroup first, in their groups; then the others in id
@@ -129,7 +132,8 @@ std::optional<ClusterLayout> build_layout(const config::File& file, const std::v
   const std::size_t errors_before = diagnostics.error_count();
   const NodeDef& first = *data.front();  // file order
   const uint32_t r = replicas_of_node(first);
-  check_replicas_agree(file, data, diagnostics);
+  check_cluster_wide(file, data, "NoOfReplicas", diagnostics);
+  check_cluster_wide(file, data, "PartitionsPerTable", diagnostics);
   Group by_id = data;
   std::sort(by_id.begin(), by_id.end(), [](const NodeDef* a, const NodeDef* b) { return a->id < b->id; });
   const std::string count =

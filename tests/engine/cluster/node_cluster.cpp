@@ -27,12 +27,12 @@ std::string cluster_config_text(const ClusterOptions& o, uint16_t port) {
   static std::atomic<uint32_t> counter{0};
   const uint32_t unique = (static_cast<uint32_t>(::getpid()) % 100000) * 1000 + counter.fetch_add(1) % 1000;
   std::string text = "[ndbd default]\nDataMemory=" + o.data_memory +
+                     "\nPartitionsPerTable=" + std::to_string(o.partitions) +
                      "\n[ndbd]\nNodeId=1\nHostName=127.0.0.1\nServerPort=" + std::to_string(port) +
                      "\nDataDir=/tmp\nSingleThreaded=" + (o.single_threaded ? "1" : "0") +
                      "\nTransactionDeadlockDetectionTimeout=" + std::to_string(o.deadlock_timeout_ms) +
                      "\nTransactionInactiveTimeout=" + std::to_string(o.inactive_timeout_ms) +
-                     "\nPartitionsPerTable=" + std::to_string(o.partitions) + "\nControlSocket=@fjord-test-" +
-                     std::to_string(unique) + "\n";
+                     "\nControlSocket=@fjord-test-" + std::to_string(unique) + "\n";
   if (!o.thread_config.empty()) text += "ThreadConfig=" + o.thread_config + "\n";
   text += o.extra_ndbd;
   for (NodeId peer : o.peer_data_nodes) text += "[ndbd]\nNodeId=" + std::to_string(peer) + "\nHostName=127.0.0.1\n";

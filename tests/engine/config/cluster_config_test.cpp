@@ -224,7 +224,7 @@ TEST(ClusterConfigTest, TheChecksumChangesWithAnyValue) {
       {"NoOfReplicas=1\n", "NoOfReplicas=2\n"},
       {"[ndbd]\nNodeId=1\n", "[ndbd]\nNodeId=1\nDataMemory=128M\n"},
       {"[ndbd]\nNodeId=2\n", "[ndbd]\nNodeId=2\nHostName=10.0.0.2\n"},
-      {"[ndbd]\nNodeId=2\n", "[ndbd]\nNodeId=2\nPartitionsPerTable=16\n"},
+      {"NoOfReplicas=1\n", "NoOfReplicas=1\nPartitionsPerTable=16\n"},
       {"[ndbd]\nNodeId=2\n", "[ndbd]\nNodeId=2\nClusterKeyFile=/etc/fjord/key\n"},
       {"[ndbd]\nNodeId=2\n", "[ndbd]\nNodeId=2\nServerPort=3000\n"},
       {"[ndbd]\nNodeId=1\n", "[ndbd]\nNodeId=1\nNodeGroup=1\n"},  // node 2 in group 0, node 1 in group 1

@@ -71,6 +71,19 @@ TEST(ClusterLayoutTest, EveryDataNodeHasTheSameNoOfReplicas) {
             "cluster.ini:2: [ndbd default] NoOfReplicas: value 5 out of range; accepted 1..4");
 }
 
+// Every DICT gives a new table the same partition count, so the cluster
+// has one PartitionsPerTable.
+TEST(ClusterLayoutTest, EveryDataNodeHasTheSamePartitionsPerTable) {
+  // Set in node 1's section only: node 2 keeps the default 8.
+  EXPECT_EQ(
+      error_of("[ndbd default]\nNoOfReplicas=2\n" + data_nodes({1}) + "PartitionsPerTable=16\n" + data_nodes({2})),
+      "cluster.ini:6: [ndbd] PartitionsPerTable=8: data node 2 differs from PartitionsPerTable=16 of data node 1 "
+      "(cluster.ini:5: [ndbd] PartitionsPerTable); every data node has the same PartitionsPerTable: set it "
+      "once in [ndbd default]");
+  auto same = load("[ndbd default]\nNoOfReplicas=2\nPartitionsPerTable=16\n" + data_nodes({1, 2}));
+  ASSERT_TRUE(same) << same.status().to_string();
+}
+
 TEST(ClusterLayoutTest, ImpossibleLayoutsNameTheirFileLineAndKey) {
   EXPECT_EQ(error_of("[ndbd default]\nNoOfReplicas=2\n" + data_nodes({1})),
             "cluster.ini:2: [ndbd default] NoOfReplicas=2 is more than the 1 data node (1) of cluster.ini: a node "
