@@ -185,6 +185,17 @@ ssize_t Connection::send_now(const iovec* iov, int iov_count) {
   return static_cast<ssize_t>(total);
 }
 
+// 0 while the peer reads; else -ECONNRESET once its process is gone
+// without closing, or -EPIPE (and SIGPIPE unless MSG_NOSIGNAL) after a
+// shutdown or an orderly close, as the kernel's TCP.
+ssize_t Connection::write_refused(int flags) {
+  const bool reader_gone = shared_->reader_gone[peer_].load(std::memory_order_acquire) != 0;
+  if (!shut_write_ && !reader_gone && !peer_gone()) return 0;
+  if (!shut_write_ && !reader_gone) return -ECONNRESET;
+  if ((flags & MSG_NOSIGNAL) == 0) ::raise(SIGPIPE);
+  return -EPIPE;
+}
+
 ssize_t Connection::send(const iovec* iov, int iov_count, int flags, bool descriptor_nonblocking) {
   std::lock_guard lock(write_mutex_);
   const bool dont_wait = descriptor_nonblocking || (flags & MSG_DONTWAIT) != 0;
@@ -194,11 +205,8 @@ ssize_t Connection::send(const iovec* iov, int iov_count, int flags, bool descri
   uint64_t spin_until = 0;
   iovec rest[UIO_MAXIOV];
   for (;;) {
-    if (shut_write_ || shared_->reader_gone[peer_].load(std::memory_order_acquire) != 0 || peer_gone()) {
-      if (total > 0) return static_cast<ssize_t>(total);
-      if ((flags & MSG_NOSIGNAL) == 0) ::raise(SIGPIPE);
-      return -EPIPE;
-    }
+    if (const ssize_t refused = write_refused(flags); refused != 0)
+      return total > 0 ? static_cast<ssize_t>(total) : refused;
     if (producer_.corrupt()) return total > 0 ? static_cast<ssize_t>(total) : -ECONNRESET;
     // The caller's buffers past what is already written.
     int count = 0;

@@ -118,6 +118,7 @@ class Connection {
   ssize_t receive_now(const iovec* iov, int iov_count, int flags);
   ssize_t send_now(const iovec* iov, int iov_count);
   ssize_t empty_ring_result();
+  ssize_t write_refused(int flags);
   void wait(shm::WakeupWord& word, bool for_read, uint64_t spin_until_ns);
   void wake(shm::WakeupWord& word);
   bool peer_gone() const { return tcp_gone_.load(std::memory_order_acquire); }

@@ -1,0 +1,254 @@
+// libfjord-sockets (tools/sockets): two processes run tools/sockets/
+// sockets_peer with and without the library under LD_PRELOAD; every byte of
+// the echoed stream is checked, and FJORD_SOCKETS_LOG=1 tells which path
+// each connection took. Real programs (sockperf, redis) run under it when
+// installed.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using namespace std::chrono_literals;
+
+std::string env_or_empty(const char* name) {
+  const char* v = std::getenv(name);
+  return v == nullptr ? "" : v;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+bool program_exists(const std::string& name) {
+  return std::system(("command -v " + name + " >/dev/null 2>&1").c_str()) == 0;
+}
+
+// A child process with extra environment, its stdout and stderr in files.
+// Killed (and reaped) when the test ends, whatever happened.
+class Process {
+ public:
+  Process(const std::vector<std::string>& argv, const std::vector<std::string>& env) {
+    static int counter = 0;
+    const std::string base = "/tmp/fjord-sockets-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
+    out_path_ = base + ".out";
+    err_path_ = base + ".err";
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      for (const std::string& e : env) ::putenv(const_cast<char*>(e.c_str()));
+      if (!std::freopen(out_path_.c_str(), "w", stdout) || !std::freopen(err_path_.c_str(), "w", stderr)) _exit(126);
+      std::vector<char*> args;
+      for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+      args.push_back(nullptr);
+      ::execvp(args[0], args.data());
+      _exit(127);
+    }
+  }
+  Process(const Process&) = delete;
+  Process& operator=(const Process&) = delete;
+  ~Process() {
+    if (pid_ > 0 && !done_) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+    std::remove(out_path_.c_str());
+    std::remove(err_path_.c_str());
+  }
+
+  // The exit status (as waitpid), or -1 if it did not end within `limit`.
+  int wait(std::chrono::milliseconds limit) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    while (!done_) {
+      const pid_t r = ::waitpid(pid_, &status_, WNOHANG);
+      if (r == pid_)
+        done_ = true;
+      else if (std::chrono::steady_clock::now() > deadline)
+        return -1;
+      else
+        std::this_thread::sleep_for(5ms);
+    }
+    return status_;
+  }
+  void kill_now() { ::kill(pid_, SIGKILL); }
+  std::string out() const { return read_file(out_path_); }
+  std::string err() const { return read_file(err_path_); }
+  // The first line of stdout (a server's port), waiting for it up to `limit`.
+  std::string first_line(std::chrono::milliseconds limit) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < deadline) {
+      const std::string text = out();
+      if (const auto end = text.find('\n'); end != std::string::npos) return text.substr(0, end);
+      std::this_thread::sleep_for(5ms);
+    }
+    return "";
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int status_ = 0;
+  bool done_ = false;
+  std::string out_path_;
+  std::string err_path_;
+};
+
+bool exited_ok(int status) { return status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0; }
+
+class SocketsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    library_ = env_or_empty("FJORD_SOCKETS_LIB");
+    peer_ = env_or_empty("FJORD_SOCKETS_PEER");
+    ASSERT_FALSE(library_.empty()) << "FJORD_SOCKETS_LIB is not set (meson test sets it)";
+    ASSERT_FALSE(peer_.empty()) << "FJORD_SOCKETS_PEER is not set (meson test sets it)";
+  }
+  std::vector<std::string> with_library() const { return {"LD_PRELOAD=" + library_, "FJORD_SOCKETS_LOG=1"}; }
+  static std::vector<std::string> without_library() { return {"FJORD_SOCKETS_LOG=1"}; }
+
+  struct Outcome {
+    std::string server_err;
+    std::string client_out;
+    std::string client_err;
+  };
+  // Runs one echo: the server in `mode`, the client sending `bytes`.
+  Outcome echo(const std::vector<std::string>& server_env, const std::vector<std::string>& client_env,
+               const std::string& mode, uint64_t bytes, bool banner = false) {
+    std::vector<std::string> server_args = {peer_, "server", mode};
+    if (banner) server_args.push_back("banner");
+    Process server(server_args, server_env);
+    const std::string port = server.first_line(10s);
+    EXPECT_FALSE(port.empty()) << "the server printed no port: " << server.err();
+    std::vector<std::string> client_args = {peer_, "client", port, std::to_string(bytes), "12345"};
+    if (banner) client_args.push_back("banner");
+    Process client(client_args, client_env);
+    const int client_status = client.wait(30s);
+    const int server_status = server.wait(10s);
+    Outcome o{server.err(), client.out(), client.err()};
+    EXPECT_TRUE(exited_ok(client_status)) << "client status " << client_status << ": " << o.client_err;
+    EXPECT_TRUE(exited_ok(server_status)) << "server status " << server_status << ": " << o.server_err;
+    EXPECT_EQ(o.client_out, "ok " + std::to_string(bytes) + "\n");
+    return o;
+  }
+
+  std::string library_;
+  std::string peer_;
+};
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+TEST_F(SocketsTest, BlockingEchoMovesToShmAndKeepsEveryByte) {
+  const Outcome o = echo(with_library(), with_library(), "blocking", 6'000'000);
+  EXPECT_TRUE(contains(o.server_err, "shm (accepted)")) << o.server_err;
+  EXPECT_TRUE(contains(o.client_err, ": shm (port")) << o.client_err;
+}
+
+TEST_F(SocketsTest, PollServerOnShmKeepsEveryByte) {
+  const Outcome o = echo(with_library(), with_library(), "poll", 6'000'000);
+  EXPECT_TRUE(contains(o.server_err, "shm (accepted)")) << o.server_err;
+}
+
+TEST_F(SocketsTest, EdgeTriggeredEpollServerOnShmKeepsEveryByte) {
+  const Outcome o = echo(with_library(), with_library(), "epoll", 6'000'000);
+  EXPECT_TRUE(contains(o.server_err, "shm (accepted)")) << o.server_err;
+}
+
+TEST_F(SocketsTest, ServerThatSpeaksFirstOnShm) {
+  const Outcome o = echo(with_library(), with_library(), "epoll", 100'000, true);
+  EXPECT_TRUE(contains(o.server_err, "shm (accepted)")) << o.server_err;
+}
+
+TEST_F(SocketsTest, ClientWithoutLibraryStaysOnKernelWithServerSpeakingFirst) {
+  const Outcome o = echo(with_library(), without_library(), "blocking", 200'000, true);
+  EXPECT_TRUE(contains(o.server_err, "kernel (no hello from the peer)")) << o.server_err;
+}
+
+TEST_F(SocketsTest, ClientWithoutLibraryStaysOnKernelWithPollServer) {
+  const Outcome o = echo(with_library(), without_library(), "poll", 200'000);
+  EXPECT_TRUE(contains(o.server_err, "kernel (no hello from the peer)")) << o.server_err;
+}
+
+TEST_F(SocketsTest, SilentServerWithoutLibrary) {
+  const Outcome o = echo(without_library(), with_library(), "blocking", 200'000);
+  EXPECT_TRUE(contains(o.client_err, "kernel (no library listener")) << o.client_err;
+}
+
+TEST_F(SocketsTest, ServerWithoutLibrarySpeaksFirst) {
+  const Outcome o = echo(without_library(), with_library(), "poll", 200'000, true);
+  EXPECT_TRUE(contains(o.client_err, "kernel (no library listener")) << o.client_err;
+}
+
+TEST_F(SocketsTest, OffSwitchKeepsTheKernelPath) {
+  std::vector<std::string> off = with_library();
+  off.push_back("FJORD_SOCKETS=off");
+  const Outcome o = echo(off, off, "epoll", 200'000);
+  EXPECT_FALSE(contains(o.server_err, "libfjord-sockets")) << o.server_err;
+  EXPECT_FALSE(contains(o.client_err, "libfjord-sockets")) << o.client_err;
+}
+
+// A client killed -9 in the middle of a stream: the server's blocked call
+// fails with a reset, as it does on the kernel's TCP, rather than wait.
+TEST_F(SocketsTest, KilledPeerEndsTheOtherSide) {
+  Process server({peer_, "server", "blocking"}, with_library());
+  const std::string port = server.first_line(10s);
+  ASSERT_FALSE(port.empty()) << server.err();
+  Process client({peer_, "client", port, "1000000000000", "1"}, with_library());
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (!contains(client.err(), ": shm") && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(5ms);
+  ASSERT_TRUE(contains(client.err(), ": shm")) << client.err();
+  std::this_thread::sleep_for(50ms);
+  client.kill_now();
+  const int status = server.wait(10s);
+  ASSERT_NE(status, -1) << "the server still waits on a dead peer: " << server.err();
+  EXPECT_TRUE(contains(server.err(), "Connection reset by peer")) << "status " << status << ": " << server.err();
+}
+
+TEST_F(SocketsTest, SockperfPingPongUnderTheLibrary) {
+  if (!program_exists("sockperf")) GTEST_SKIP() << "sockperf is not installed (tools/dev.sh run installs it)";
+  const std::string port = std::to_string(20000 + ::getpid() % 20000);
+  Process server({"sockperf", "sr", "--tcp", "-i", "127.0.0.1", "-p", port}, with_library());
+  std::this_thread::sleep_for(300ms);
+  Process client({"sockperf", "pp", "--tcp", "-i", "127.0.0.1", "-p", port, "-t", "1", "-m", "64"}, with_library());
+  const int status = client.wait(30s);
+  EXPECT_TRUE(exited_ok(status)) << client.out() << client.err();
+  EXPECT_TRUE(contains(client.out() + client.err(), "out-of-order messages = 0")) << client.out();
+  EXPECT_TRUE(contains(client.out() + client.err(), "dropped messages = 0")) << client.out();
+  EXPECT_TRUE(contains(server.err(), "shm (accepted)")) << server.err();
+}
+
+TEST_F(SocketsTest, RedisUnderTheLibrary) {
+  if (!program_exists("redis-server") || !program_exists("redis-cli") || !program_exists("redis-benchmark"))
+    GTEST_SKIP() << "redis-server/redis-tools are not installed (tools/dev.sh run installs them)";
+  const std::string port = std::to_string(20000 + (::getpid() + 7) % 20000);
+  Process server({"redis-server", "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"},
+                 with_library());
+  std::vector<std::string> cli = {"redis-cli", "-p", port};
+  bool up = false;
+  for (int i = 0; i < 200 && !up; ++i) {
+    Process ping({"redis-cli", "-p", port, "ping"}, with_library());
+    up = exited_ok(ping.wait(5s)) && contains(ping.out(), "PONG");
+    if (!up) std::this_thread::sleep_for(25ms);
+  }
+  ASSERT_TRUE(up) << server.out() << server.err();
+  Process bench({"redis-benchmark", "-p", port, "-n", "2000", "-c", "4", "-t", "set,get", "-q"}, with_library());
+  EXPECT_TRUE(exited_ok(bench.wait(60s))) << bench.out() << bench.err();
+  EXPECT_TRUE(contains(bench.out(), "SET") && contains(bench.out(), "GET")) << bench.out();
+  Process set({"redis-cli", "-p", port, "set", "fjord-key", "fjord-value"}, with_library());
+  EXPECT_TRUE(exited_ok(set.wait(10s)));
+  Process get({"redis-cli", "-p", port, "get", "fjord-key"}, with_library());
+  EXPECT_TRUE(exited_ok(get.wait(10s)));
+  EXPECT_EQ(get.out(), "fjord-value\n");
+}
+
+}  // namespace
