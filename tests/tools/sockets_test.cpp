@@ -123,7 +123,7 @@ class SocketsTest : public ::testing::Test {
   };
   // Runs one echo: the server in `mode`, the client sending `bytes`.
   Outcome echo(const std::vector<std::string>& server_env, const std::vector<std::string>& client_env,
-               const std::string& mode, uint64_t bytes, bool banner = false) {
+               const std::string& mode, uint64_t bytes, bool banner = false, bool nonblocking_connect = false) {
     std::vector<std::string> server_args = {peer_, "server", mode};
     if (banner) server_args.push_back("banner");
     Process server(server_args, server_env);
@@ -131,6 +131,7 @@ class SocketsTest : public ::testing::Test {
     EXPECT_FALSE(port.empty()) << "the server printed no port: " << server.err();
     std::vector<std::string> client_args = {peer_, "client", port, std::to_string(bytes), "12345"};
     if (banner) client_args.push_back("banner");
+    if (nonblocking_connect) client_args.push_back("nonblocking-connect");
     Process client(client_args, client_env);
     const int client_status = client.wait(30s);
     const int server_status = server.wait(10s);
@@ -166,6 +167,14 @@ TEST_F(SocketsTest, EdgeTriggeredEpollServerOnShmKeepsEveryByte) {
 TEST_F(SocketsTest, ServerThatSpeaksFirstOnShm) {
   const Outcome o = echo(with_library(), with_library(), "epoll", 100'000, true);
   EXPECT_TRUE(contains(o.server_err, "shm (accepted)")) << o.server_err;
+}
+
+// The agreement runs at the first data call once the connect completed; the
+// epoll registration made while connecting moves to the library's.
+TEST_F(SocketsTest, NonBlockingConnectMovesToShmAtTheFirstWrite) {
+  const Outcome o = echo(with_library(), with_library(), "epoll", 2'000'000, false, true);
+  EXPECT_TRUE(contains(o.server_err, "shm (accepted)")) << o.server_err;
+  EXPECT_TRUE(contains(o.client_err, ": shm (port")) << o.client_err;
 }
 
 TEST_F(SocketsTest, ClientWithoutLibraryStaysOnKernelWithServerSpeakingFirst) {
@@ -249,6 +258,9 @@ TEST_F(SocketsTest, RedisUnderTheLibrary) {
   Process get({"redis-cli", "-p", port, "get", "fjord-key"}, with_library());
   EXPECT_TRUE(exited_ok(get.wait(10s)));
   EXPECT_EQ(get.out(), "fjord-value\n");
+  // redis-cli and redis-benchmark connect without blocking: their
+  // connections moved to SHM at their first request.
+  EXPECT_TRUE(contains(server.err(), "shm (accepted)")) << server.err();
 }
 
 }  // namespace

@@ -37,6 +37,8 @@ enum class Pending : uint8_t {
   kMaybeHello = 1,    // accepting side: a hello may still come
   kStripAnswer = 2,   // connecting side: an answer may still come
   kStripConfirm = 3,  // accepting side: the connecting side's abort may still come
+  kConnecting = 4,    // connecting side: a non-blocking connect; agreed once connected
+  kAgreeing = 5,      // connecting side: one thread runs the agreement; the others wait
 };
 
 // Listening socket: makes this listener's port known to connecting

@@ -2,6 +2,8 @@
 #include "connection.h"
 
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <signal.h>
 #include <sys/socket.h>
 
@@ -39,6 +41,11 @@ Connection::Connection(int tcp_fd, shm::Side side, shm::Segment segment)
   producer_ = shm::SpscRingProducer(&h.rings[side_].indices, segment_.ring_data(side_), bytes);
   consumer_ = shm::SpscRingConsumer(&h.rings[peer_].indices, segment_.ring_data(peer_), bytes);
   shared_->processes[side_].store(1, std::memory_order_relaxed);
+  // The kernel connection now carries only one-byte doorbells: Nagle's
+  // algorithm would hold one back until the previous one is acknowledged
+  // (a delayed ACK, tens of milliseconds).
+  const int on = 1;
+  (void)::setsockopt(tcp_fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
 }
 
 Connection::~Connection() = default;

@@ -20,6 +20,13 @@ struct FdEntry {
   std::atomic<Connection*> connection{nullptr};
   std::atomic<Pending> pending{Pending::kNone};
   std::atomic<int> advert{-1};  // the listener's advertisement holder
+  // While Pending::kConnecting: the epoll set the socket was added to, and
+  // how many sets (the agreement moves one registration, and declines for
+  // more). Under the connecting thread's calls only.
+  int connecting_epoll_fd = -1;
+  int connecting_epoll_sets = 0;
+  uint32_t connecting_events = 0;
+  uint64_t connecting_data = 0;
 };
 
 FdEntry* fd_entry(int fd);  // null for a number outside the table

@@ -34,26 +34,69 @@ bool descriptor_nonblocking(int fd) { return (real().fcntl(fd, F_GETFL) & O_NONB
 // Hands the outcome of an agreement to the table.
 void finish_agreement(int fd, std::unique_ptr<Connection> c, Pending pending) {
   FdEntry* e = fd_entry(fd);
-  if (!c) {
-    e->pending.store(pending, std::memory_order_relaxed);
+  if (c) {
+    c->nonblocking.store(descriptor_nonblocking(fd), std::memory_order_relaxed);
+    install(fd, c.release());
+  }
+  // Release: a thread that waited for the agreement (kAgreeing) and sees
+  // this store finds the installed connection.
+  e->pending.store(pending, std::memory_order_release);
+}
+
+// A non-blocking connect that has completed: the agreement runs now, at
+// the first data call, unless the peer has spoken already (then it is not
+// a library server waiting for a hello).
+void finish_connect(int fd, FdEntry& e) {
+  Pending expected = Pending::kConnecting;
+  if (!e.pending.compare_exchange_strong(expected, Pending::kAgreeing, std::memory_order_acq_rel)) {
+    // Another thread of the process runs the agreement: wait for its outcome
+    // (bounded by FJORD_SOCKETS_CONNECT_WAIT_MS on that thread).
+    while (e.pending.load(std::memory_order_acquire) == Pending::kAgreeing) ::usleep(20);
     return;
   }
-  c->nonblocking.store(descriptor_nonblocking(fd), std::memory_order_relaxed);
-  install(fd, c.release());
+  sockaddr_storage peer{};
+  socklen_t length = sizeof peer;
+  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &length) != 0) {  // not connected yet
+    e.pending.store(Pending::kConnecting, std::memory_order_release);
+    return;
+  }
+  char byte = 0;
+  if (real().recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) >= 0 || e.connecting_epoll_sets > 1) {
+    if (e.connecting_epoll_sets > 1) log_path("fd %d: kernel (in more than one epoll set)", fd);
+    e.pending.store(Pending::kNone, std::memory_order_release);
+    return;
+  }
+  Pending pending = Pending::kNone;
+  auto c = agree_as_connector(fd, &pending);
+  const bool moved = c != nullptr;
+  if (moved && e.connecting_epoll_fd >= 0) {
+    const int epfd = e.connecting_epoll_fd;
+    finish_agreement(fd, std::move(c), pending);
+    adopt_epoll_registration(epfd, fd, e.connecting_events, e.connecting_data);
+    return;
+  }
+  finish_agreement(fd, std::move(c), pending);
 }
 
 // A descriptor the library does not accelerate may still have agreement
-// bytes at the front of its stream: takes them off first. False (errno
-// EAGAIN) when a non-blocking caller must come back.
+// bytes at the front of its stream, or a connect to finish: deals with
+// them first. False (errno EAGAIN) when a non-blocking caller must come back.
 bool take_pending(int fd, int flags) {
   FdEntry* e = fd_entry(fd);
   if (e == nullptr) return true;
-  const Pending p = e->pending.load(std::memory_order_relaxed);
+  Pending p = e->pending.load(std::memory_order_relaxed);
   if (p == Pending::kNone) return true;
+  const int saved = errno;
+  if (p == Pending::kConnecting || p == Pending::kAgreeing) {
+    finish_connect(fd, *e);
+    p = e->pending.load(std::memory_order_relaxed);
+    errno = saved;
+    if (p == Pending::kNone || p == Pending::kConnecting) return true;
+  }
   bool would_block = false;
   const bool nonblocking = (flags & MSG_DONTWAIT) != 0 || descriptor_nonblocking(fd);
   e->pending.store(resolve_pending(fd, p, nonblocking, &would_block), std::memory_order_relaxed);
-  if (would_block) errno = EAGAIN;
+  errno = would_block ? EAGAIN : saved;
   return !would_block;
 }
 
@@ -61,9 +104,12 @@ bool take_pending(int fd, int flags) {
 bool receive_accelerated(int fd, const iovec* iov, int count, int flags, ssize_t* result) {
   Connection* c = accelerated(fd);
   if (c == nullptr) {
-    if (take_pending(fd, flags)) return false;
-    *result = -1;
-    return true;
+    if (!take_pending(fd, flags)) {
+      *result = -1;
+      return true;
+    }
+    c = accelerated(fd);  // a connect that finished may be accelerated now
+    if (c == nullptr) return false;
   }
   if ((flags & MSG_OOB) != 0) {
     *result = with_errno(-EOPNOTSUPP);
@@ -75,7 +121,17 @@ bool receive_accelerated(int fd, const iovec* iov, int count, int flags, ssize_t
 
 bool send_accelerated(int fd, const iovec* iov, int count, int flags, ssize_t* result) {
   Connection* c = accelerated(fd);
-  if (c == nullptr) return false;
+  if (c == nullptr) {
+    FdEntry* e = fd_entry(fd);
+    if (e == nullptr) return false;
+    const Pending p = e->pending.load(std::memory_order_relaxed);
+    if (p != Pending::kConnecting && p != Pending::kAgreeing) return false;
+    const int saved = errno;
+    finish_connect(fd, *e);
+    errno = saved;
+    c = accelerated(fd);
+    if (c == nullptr) return false;
+  }
   if ((flags & MSG_OOB) != 0) {
     *result = with_errno(-EOPNOTSUPP);
     return true;
@@ -141,8 +197,17 @@ int listen(int fd, int backlog) {
 
 int connect(int fd, const sockaddr* address, socklen_t length) {
   const int r = real().connect(fd, address, length);
-  if (r != 0 || fd_entry(fd) == nullptr || address == nullptr) return r;
+  FdEntry* e = fd_entry(fd);
+  if (e == nullptr || address == nullptr || !settings().enabled) return r;
   if (address->sa_family != AF_INET && address->sa_family != AF_INET6) return r;
+  if (r != 0 && errno == EINPROGRESS) {
+    // Agreed at the first data call once connected (finish_connect).
+    e->connecting_epoll_fd = -1;
+    e->connecting_epoll_sets = 0;
+    e->pending.store(Pending::kConnecting, std::memory_order_relaxed);
+    return r;
+  }
+  if (r != 0) return r;
   const int saved = errno;
   Pending pending = Pending::kNone;
   auto c = agree_as_connector(fd, &pending);

@@ -300,7 +300,34 @@ int control_accelerated(int epfd, int op, int fd, epoll_event* event, Connection
   return 0;
 }
 
+// A socket whose non-blocking connect is under way may be accelerated
+// later: remember where it is registered.
+void note_connecting_registration(int epfd, int op, int fd, const epoll_event* event) {
+  FdEntry* e = fd_entry(fd);
+  if (e == nullptr || e->pending.load(std::memory_order_relaxed) != Pending::kConnecting) return;
+  if (op == EPOLL_CTL_ADD) {
+    if (++e->connecting_epoll_sets > 1) return;
+    e->connecting_epoll_fd = epfd;
+  }
+  if (e->connecting_epoll_fd != epfd) return;
+  if (op == EPOLL_CTL_DEL) {
+    e->connecting_epoll_fd = -1;
+    --e->connecting_epoll_sets;
+    return;
+  }
+  e->connecting_events = event->events;
+  e->connecting_data = event->data.u64;
+}
+
 }  // namespace
+
+void adopt_epoll_registration(int epfd, int fd, uint32_t events, uint64_t data) {
+  Connection* c = accelerated(fd);
+  if (c == nullptr) return;
+  epoll_event event{events, {}};
+  event.data.u64 = data;
+  (void)control_accelerated(epfd, EPOLL_CTL_MOD, fd, &event, *c);
+}
 
 void forget_epoll_set(int fd) {
   if (fd < 0 || fd >= kMaxFds) return;
@@ -344,7 +371,9 @@ int pselect(int n, fd_set* r, fd_set* w, fd_set* e, const timespec* timeout, con
 int epoll_ctl(int epfd, int op, int fd, epoll_event* event) {
   Connection* c = accelerated(fd);
   if (c != nullptr) return control_accelerated(epfd, op, fd, event, *c);
-  return real().epoll_ctl(epfd, op, fd, event);
+  const int r = real().epoll_ctl(epfd, op, fd, event);
+  if (r == 0) note_connecting_registration(epfd, op, fd, event);
+  return r;
 }
 
 int epoll_pwait(int epfd, epoll_event* events, int max, int timeout_ms, const sigset_t* mask) {

@@ -14,9 +14,15 @@
 // thread.
 #pragma once
 
+#include <cstdint>
+
 namespace fjord::sockets {
 
 // close(): the descriptor may be an epoll set the library tracks.
 void forget_epoll_set(int fd);
+
+// A socket registered in epoll set epfd became accelerated: its kernel
+// registration becomes the library's, with the application's events and data.
+void adopt_epoll_registration(int epfd, int fd, uint32_t events, uint64_t data);
 
 }  // namespace fjord::sockets

@@ -6,8 +6,9 @@
 //       listens on 127.0.0.1 (port 0), prints the port, accepts one
 //       connection, optionally writes a banner first, then echoes every
 //       byte back until end of file, then closes.
-//   sockets_peer client PORT BYTES SEED [banner]
-//       connects; reads the banner if asked; one thread writes BYTES
+//   sockets_peer client PORT BYTES SEED [banner] [nonblocking-connect]
+//       connects (non-blocking, completed through epoll, if asked); reads
+//       the banner if asked; one thread writes BYTES
 //       pseudo-random bytes in random pieces (write, send, writev) and then
 //       shuts its sending side; the other reads the echo in random pieces
 //       (read, recv, readv, MSG_PEEK, MSG_WAITALL) and checks every byte
@@ -22,6 +23,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
@@ -202,13 +204,32 @@ ssize_t read_piece(int fd, std::mt19937_64& random, std::vector<char>& buffer) {
   }
 }
 
-int client(int port, uint64_t bytes, uint64_t seed, bool banner) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+// A non-blocking connect completed through epoll (as event loops do), then
+// the socket made blocking again.
+void connect_nonblocking(int fd, const sockaddr_in& a) {
+  if (::connect(fd, reinterpret_cast<const sockaddr*>(&a), sizeof a) == 0) return;
+  if (errno != EINPROGRESS) fail("connect");
+  const int ep = ::epoll_create1(EPOLL_CLOEXEC);
+  epoll_event e{EPOLLOUT, {}};
+  if (ep < 0 || ::epoll_ctl(ep, EPOLL_CTL_ADD, fd, &e) != 0) fail("epoll_ctl");
+  if (::epoll_wait(ep, &e, 1, 10'000) != 1) fail("epoll_wait for the connect");
+  int error = 0;
+  socklen_t length = sizeof error;
+  if (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length) != 0 || error != 0) fail("connect completion");
+  ::close(ep);
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+}
+
+int client(int port, uint64_t bytes, uint64_t seed, bool banner, bool nonblocking_connect) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | (nonblocking_connect ? SOCK_NONBLOCK : 0), 0);
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   a.sin_port = htons(static_cast<uint16_t>(port));
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) fail("connect");
+  if (nonblocking_connect)
+    connect_nonblocking(fd, a);
+  else if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0)
+    fail("connect");
   if (banner) {
     char got[sizeof kBanner - 1];
     if (::recv(fd, got, sizeof got, MSG_WAITALL) != static_cast<ssize_t>(sizeof got) ||
@@ -227,8 +248,9 @@ int client(int port, uint64_t bytes, uint64_t seed, bool banner) {
     if (n < 0) fail("client read");
     if (n == 0) break;
     for (ssize_t i = 0; i < n; ++i) {
-      if (static_cast<uint8_t>(buffer[i]) != stream_byte(seed, received + i)) {
-        std::fprintf(stderr, "sockets_peer: byte %llu differs\n", static_cast<unsigned long long>(received + i));
+      const uint64_t offset = received + static_cast<uint64_t>(i);
+      if (static_cast<uint8_t>(buffer[i]) != stream_byte(seed, offset)) {
+        std::fprintf(stderr, "sockets_peer: byte %llu differs\n", static_cast<unsigned long long>(offset));
         std::exit(3);
       }
     }
@@ -249,13 +271,14 @@ int client(int port, uint64_t bytes, uint64_t seed, bool banner) {
 
 int main(int argc, char** argv) {
   const std::vector<std::string> args(argv + 1, argv + argc);
-  const bool banner = !args.empty() && args.back() == "banner";
+  const bool banner = std::find(args.begin(), args.end(), "banner") != args.end();
+  const bool nonblocking_connect = std::find(args.begin(), args.end(), "nonblocking-connect") != args.end();
   if (args.size() >= 2 && args[0] == "server") return server(args[1], banner);
   if (args.size() >= 4 && args[0] == "client")
     return client(std::atoi(args[1].c_str()), std::strtoull(args[2].c_str(), nullptr, 10),
-                  std::strtoull(args[3].c_str(), nullptr, 10), banner);
+                  std::strtoull(args[3].c_str(), nullptr, 10), banner, nonblocking_connect);
   std::fprintf(stderr,
                "usage: sockets_peer server blocking|poll|epoll [banner]\n"
-               "       sockets_peer client PORT BYTES SEED [banner]\n");
+               "       sockets_peer client PORT BYTES SEED [banner] [nonblocking-connect]\n");
   return 1;
 }
