@@ -169,6 +169,13 @@ TEST_F(SocketsTest, ServerThatSpeaksFirstOnShm) {
   EXPECT_TRUE(contains(o.server_err, "shm (accepted)")) << o.server_err;
 }
 
+// The parent closes its copy right after fork: the connection stays up
+// for the child, which echoes everything and then ends it.
+TEST_F(SocketsTest, ForkingServerHandsTheConnectionToItsChild) {
+  const Outcome o = echo(with_library(), with_library(), "fork", 2'000'000);
+  EXPECT_TRUE(contains(o.server_err, "shm (accepted)")) << o.server_err;
+}
+
 // The agreement runs at the first data call once the connect completed; the
 // epoll registration made while connecting moves to the library's.
 TEST_F(SocketsTest, NonBlockingConnectMovesToShmAtTheFirstWrite) {

@@ -120,6 +120,7 @@ ssize_t Connection::empty_ring_result() {
 }
 
 ssize_t Connection::receive(const iovec* iov, int iov_count, int flags, bool descriptor_nonblocking) {
+  if (iov_count < 0 || iov_count > UIO_MAXIOV) return -EINVAL;
   std::lock_guard lock(read_mutex_);
   std::size_t want = 0;
   for (int i = 0; i < iov_count; ++i) want += iov[i].iov_len;
@@ -204,6 +205,7 @@ ssize_t Connection::write_refused(int flags) {
 }
 
 ssize_t Connection::send(const iovec* iov, int iov_count, int flags, bool descriptor_nonblocking) {
+  if (iov_count < 0 || iov_count > UIO_MAXIOV) return -EINVAL;
   std::lock_guard lock(write_mutex_);
   const bool dont_wait = descriptor_nonblocking || (flags & MSG_DONTWAIT) != 0;
   std::size_t total = 0;

@@ -326,10 +326,14 @@ ssize_t sendfile64(int out_fd, int in_fd, off64_t* offset, size_t count) {
 int close(int fd) {
   if (FdEntry* e = fd_entry(fd)) {
     const int saved = errno;
+    // Loads first: closing a descriptor the library never saw writes nothing.
     if (e->connection.load(std::memory_order_relaxed) != nullptr) release_fd(fd);
-    e->pending.store(Pending::kNone, std::memory_order_relaxed);
-    const int advert = e->advert.exchange(-1, std::memory_order_relaxed);
-    if (advert >= 0) (void)real().close(advert);
+    if (e->pending.load(std::memory_order_relaxed) != Pending::kNone)
+      e->pending.store(Pending::kNone, std::memory_order_relaxed);
+    if (e->advert.load(std::memory_order_relaxed) >= 0) {
+      const int advert = e->advert.exchange(-1, std::memory_order_relaxed);
+      if (advert >= 0) (void)real().close(advert);
+    }
     forget_epoll_set(fd);
     errno = saved;
   }

@@ -330,7 +330,7 @@ void adopt_epoll_registration(int epfd, int fd, uint32_t events, uint64_t data) 
 }
 
 void forget_epoll_set(int fd) {
-  if (fd < 0 || fd >= kMaxFds) return;
+  if (fd < 0 || fd >= kMaxFds || g_sets[fd].load(std::memory_order_relaxed) == nullptr) return;
   delete g_sets[fd].exchange(nullptr, std::memory_order_acq_rel);
 }
 

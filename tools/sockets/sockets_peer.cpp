@@ -2,10 +2,11 @@
 // TCP client and server whose byte streams are checked exactly. The same
 // program runs with and without the library, so the two paths must agree.
 //
-//   sockets_peer server [blocking|poll|epoll] [banner]
+//   sockets_peer server [blocking|poll|epoll|fork] [banner]
 //       listens on 127.0.0.1 (port 0), prints the port, accepts one
 //       connection, optionally writes a banner first, then echoes every
-//       byte back until end of file, then closes.
+//       byte back until end of file, then closes (fork: a child process
+//       echoes while the parent closes its copy and waits).
 //   sockets_peer client PORT BYTES SEED [banner] [nonblocking-connect]
 //       connects (non-blocking, completed through epoll, if asked); reads
 //       the banner if asked; one thread writes BYTES
@@ -21,6 +22,7 @@
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -133,14 +135,15 @@ int server(const std::string& mode, bool banner) {
   if (::getsockname(listener, reinterpret_cast<sockaddr*>(&a), &length) != 0) fail("getsockname");
   std::printf("%u\n", ntohs(a.sin_port));
   std::fflush(stdout);
-  const int fd = ::accept4(listener, nullptr, nullptr, mode == "blocking" ? 0 : SOCK_NONBLOCK);
+  const bool blocking = mode == "blocking" || mode == "fork";
+  const int fd = ::accept4(listener, nullptr, nullptr, blocking ? 0 : SOCK_NONBLOCK);
   if (fd < 0) fail("accept");
   if (banner) {
-    int blocking = 0;
-    ::ioctl(fd, FIONBIO, &blocking);
+    int off = 0;
+    ::ioctl(fd, FIONBIO, &off);
     if (!write_all(fd, kBanner, sizeof kBanner - 1)) fail("banner");
-    blocking = mode == "blocking" ? 0 : 1;
-    ::ioctl(fd, FIONBIO, &blocking);
+    int nonblocking = blocking ? 0 : 1;
+    ::ioctl(fd, FIONBIO, &nonblocking);
   }
   if (mode == "poll")
     echo_poll(fd);
@@ -278,7 +281,7 @@ int main(int argc, char** argv) {
     return client(std::atoi(args[1].c_str()), std::strtoull(args[2].c_str(), nullptr, 10),
                   std::strtoull(args[3].c_str(), nullptr, 10), banner, nonblocking_connect);
   std::fprintf(stderr,
-               "usage: sockets_peer server blocking|poll|epoll [banner]\n"
+               "usage: sockets_peer server blocking|poll|epoll|fork [banner]\n"
                "       sockets_peer client PORT BYTES SEED [banner] [nonblocking-connect]\n");
   return 1;
 }
