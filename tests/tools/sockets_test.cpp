@@ -176,6 +176,25 @@ TEST_F(SocketsTest, ForkingServerHandsTheConnectionToItsChild) {
   EXPECT_TRUE(contains(o.server_err, "shm (accepted)")) << o.server_err;
 }
 
+// One thread connects to its own listener before accepting: no answer can
+// come in time, so the connecting side aborts; the accepting side answers
+// late (blocking connect) or finds the hello late (non-blocking connect).
+// Either way every agreement byte is taken off the streams and the
+// messages arrive exact over the kernel.
+TEST_F(SocketsTest, SelfConnectBeforeAcceptFallsBackWithExactStreams) {
+  for (const bool nonblocking : {false, true}) {
+    std::vector<std::string> env = with_library();
+    env.emplace_back("FJORD_SOCKETS_CONNECT_WAIT_MS=30");
+    env.emplace_back("FJORD_SOCKETS_ACCEPT_WAIT_MS=0");
+    std::vector<std::string> args = {peer_, "self"};
+    if (nonblocking) args.emplace_back("nonblocking-connect");
+    Process self(args, env);
+    EXPECT_TRUE(exited_ok(self.wait(10s))) << "non-blocking " << nonblocking << ": " << self.err();
+    EXPECT_EQ(self.out(), "ok self\n");
+    EXPECT_TRUE(contains(self.err(), "kernel (no answer in time)")) << self.err();
+  }
+}
+
 // The agreement runs at the first data call once the connect completed; the
 // epoll registration made while connecting moves to the library's.
 TEST_F(SocketsTest, NonBlockingConnectMovesToShmAtTheFirstWrite) {

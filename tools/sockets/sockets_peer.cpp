@@ -14,6 +14,9 @@
 //       shuts its sending side; the other reads the echo in random pieces
 //       (read, recv, readv, MSG_PEEK, MSG_WAITALL) and checks every byte
 //       and the end of file. Exit 0 and "ok" when all is exact.
+//   sockets_peer self [nonblocking-connect]
+//       one thread connects to its own listener, then accepts, then sends
+//       one message each way (the agreement cannot finish in time).
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -270,6 +273,43 @@ int client(int port, uint64_t bytes, uint64_t seed, bool banner, bool nonblockin
   return 0;
 }
 
+// One thread connects to its own listener before it accepts: the connecting
+// side cannot get an answer in time, so both ends must stay on the kernel
+// with every agreement byte taken off the streams. Then one message each way.
+int self_connect(bool nonblocking_connect) {
+  const int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof a;
+  if (::bind(listener, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(listener, 4) != 0) fail("listen");
+  if (::getsockname(listener, reinterpret_cast<sockaddr*>(&a), &length) != 0) fail("getsockname");
+  const int client_fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | (nonblocking_connect ? SOCK_NONBLOCK : 0), 0);
+  if (nonblocking_connect)
+    connect_nonblocking(client_fd, a);
+  else if (::connect(client_fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0)
+    fail("connect");
+  const int server_fd = ::accept(listener, nullptr, nullptr);
+  if (server_fd < 0) fail("accept");
+  const char ping[] = "ping from the client";
+  const char pong[] = "pong from the server";
+  char got[sizeof ping] = {};
+  if (!write_all(client_fd, ping, sizeof ping)) fail("client write");
+  if (::recv(server_fd, got, sizeof got, MSG_WAITALL) != static_cast<ssize_t>(sizeof got) ||
+      std::memcmp(got, ping, sizeof ping) != 0) {
+    std::fprintf(stderr, "sockets_peer: the server read other bytes than the client wrote\n");
+    return 3;
+  }
+  if (!write_all(server_fd, pong, sizeof pong)) fail("server write");
+  if (::recv(client_fd, got, sizeof got, MSG_WAITALL) != static_cast<ssize_t>(sizeof got) ||
+      std::memcmp(got, pong, sizeof pong) != 0) {
+    std::fprintf(stderr, "sockets_peer: the client read other bytes than the server wrote\n");
+    return 3;
+  }
+  std::printf("ok self\n");
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -277,11 +317,13 @@ int main(int argc, char** argv) {
   const bool banner = std::find(args.begin(), args.end(), "banner") != args.end();
   const bool nonblocking_connect = std::find(args.begin(), args.end(), "nonblocking-connect") != args.end();
   if (args.size() >= 2 && args[0] == "server") return server(args[1], banner);
+  if (!args.empty() && args[0] == "self") return self_connect(nonblocking_connect);
   if (args.size() >= 4 && args[0] == "client")
     return client(std::atoi(args[1].c_str()), std::strtoull(args[2].c_str(), nullptr, 10),
                   std::strtoull(args[3].c_str(), nullptr, 10), banner, nonblocking_connect);
   std::fprintf(stderr,
                "usage: sockets_peer server blocking|poll|epoll|fork [banner]\n"
-               "       sockets_peer client PORT BYTES SEED [banner] [nonblocking-connect]\n");
+               "       sockets_peer client PORT BYTES SEED [banner] [nonblocking-connect]\n"
+               "       sockets_peer self [nonblocking-connect]\n");
   return 1;
 }
