@@ -16,6 +16,7 @@
 #include <cstring>
 #include <string>
 
+#include "fjord/base/assert.h"
 #include "real_calls.h"
 #include "settings.h"
 
@@ -187,6 +188,8 @@ Peeked take_confirm(int fd, bool* commit, uint64_t deadline_ns) {
 }
 
 Hello make_hello(const Connection& c, std::size_t ring_bytes, const uint64_t token[2]) {
+  FJORD_ASSERT(ring_bytes <= UINT32_MAX);
+  FJORD_ASSERT(c.memfd() >= 0);
   Hello h{};
   std::memcpy(h.magic, kHelloMagic, sizeof h.magic);
   h.version = kProtocolVersion;

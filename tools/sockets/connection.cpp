@@ -12,6 +12,7 @@
 #include <cstring>
 #include <new>
 
+#include "fjord/base/assert.h"
 #include "real_calls.h"
 #include "settings.h"
 
@@ -36,6 +37,8 @@ Connection::Connection(int tcp_fd, shm::Side side, shm::Segment segment)
       id_(g_next_id.fetch_add(1, std::memory_order_relaxed)),
       segment_(std::move(segment)),
       shared_(shared_of(segment_)) {
+  FJORD_ASSERT(tcp_fd >= 0);
+  FJORD_ASSERT(side != peer_);
   const std::size_t bytes = segment_.ring_bytes();
   shm::SegmentHeader& h = segment_.header();
   producer_ = shm::SpscRingProducer(&h.rings[side_].indices, segment_.ring_data(side_), bytes);
@@ -83,6 +86,8 @@ void Connection::wake(shm::WakeupWord& word) {
 }
 
 ssize_t Connection::receive_now(const iovec* iov, int iov_count, int flags) {
+  FJORD_ASSERT(iov_count >= 0);
+  FJORD_ASSERT(iov_count <= UIO_MAXIOV);
   const bool peek = (flags & MSG_PEEK) != 0;
   std::size_t total = 0;
   std::size_t peeked = 0;  // of the batch in hand, copied but not released (MSG_PEEK)
@@ -173,6 +178,8 @@ ssize_t Connection::receive(const iovec* iov, int iov_count, int flags, bool des
 }
 
 ssize_t Connection::send_now(const iovec* iov, int iov_count) {
+  FJORD_ASSERT(iov_count >= 0);
+  FJORD_ASSERT(iov_count <= UIO_MAXIOV);
   std::size_t total = 0;
   for (int i = 0; i < iov_count; ++i) {
     const auto* in = static_cast<const std::byte*>(iov[i].iov_base);

@@ -279,6 +279,10 @@ int epoll_mixed(int epfd, EpollSet& set, epoll_event* events, int max, uint64_t 
 }
 
 int control_accelerated(int epfd, int op, int fd, epoll_event* event, Connection& c) {
+  if (op != EPOLL_CTL_DEL && event == nullptr) {
+    errno = EFAULT;  // as the kernel says for a missing event
+    return -1;
+  }
   EpollSet* set = set_of(epfd, true);
   if (set == nullptr) {
     errno = ENOMEM;  // an epoll descriptor past the table cannot watch an accelerated socket
