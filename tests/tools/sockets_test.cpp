@@ -3,8 +3,11 @@
 // the echoed stream is checked, and FJORD_SOCKETS_LOG=1 tells which path
 // each connection took. Real programs (sockperf, redis) run under it when
 // installed.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -103,6 +106,36 @@ class Process {
   std::string err_path_;
 };
 
+// A port nobody listens on now (the kernel's pick for port 0).
+std::string free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof a;
+  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &length);
+  ::close(fd);
+  return std::to_string(ntohs(a.sin_port));
+}
+
+// Waits until something accepts connections on 127.0.0.1:port.
+bool wait_listening(const std::string& port, std::chrono::milliseconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < deadline) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(static_cast<uint16_t>(std::stoi(port)));
+    const bool up = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+    ::close(fd);
+    if (up) return true;
+    std::this_thread::sleep_for(20ms);
+  }
+  return false;
+}
+
 bool exited_ok(int status) { return status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0; }
 
 class SocketsTest : public ::testing::Test {
@@ -123,7 +156,8 @@ class SocketsTest : public ::testing::Test {
   };
   // Runs one echo: the server in `mode`, the client sending `bytes`.
   Outcome echo(const std::vector<std::string>& server_env, const std::vector<std::string>& client_env,
-               const std::string& mode, uint64_t bytes, bool banner = false, bool nonblocking_connect = false) {
+               const std::string& mode, uint64_t bytes, bool banner = false, bool nonblocking_connect = false,
+               bool receive_timeout = false) {
     std::vector<std::string> server_args = {peer_, "server", mode};
     if (banner) server_args.push_back("banner");
     Process server(server_args, server_env);
@@ -132,6 +166,7 @@ class SocketsTest : public ::testing::Test {
     std::vector<std::string> client_args = {peer_, "client", port, std::to_string(bytes), "12345"};
     if (banner) client_args.push_back("banner");
     if (nonblocking_connect) client_args.push_back("nonblocking-connect");
+    if (receive_timeout) client_args.push_back("rcvtimeo");
     Process client(client_args, client_env);
     const int client_status = client.wait(30s);
     const int server_status = server.wait(10s);
@@ -167,6 +202,12 @@ TEST_F(SocketsTest, EdgeTriggeredEpollServerOnShmKeepsEveryByte) {
 TEST_F(SocketsTest, ServerThatSpeaksFirstOnShm) {
   const Outcome o = echo(with_library(), with_library(), "epoll", 100'000, true);
   EXPECT_TRUE(contains(o.server_err, "shm (accepted)")) << o.server_err;
+}
+
+// SO_RCVTIMEO bounds a blocking receive on SHM as on the kernel's TCP.
+TEST_F(SocketsTest, ReceiveTimeoutEndsABlockingReadOnShm) {
+  const Outcome o = echo(with_library(), with_library(), "blocking", 100'000, false, false, true);
+  EXPECT_TRUE(contains(o.client_err, ": shm (port")) << o.client_err;
 }
 
 // The parent closes its copy right after fork: the connection stays up
@@ -251,9 +292,9 @@ TEST_F(SocketsTest, KilledPeerEndsTheOtherSide) {
 
 TEST_F(SocketsTest, SockperfPingPongUnderTheLibrary) {
   if (!program_exists("sockperf")) GTEST_SKIP() << "sockperf is not installed (tools/dev.sh run installs it)";
-  const std::string port = std::to_string(20000 + ::getpid() % 20000);
+  const std::string port = free_port();
   Process server({"sockperf", "sr", "--tcp", "-i", "127.0.0.1", "-p", port}, with_library());
-  std::this_thread::sleep_for(300ms);
+  ASSERT_TRUE(wait_listening(port, 10s)) << server.out() << server.err();
   Process client({"sockperf", "pp", "--tcp", "-i", "127.0.0.1", "-p", port, "-t", "1", "-m", "64"}, with_library());
   const int status = client.wait(30s);
   EXPECT_TRUE(exited_ok(status)) << client.out() << client.err();
@@ -265,7 +306,7 @@ TEST_F(SocketsTest, SockperfPingPongUnderTheLibrary) {
 TEST_F(SocketsTest, RedisUnderTheLibrary) {
   if (!program_exists("redis-server") || !program_exists("redis-cli") || !program_exists("redis-benchmark"))
     GTEST_SKIP() << "redis-server/redis-tools are not installed (tools/dev.sh run installs them)";
-  const std::string port = std::to_string(20000 + (::getpid() + 7) % 20000);
+  const std::string port = free_port();
   Process server({"redis-server", "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"},
                  with_library());
   std::vector<std::string> cli = {"redis-cli", "-p", port};

@@ -134,6 +134,7 @@ ssize_t Connection::receive(const iovec* iov, int iov_count, int flags, bool des
   const bool dont_wait = descriptor_nonblocking || (flags & MSG_DONTWAIT) != 0;
   std::size_t total = 0;
   uint64_t spin_until = 0;
+  uint64_t deadline = UINT64_MAX;
   iovec rest[UIO_MAXIOV];
   const iovec* current = iov;
   int current_count = iov_count;
@@ -172,8 +173,15 @@ ssize_t Connection::receive(const iovec* iov, int iov_count, int flags, bool des
       read_edge.store(true, std::memory_order_relaxed);
       return total > 0 ? static_cast<ssize_t>(total) : -EAGAIN;
     }
-    if (spin_until == 0) spin_until = now_ns() + settings().spin_ns;
-    wait(segment_.header().rings[peer_].reader_wakeup, true, spin_until);
+    if (spin_until == 0) {
+      const uint64_t now = now_ns();
+      spin_until = now + settings().spin_ns;
+      const uint64_t timeout = receive_timeout_ns.load(std::memory_order_relaxed);
+      deadline = timeout == 0 ? UINT64_MAX : now + timeout;
+    } else if (now_ns() >= deadline) {
+      return total > 0 ? static_cast<ssize_t>(total) : -EAGAIN;  // SO_RCVTIMEO
+    }
+    wait(segment_.header().rings[peer_].reader_wakeup, true, spin_until, deadline);
   }
 }
 
@@ -219,6 +227,7 @@ ssize_t Connection::send(const iovec* iov, int iov_count, int flags, bool descri
   std::size_t want = 0;
   for (int i = 0; i < iov_count; ++i) want += iov[i].iov_len;
   uint64_t spin_until = 0;
+  uint64_t deadline = UINT64_MAX;
   iovec rest[UIO_MAXIOV];
   for (;;) {
     if (const ssize_t refused = write_refused(flags); refused != 0)
@@ -241,16 +250,25 @@ ssize_t Connection::send(const iovec* iov, int iov_count, int flags, bool descri
       write_edge.store(true, std::memory_order_relaxed);
       return total > 0 ? static_cast<ssize_t>(total) : -EAGAIN;
     }
-    if (spin_until == 0) spin_until = now_ns() + settings().spin_ns;
-    wait(shared_->writer_wakeup[side_], false, spin_until);
+    if (spin_until == 0) {
+      const uint64_t now = now_ns();
+      spin_until = now + settings().spin_ns;
+      const uint64_t timeout = send_timeout_ns.load(std::memory_order_relaxed);
+      deadline = timeout == 0 ? UINT64_MAX : now + timeout;
+    } else if (now_ns() >= deadline) {
+      return total > 0 ? static_cast<ssize_t>(total) : -EAGAIN;  // SO_SNDTIMEO
+    }
+    wait(shared_->writer_wakeup[side_], false, spin_until, deadline);
   }
 }
 
 // One step of a blocking call's wait: spin while before spin_until, else a
-// futex sleep of at most one slice, then a look at the kernel socket (the
-// peer's process may be gone). The caller re-checks its ring after.
-void Connection::wait(shm::WakeupWord& word, bool for_read, uint64_t spin_until_ns) {
-  if (now_ns() < spin_until_ns) {
+// futex sleep of at most one slice (and not past the deadline), then a look
+// at the kernel socket (the peer's process may be gone). The caller
+// re-checks its ring after.
+void Connection::wait(shm::WakeupWord& word, bool for_read, uint64_t spin_until_ns, uint64_t deadline_ns) {
+  const uint64_t now = now_ns();
+  if (now < spin_until_ns) {
     for (int i = 0; i < 64; ++i) __builtin_ia32_pause();
     return;
   }
@@ -259,7 +277,7 @@ void Connection::wait(shm::WakeupWord& word, bool for_read, uint64_t spin_until_
       for_read ? (consumer_.refresh() && !consumer_.readable().empty()) ||
                      segment_.header().sides[peer_].closed.load(std::memory_order_acquire) != 0
                : !producer_.reserve(1).empty() || shared_->reader_gone[peer_].load(std::memory_order_acquire) != 0;
-  if (!ready) shm::futex_sleep(word, kSleepSliceNs);
+  if (!ready && now < deadline_ns) shm::futex_sleep(word, std::min(kSleepSliceNs, deadline_ns - now));
   (void)shm::cancel_sleep(word);
   if (!ready) drain_doorbells();
 }

@@ -106,6 +106,10 @@ class Connection {
 
   // The descriptor's O_NONBLOCK (shared by its dups, as the kernel's is).
   std::atomic<bool> nonblocking{false};
+  // SO_RCVTIMEO / SO_SNDTIMEO of the socket (0: wait forever); a blocking
+  // call that waited this long returns what it moved, or EAGAIN.
+  std::atomic<uint64_t> receive_timeout_ns{0};
+  std::atomic<uint64_t> send_timeout_ns{0};
   // This process's descriptors for the connection (dup adds one).
   std::atomic<int> descriptors{1};
   // Edge-triggered epoll: set when a call returned EAGAIN, cleared when
@@ -119,7 +123,7 @@ class Connection {
   ssize_t send_now(const iovec* iov, int iov_count);
   ssize_t empty_ring_result();
   ssize_t write_refused(int flags);
-  void wait(shm::WakeupWord& word, bool for_read, uint64_t spin_until_ns);
+  void wait(shm::WakeupWord& word, bool for_read, uint64_t spin_until_ns, uint64_t deadline_ns);
   void wake(shm::WakeupWord& word);
   bool peer_gone() const { return tcp_gone_.load(std::memory_order_acquire); }
 

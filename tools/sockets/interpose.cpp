@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <sys/ioctl.h>
 #include <sys/sendfile.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -31,11 +32,25 @@ ssize_t with_errno(ssize_t result) {
 
 bool descriptor_nonblocking(int fd) { return (real().fcntl(fd, F_GETFL) & O_NONBLOCK) != 0; }
 
+uint64_t timeval_ns(const timeval& t) {
+  if (t.tv_sec < 0 || t.tv_usec < 0) return 0;
+  return static_cast<uint64_t>(t.tv_sec) * 1'000'000'000ULL + static_cast<uint64_t>(t.tv_usec) * 1000ULL;
+}
+
+// The kernel socket's SO_RCVTIMEO or SO_SNDTIMEO (0: none).
+uint64_t socket_timeout_ns(int fd, int option) {
+  timeval t{};
+  socklen_t length = sizeof t;
+  return ::getsockopt(fd, SOL_SOCKET, option, &t, &length) == 0 ? timeval_ns(t) : 0;
+}
+
 // Hands the outcome of an agreement to the table.
 void finish_agreement(int fd, std::unique_ptr<Connection> c, Pending pending) {
   FdEntry* e = fd_entry(fd);
   if (c) {
     c->nonblocking.store(descriptor_nonblocking(fd), std::memory_order_relaxed);
+    c->receive_timeout_ns.store(socket_timeout_ns(fd, SO_RCVTIMEO), std::memory_order_relaxed);
+    c->send_timeout_ns.store(socket_timeout_ns(fd, SO_SNDTIMEO), std::memory_order_relaxed);
     install(fd, c.release());
   }
   // Release: a thread that waited for the agreement (kAgreeing) and sees
@@ -338,6 +353,18 @@ int close(int fd) {
     errno = saved;
   }
   return real().close(fd);
+}
+
+// Passed to the kernel socket; the timeouts also bind the SHM path.
+int setsockopt(int fd, int level, int option, const void* value, socklen_t length) {
+  const int r = real().setsockopt(fd, level, option, value, length);
+  Connection* c = accelerated(fd);
+  if (r != 0 || c == nullptr || level != SOL_SOCKET || length < static_cast<socklen_t>(sizeof(timeval))) return r;
+  if (option == SO_RCVTIMEO_OLD || option == SO_RCVTIMEO_NEW)
+    c->receive_timeout_ns.store(timeval_ns(*static_cast<const timeval*>(value)), std::memory_order_relaxed);
+  if (option == SO_SNDTIMEO_OLD || option == SO_SNDTIMEO_NEW)
+    c->send_timeout_ns.store(timeval_ns(*static_cast<const timeval*>(value)), std::memory_order_relaxed);
+  return r;
 }
 
 int shutdown(int fd, int how) {

@@ -39,6 +39,7 @@ RealCalls resolve_all() {
   resolve(r.sendfile, "sendfile");
   resolve(r.close, "close");
   resolve(r.shutdown, "shutdown");
+  resolve(r.setsockopt, "setsockopt");
   resolve(r.dup, "dup");
   resolve(r.dup2, "dup2");
   resolve(r.dup3, "dup3");

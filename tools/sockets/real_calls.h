@@ -35,6 +35,7 @@ struct RealCalls {
   ssize_t (*sendfile)(int, int, off_t*, size_t);
   int (*close)(int);
   int (*shutdown)(int, int);
+  int (*setsockopt)(int, int, int, const void*, socklen_t);
   int (*dup)(int);
   int (*dup2)(int, int);
   int (*dup3)(int, int, int);

@@ -7,9 +7,9 @@
 //       connection, optionally writes a banner first, then echoes every
 //       byte back until end of file, then closes (fork: a child process
 //       echoes while the parent closes its copy and waits).
-//   sockets_peer client PORT BYTES SEED [banner] [nonblocking-connect]
+//   sockets_peer client PORT BYTES SEED [banner] [nonblocking-connect] [rcvtimeo]
 //       connects (non-blocking, completed through epoll, if asked); reads
-//       the banner if asked; one thread writes BYTES
+//       the banner if asked; checks SO_RCVTIMEO on the silent server if asked; one thread writes BYTES
 //       pseudo-random bytes in random pieces (write, send, writev) and then
 //       shuts its sending side; the other reads the echo in random pieces
 //       (read, recv, readv, MSG_PEEK, MSG_WAITALL) and checks every byte
@@ -24,6 +24,7 @@
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -226,7 +227,27 @@ void connect_nonblocking(int fd, const sockaddr_in& a) {
   ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
 }
 
-int client(int port, uint64_t bytes, uint64_t seed, bool banner, bool nonblocking_connect) {
+// SO_RCVTIMEO of 100 ms while the server says nothing: recv fails with
+// EAGAIN after about that long, as on the kernel's TCP. Then no timeout.
+bool check_receive_timeout(int fd) {
+  timeval t{0, 100'000};
+  if (::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &t, sizeof t) != 0) fail("setsockopt SO_RCVTIMEO");
+  const auto start = std::chrono::steady_clock::now();
+  char byte = 0;
+  const ssize_t n = ::recv(fd, &byte, 1, 0);
+  const auto waited = std::chrono::steady_clock::now() - start;
+  if (n != -1 || (errno != EAGAIN && errno != EWOULDBLOCK) || waited < std::chrono::milliseconds(90)) {
+    std::fprintf(stderr, "sockets_peer: recv with SO_RCVTIMEO returned %zd (%s) after %lld ms\n", n,
+                 std::strerror(errno),
+                 static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(waited).count()));
+    return false;
+  }
+  t = {0, 0};
+  if (::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &t, sizeof t) != 0) fail("setsockopt SO_RCVTIMEO");
+  return true;
+}
+
+int client(int port, uint64_t bytes, uint64_t seed, bool banner, bool nonblocking_connect, bool receive_timeout) {
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | (nonblocking_connect ? SOCK_NONBLOCK : 0), 0);
   sockaddr_in a{};
   a.sin_family = AF_INET;
@@ -244,6 +265,7 @@ int client(int port, uint64_t bytes, uint64_t seed, bool banner, bool nonblockin
       return 3;
     }
   }
+  if (receive_timeout && !check_receive_timeout(fd)) return 3;
   std::thread writer(send_stream, fd, bytes, seed);
   std::mt19937_64 random(seed + 1);
   std::vector<char> buffer(100'000);
@@ -316,14 +338,15 @@ int main(int argc, char** argv) {
   const std::vector<std::string> args(argv + 1, argv + argc);
   const bool banner = std::find(args.begin(), args.end(), "banner") != args.end();
   const bool nonblocking_connect = std::find(args.begin(), args.end(), "nonblocking-connect") != args.end();
+  const bool receive_timeout = std::find(args.begin(), args.end(), "rcvtimeo") != args.end();
   if (args.size() >= 2 && args[0] == "server") return server(args[1], banner);
   if (!args.empty() && args[0] == "self") return self_connect(nonblocking_connect);
   if (args.size() >= 4 && args[0] == "client")
     return client(std::atoi(args[1].c_str()), std::strtoull(args[2].c_str(), nullptr, 10),
-                  std::strtoull(args[3].c_str(), nullptr, 10), banner, nonblocking_connect);
+                  std::strtoull(args[3].c_str(), nullptr, 10), banner, nonblocking_connect, receive_timeout);
   std::fprintf(stderr,
                "usage: sockets_peer server blocking|poll|epoll|fork [banner]\n"
-               "       sockets_peer client PORT BYTES SEED [banner] [nonblocking-connect]\n"
+               "       sockets_peer client PORT BYTES SEED [banner] [nonblocking-connect] [rcvtimeo]\n"
                "       sockets_peer self [nonblocking-connect]\n");
   return 1;
 }
