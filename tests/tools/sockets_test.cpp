@@ -290,6 +290,24 @@ TEST_F(SocketsTest, KilledPeerEndsTheOtherSide) {
   EXPECT_TRUE(contains(server.err(), "Connection reset by peer")) << "status " << status << ": " << server.err();
 }
 
+// The server killed -9 while the client streams: the client's calls fail
+// with a reset, as on the kernel's TCP.
+TEST_F(SocketsTest, KilledServerResetsTheClient) {
+  Process server({peer_, "server", "blocking"}, with_library());
+  const std::string port = server.first_line(10s);
+  ASSERT_FALSE(port.empty()) << server.err();
+  Process client({peer_, "client", port, "1000000000000", "1"}, with_library());
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (!contains(server.err(), "shm (accepted)") && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(5ms);
+  ASSERT_TRUE(contains(server.err(), "shm (accepted)")) << server.err();
+  std::this_thread::sleep_for(50ms);
+  server.kill_now();
+  const int status = client.wait(10s);
+  ASSERT_NE(status, -1) << "the client still waits on a dead server: " << client.err();
+  EXPECT_TRUE(contains(client.err(), "Connection reset by peer")) << "status " << status << ": " << client.err();
+}
+
 TEST_F(SocketsTest, SockperfPingPongUnderTheLibrary) {
   if (!program_exists("sockperf")) GTEST_SKIP() << "sockperf is not installed (tools/dev.sh run installs it)";
   const std::string port = free_port();
