@@ -210,6 +210,19 @@ TEST_F(SocketsTest, ReceiveTimeoutEndsABlockingReadOnShm) {
   EXPECT_TRUE(contains(o.client_err, ": shm (port")) << o.client_err;
 }
 
+// shutdown() from another thread ends a receive blocked on SHM with end of
+// file (a common way to stop a reader thread).
+TEST_F(SocketsTest, ShutdownFromAnotherThreadEndsABlockedReceive) {
+  Process server({peer_, "server", "blocking"}, with_library());
+  const std::string port = server.first_line(10s);
+  ASSERT_FALSE(port.empty()) << server.err();
+  Process client({peer_, "client", port, "0", "1", "shutdown-wakes"}, with_library());
+  EXPECT_TRUE(exited_ok(client.wait(10s))) << client.err();
+  EXPECT_EQ(client.out(), "ok shutdown\n");
+  EXPECT_TRUE(contains(client.err(), ": shm (port")) << client.err();
+  EXPECT_TRUE(exited_ok(server.wait(10s))) << server.err();
+}
+
 // The parent closes its copy right after fork: the connection stays up
 // for the child, which echoes everything and then ends it.
 TEST_F(SocketsTest, ForkingServerHandsTheConnectionToItsChild) {

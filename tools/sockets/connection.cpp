@@ -273,10 +273,10 @@ void Connection::wait(shm::WakeupWord& word, bool for_read, uint64_t spin_until_
     return;
   }
   shm::announce_sleep(word, shm::SleepState::kFutex);
-  const bool ready =
-      for_read ? (consumer_.refresh() && !consumer_.readable().empty()) ||
-                     segment_.header().sides[peer_].closed.load(std::memory_order_acquire) != 0
-               : !producer_.reserve(1).empty() || shared_->reader_gone[peer_].load(std::memory_order_acquire) != 0;
+  const bool ready = for_read ? (consumer_.refresh() && !consumer_.readable().empty()) || shut_read_ ||
+                                    segment_.header().sides[peer_].closed.load(std::memory_order_acquire) != 0
+                              : !producer_.reserve(1).empty() || shut_write_ ||
+                                    shared_->reader_gone[peer_].load(std::memory_order_acquire) != 0;
   if (!ready && now < deadline_ns) shm::futex_sleep(word, std::min(kSleepSliceNs, deadline_ns - now));
   (void)shm::cancel_sleep(word);
   if (!ready) drain_doorbells();
@@ -293,19 +293,26 @@ void Connection::drain_doorbells() {
   }
 }
 
+// Lock-free, so that shutdown() from another thread ends a call blocked on
+// this connection (it holds the direction's mutex), as on the kernel's TCP.
 void Connection::shutdown(int how) {
   if (how == SHUT_RD || how == SHUT_RDWR) {
-    std::lock_guard lock(read_mutex_);
-    shut_read_ = true;
+    shut_read_.store(true, std::memory_order_release);
+    wake_local(segment_.header().rings[peer_].reader_wakeup);
   }
   if (how == SHUT_WR || how == SHUT_RDWR) {
-    std::lock_guard lock(write_mutex_);
-    shut_write_ = true;
-    // Release after the last publish: pairs with the reader's acquire in
-    // empty_ring_result().
+    shut_write_.store(true, std::memory_order_release);
+    // Release after this thread's last publish: pairs with the reader's
+    // acquire in empty_ring_result().
     segment_.header().sides[side_].closed.store(1, std::memory_order_release);
     wake(segment_.header().rings[side_].reader_wakeup);
+    wake_local(shared_->writer_wakeup[side_]);
   }
+}
+
+// Wakes a thread of this process blocked on one of our own words.
+void Connection::wake_local(shm::WakeupWord& word) {
+  if (shm::take_sleeper(word) == shm::SleepState::kFutex) shm::futex_wake(word);
 }
 
 void Connection::close_side() {
@@ -317,23 +324,26 @@ void Connection::close_side() {
 }
 
 std::size_t Connection::readable_bytes() {
-  std::lock_guard lock(read_mutex_);
-  if (!consumer_.refresh()) return 0;
+  std::unique_lock lock(read_mutex_, std::try_to_lock);
+  if (!lock.owns_lock() || !consumer_.refresh()) return 0;  // another thread is reading
   return consumer_.readable().size();
 }
 
 Readiness Connection::readiness() {
   Readiness r;
   const bool closed = segment_.header().sides[peer_].closed.load(std::memory_order_acquire) != 0;
+  // A direction another thread is blocked in counts as not ready: poll and
+  // epoll must not wait for that thread.
   {
-    std::lock_guard lock(read_mutex_);
-    const bool data = consumer_.refresh() && !consumer_.readable().empty();
+    std::unique_lock lock(read_mutex_, std::try_to_lock);
+    const bool data = lock.owns_lock() && consumer_.refresh() && !consumer_.readable().empty();
     r.readable = data || closed || shut_read_ || peer_gone() || consumer_.corrupt();
   }
   const bool reader_gone = shared_->reader_gone[peer_].load(std::memory_order_acquire) != 0;
   {
-    std::lock_guard lock(write_mutex_);
-    r.writable = !producer_.reserve(1).empty() || reader_gone || peer_gone() || shut_write_;
+    std::unique_lock lock(write_mutex_, std::try_to_lock);
+    const bool space = lock.owns_lock() && !producer_.reserve(1).empty();
+    r.writable = space || reader_gone || peer_gone() || shut_write_;
   }
   r.peer_closed = closed;
   r.error = (peer_gone() && !closed) || consumer_.corrupt();

@@ -125,6 +125,7 @@ class Connection {
   ssize_t write_refused(int flags);
   void wait(shm::WakeupWord& word, bool for_read, uint64_t spin_until_ns, uint64_t deadline_ns);
   void wake(shm::WakeupWord& word);
+  void wake_local(shm::WakeupWord& word);
   bool peer_gone() const { return tcp_gone_.load(std::memory_order_acquire); }
 
   std::atomic<int> tcp_fd_;
@@ -137,8 +138,8 @@ class Connection {
   std::mutex write_mutex_;
   shm::SpscRingProducer producer_;
   shm::SpscRingConsumer consumer_;
-  bool shut_read_ = false;   // under read_mutex_
-  bool shut_write_ = false;  // under write_mutex_
+  std::atomic<bool> shut_read_{false};
+  std::atomic<bool> shut_write_{false};
   std::atomic<bool> tcp_gone_{false};
 };
 

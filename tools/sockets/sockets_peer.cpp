@@ -7,9 +7,11 @@
 //       connection, optionally writes a banner first, then echoes every
 //       byte back until end of file, then closes (fork: a child process
 //       echoes while the parent closes its copy and waits).
-//   sockets_peer client PORT BYTES SEED [banner] [nonblocking-connect] [rcvtimeo]
+//   sockets_peer client PORT BYTES SEED [banner] [nonblocking-connect] [rcvtimeo] [shutdown-wakes]
 //       connects (non-blocking, completed through epoll, if asked); reads
-//       the banner if asked; checks SO_RCVTIMEO on the silent server if asked; one thread writes BYTES
+//       the banner if asked; checks SO_RCVTIMEO on the silent server if
+//       asked; with shutdown-wakes only checks that shutdown() from another
+//       thread ends a blocked recv; one thread writes BYTES
 //       pseudo-random bytes in random pieces (write, send, writev) and then
 //       shuts its sending side; the other reads the echo in random pieces
 //       (read, recv, readv, MSG_PEEK, MSG_WAITALL) and checks every byte
@@ -247,7 +249,27 @@ bool check_receive_timeout(int fd) {
   return true;
 }
 
-int client(int port, uint64_t bytes, uint64_t seed, bool banner, bool nonblocking_connect, bool receive_timeout) {
+// shutdown(SHUT_RDWR) from another thread ends a recv blocked on the silent
+// server with end of file, as on the kernel's TCP.
+int check_shutdown_wakes_reader(int fd) {
+  std::thread stopper([fd] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (::shutdown(fd, SHUT_RDWR) != 0) fail("shutdown");
+  });
+  char byte = 0;
+  const ssize_t n = ::recv(fd, &byte, 1, 0);
+  stopper.join();
+  ::close(fd);
+  if (n != 0) {
+    std::fprintf(stderr, "sockets_peer: recv after shutdown returned %zd, not end of file\n", n);
+    return 3;
+  }
+  std::printf("ok shutdown\n");
+  return 0;
+}
+
+int client(int port, uint64_t bytes, uint64_t seed, bool banner, bool nonblocking_connect, bool receive_timeout,
+           bool shutdown_wakes) {
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | (nonblocking_connect ? SOCK_NONBLOCK : 0), 0);
   sockaddr_in a{};
   a.sin_family = AF_INET;
@@ -266,6 +288,7 @@ int client(int port, uint64_t bytes, uint64_t seed, bool banner, bool nonblockin
     }
   }
   if (receive_timeout && !check_receive_timeout(fd)) return 3;
+  if (shutdown_wakes) return check_shutdown_wakes_reader(fd);
   std::thread writer(send_stream, fd, bytes, seed);
   std::mt19937_64 random(seed + 1);
   std::vector<char> buffer(100'000);
@@ -339,14 +362,16 @@ int main(int argc, char** argv) {
   const bool banner = std::find(args.begin(), args.end(), "banner") != args.end();
   const bool nonblocking_connect = std::find(args.begin(), args.end(), "nonblocking-connect") != args.end();
   const bool receive_timeout = std::find(args.begin(), args.end(), "rcvtimeo") != args.end();
+  const bool shutdown_wakes = std::find(args.begin(), args.end(), "shutdown-wakes") != args.end();
   if (args.size() >= 2 && args[0] == "server") return server(args[1], banner);
   if (!args.empty() && args[0] == "self") return self_connect(nonblocking_connect);
   if (args.size() >= 4 && args[0] == "client")
     return client(std::atoi(args[1].c_str()), std::strtoull(args[2].c_str(), nullptr, 10),
-                  std::strtoull(args[3].c_str(), nullptr, 10), banner, nonblocking_connect, receive_timeout);
+                  std::strtoull(args[3].c_str(), nullptr, 10), banner, nonblocking_connect, receive_timeout,
+                  shutdown_wakes);
   std::fprintf(stderr,
                "usage: sockets_peer server blocking|poll|epoll|fork [banner]\n"
-               "       sockets_peer client PORT BYTES SEED [banner] [nonblocking-connect] [rcvtimeo]\n"
+               "       sockets_peer client PORT BYTES SEED [banner] [nonblocking-connect] [rcvtimeo] [shutdown-wakes]\n"
                "       sockets_peer self [nonblocking-connect]\n");
   return 1;
 }
