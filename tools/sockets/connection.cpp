@@ -151,7 +151,12 @@ ssize_t Connection::receive(const iovec* iov, int iov_count, int flags, bool des
     }
     if (n > 0) {
       total += static_cast<std::size_t>(n);
-      if (!wait_all || total == want) return static_cast<ssize_t>(total);
+      if (!wait_all || total == want) {
+        // Fewer bytes than asked: the ring was empty. Programs using edge
+        // triggering often take that, not EAGAIN, as "drained".
+        if (total < want) read_edge.store(true, std::memory_order_relaxed);
+        return static_cast<ssize_t>(total);
+      }
       // MSG_WAITALL: go on with what is left of the caller's buffers.
       current_count = 0;
       std::size_t skip = total;

@@ -283,15 +283,16 @@ int control_accelerated(int epfd, int op, int fd, epoll_event* event, Connection
     errno = EFAULT;  // as the kernel says for a missing event
     return -1;
   }
-  EpollSet* set = set_of(epfd, true);
-  if (set == nullptr) {
+  if (epfd < 0 || epfd >= kMaxFds) {
     errno = ENOMEM;  // an epoll descriptor past the table cannot watch an accelerated socket
     return -1;
   }
   epoll_event kernel{EPOLLIN | EPOLLRDHUP | EPOLLET, {}};
   kernel.data.u64 = kTag | static_cast<uint32_t>(fd);
+  // The kernel first: a stale or wrong epfd fails here and leaves no set behind.
   const int r = real().epoll_ctl(epfd, op, fd, op == EPOLL_CTL_DEL ? nullptr : &kernel);
   if (r != 0) return r;
+  EpollSet* set = set_of(epfd, true);
   std::lock_guard lock(set->mutex);
   auto& entries = set->entries;
   entries.erase(std::remove_if(entries.begin(), entries.end(), [fd](const EpollEntry& e) { return e.fd == fd; }),

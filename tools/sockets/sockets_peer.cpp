@@ -151,13 +151,31 @@ int server(const std::string& mode, bool banner) {
     int nonblocking = blocking ? 0 : 1;
     ::ioctl(fd, FIONBIO, &nonblocking);
   }
-  if (mode == "poll")
+  if (mode == "fork") {
+    // The forking server: the child serves the connection, the parent
+    // closes its copy at once (the connection must stay up) and waits.
+    const pid_t child = ::fork();
+    if (child < 0) fail("fork");
+    if (child == 0) {
+      ::close(listener);
+      echo_blocking(fd);
+      ::close(fd);
+      std::fflush(stderr);
+      std::_Exit(0);
+    }
+    ::close(fd);
+    int status = 0;
+    if (::waitpid(child, &status, 0) != child || !WIFEXITED(status) || WEXITSTATUS(status) != 0) fail("child");
+  } else if (mode == "poll") {
     echo_poll(fd);
-  else if (mode == "epoll")
+    ::close(fd);
+  } else if (mode == "epoll") {
     echo_epoll(fd);
-  else
+    ::close(fd);
+  } else {
     echo_blocking(fd);
-  ::close(fd);
+    ::close(fd);
+  }
   ::close(listener);
   std::fprintf(stderr, "sockets_peer: server done\n");
   return 0;
