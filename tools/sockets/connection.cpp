@@ -27,6 +27,8 @@ SocketShared* shared_of(const shm::Segment& segment) {
 
 // The futex sleep between two checks of the kernel socket (peer gone?).
 constexpr uint64_t kSleepSliceNs = 10'000'000;
+// A busy-polling non-blocking reader looks at the kernel socket this often.
+constexpr uint64_t kLifeLineIntervalNs = 1'000'000;
 
 }  // namespace
 
@@ -174,7 +176,7 @@ ssize_t Connection::receive(const iovec* iov, int iov_count, int flags, bool des
     if (n == 0) return static_cast<ssize_t>(total);
     if (n != -EAGAIN) return total > 0 ? static_cast<ssize_t>(total) : n;
     if (dont_wait) {
-      drain_doorbells();
+      look_at_kernel_socket();
       read_edge.store(true, std::memory_order_relaxed);
       return total > 0 ? static_cast<ssize_t>(total) : -EAGAIN;
     }
@@ -287,6 +289,16 @@ void Connection::wait(shm::WakeupWord& word, bool for_read, uint64_t spin_until_
   if (!ready) drain_doorbells();
 }
 
+// A non-blocking reader that found the ring empty: doorbells are drained
+// (and the life line read) when poll/epoll armed them, else at most once per
+// kLifeLineIntervalNs, so a busy-polling reader makes no system call per poll.
+void Connection::look_at_kernel_socket() {
+  const uint64_t now = now_ns();
+  if (!doorbells_armed_.exchange(false, std::memory_order_relaxed) && now - last_look_ns_ < kLifeLineIntervalNs) return;
+  last_look_ns_ = now;
+  drain_doorbells();
+}
+
 void Connection::drain_doorbells() {
   char bytes[64];
   for (;;) {
@@ -356,6 +368,7 @@ Readiness Connection::readiness() {
 }
 
 void Connection::arm_doorbells(bool read, bool write) {
+  doorbells_armed_.store(true, std::memory_order_relaxed);
   if (read) shm::announce_sleep(segment_.header().rings[peer_].reader_wakeup, shm::SleepState::kEventFd);
   if (write) shm::announce_sleep(shared_->writer_wakeup[side_], shm::SleepState::kEventFd);
 }

@@ -126,6 +126,7 @@ class Connection {
   void wait(shm::WakeupWord& word, bool for_read, uint64_t spin_until_ns, uint64_t deadline_ns);
   void wake(shm::WakeupWord& word);
   void wake_local(shm::WakeupWord& word);
+  void look_at_kernel_socket();
   bool peer_gone() const { return tcp_gone_.load(std::memory_order_acquire); }
 
   std::atomic<int> tcp_fd_;
@@ -141,6 +142,8 @@ class Connection {
   std::atomic<bool> shut_read_{false};
   std::atomic<bool> shut_write_{false};
   std::atomic<bool> tcp_gone_{false};
+  std::atomic<bool> doorbells_armed_{false};  // poll/epoll asked the peer for doorbells
+  uint64_t last_look_ns_ = 0;                 // under read_mutex_
 };
 
 }  // namespace fjord::sockets
