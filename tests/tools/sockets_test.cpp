@@ -1,8 +1,8 @@
 // libfjord-sockets (tools/sockets): two processes run tools/sockets/
 // sockets_peer with and without the library under LD_PRELOAD; every byte of
 // the echoed stream is checked, and FJORD_SOCKETS_LOG=1 tells which path
-// each connection took. Real programs (sockperf, redis) run under it when
-// installed.
+// each connection took. Fjord's TCP transporter (latency_bench ping) and
+// real programs (sockperf, redis, when installed) run under it too.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -319,6 +319,17 @@ TEST_F(SocketsTest, KilledServerResetsTheClient) {
   const int status = client.wait(10s);
   ASSERT_NE(status, -1) << "the client still waits on a dead server: " << client.err();
   EXPECT_TRUE(contains(client.err(), "Connection reset by peer")) << "status " << status << ": " << client.err();
+}
+
+// Fjord's own TCP transporter, unmodified, moves onto SHM under the library:
+// latency_bench ping starts its peer process, which inherits LD_PRELOAD.
+TEST_F(SocketsTest, FjordTcpTransporterUnderTheLibrary) {
+  const std::string bench = env_or_empty("FJORD_LATENCY_BENCH");
+  ASSERT_FALSE(bench.empty()) << "FJORD_LATENCY_BENCH is not set (meson test sets it)";
+  Process ping({bench, "ping", "--transporter", "tcp", "--iterations", "2000"}, with_library());
+  EXPECT_TRUE(exited_ok(ping.wait(60s))) << ping.out() << ping.err();
+  EXPECT_TRUE(contains(ping.out(), "\nfjord tcp ")) << ping.out();
+  EXPECT_TRUE(contains(ping.err(), "shm (accepted)")) << ping.err();
 }
 
 TEST_F(SocketsTest, SockperfPingPongUnderTheLibrary) {
