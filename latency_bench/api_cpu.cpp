@@ -1,39 +1,48 @@
-// api_cpu: the API library's instructions per primary-key read, on the three
-// paths latency_bench drives, counted by callgrind (instruction counts repeat
+// api_cpu: the API library's instructions per primary-key read, on the paths
+// latency_bench drives, counted by callgrind (instruction counts repeat
 // from run to run; wall-clock A/B runs on a shared two-CPU host do not):
 //
 //   serial   key.set, start_transaction(table, &key), read, execute(kCommit), close
 //   batched  K x key.set, start_transaction(), K reads, execute(kCommit), close
 //   async    key.set, start_transaction(table, &key), read, execute_async(kCommit),
 //            poll(0, 0) until its callback (which closes the transaction) ran
+//   shared   async, through two sessions of one ClusterConnection (a second API
+//            node), on this thread: each starts a read, then the second polls
+//            until its callback ran (taking the poll right, it receives the
+//            first's answer and hands it over), then the first polls once. Its
+//            misses are that poll's, one per two reads (its answer is in its
+//            mailbox, the link empty); "shared-empty" (N empty polls of a
+//            shared session) is what each cost, to take out of the figure.
 //
 // Each path reads --ops random rows of latency_bench's access table and
 // checks the id of every row read. The node is single-threaded (one TC), or
 // with --tc-threads T multi-threaded with T TCs, where a hinted transaction
-// encodes and hashes its key to pick the TC. Only those calls are counted: the program
-// turns callgrind's collection on around them (CALLGRIND_TOGGLE_COLLECT), so
-// loading the table is not, and dumps each path's counters on their own,
-// named "<path> reads=N empty=E". The data node (fjord-datanode, started here
+// encodes and hashes its key to pick the TC. Only those calls are counted:
+// the program turns callgrind's collection on around them
+// (CALLGRIND_TOGGLE_COLLECT), so loading the table is not, and dumps each
+// path's counters on their own, named "<path> reads=N empty=E". The data node (fjord-datanode, started here
 // over --transporter) runs in its own process, which valgrind does not follow.
 //
 // Waiting is kept out of the count, and so is the race between the data
 // node's answer and the API's first poll (which decides how many empty polls
 // and sleeps a read costs): the API's link is the real transporter behind a
 // forwarding one that, after each flush that sent a request, sleeps 100 us
-// uncounted, so the first poll finds the answer. Polls that still found
-// nothing are counted as misses (E in the dump's name) and taken out with the
-// cost of an empty poll, which the first dump ("empty": N polls with nothing
-// in flight) measures; a run with many misses is worth repeating.
+// uncounted (the shared path waits on its link instead), so the first poll
+// finds the answer. Polls that still found nothing are counted as misses (E
+// in the dump's name) and taken out with the cost of an empty poll, which
+// the first dump ("empty": N polls with nothing in flight) measures; a run
+// with many misses is worth repeating.
 //
 //   valgrind --tool=callgrind --collect-atstart=no --callgrind-out-file=/tmp/api_cpu.%p
 //       build/latency_bench/api_cpu --ops 2000 --batch 10
 //   awk '/^desc: Trigger/ {path = $5; reads = substr($6, 7); empty = substr($7, 7)}
-//        /^totals:/ {if (path == "empty") poll = $2 / reads;
+//        /^totals:/ {if (path ~ /empty/) poll = $2 / reads;
 //                    printf "%-8s %.0f instructions per read\n", path, ($2 - empty * poll) / reads}'
 //       /tmp/api_cpu.PID.*           (each command on one line)
 //
 // Outside valgrind it prints wall-clock ns per read, for orientation only.
 // Never a test: benchmarks do not fail on time.
+#include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -76,7 +85,10 @@ struct Params {
 };
 
 bool g_counting = false;  // inside a Counted region
-uint64_t g_misses = 0;    // empty receives while counting (see AnswerFirst)
+// How long a counted flush that sent something sleeps, uncounted, for the
+// answer (0 for the shared path, which waits on its link instead).
+uint32_t g_answer_wait_us = 100;
+uint64_t g_misses = 0;  // empty receives while counting (see AnswerFirst)
 
 // Counts the calls inside it: collection is off outside.
 class Counted {
@@ -112,9 +124,9 @@ class AnswerFirst final : public transport::Transporter {
   }
   transport::FlushStatus flush() override {
     const transport::FlushStatus status = real_->flush();
-    if (committed_ && g_counting) {
+    if (committed_ && g_counting && g_answer_wait_us != 0) {
       FJORD_COUNT_TOGGLE();
-      std::this_thread::sleep_for(std::chrono::microseconds(100));
+      std::this_thread::sleep_for(std::chrono::microseconds(g_answer_wait_us));
       FJORD_COUNT_TOGGLE();
     }
     committed_ = false;
@@ -157,11 +169,16 @@ class AnswerFirstFactory final : public transport::TransporterFactory {
                                                           DeadlineNs deadline) override {
     auto t = real_.connect(self, link, deadline);
     if (!t) return t.status();
-    return std::unique_ptr<transport::Transporter>(new AnswerFirst(std::move(t).value()));
+    auto wrapped = std::make_unique<AnswerFirst>(std::move(t).value());
+    last_ = wrapped.get();
+    return std::unique_ptr<transport::Transporter>(std::move(wrapped));
   }
+  // The link connected last (the shared path's), while it lives.
+  transport::Transporter* last() const { return last_; }
 
  private:
   transport::TransporterFactory& real_;
+  transport::Transporter* last_ = nullptr;
 };
 
 class Paths {
@@ -279,6 +296,113 @@ class Paths {
   bool async_done_ = false;
 };
 
+// The shared path (see the header): two sessions of one ClusterConnection.
+class SharedPath {
+ public:
+  SharedPath(std::array<api::Session*, 2> sessions, transport::Transporter& link, const AccessTable& table,
+             const Params& params)
+      : sessions_(sessions), link_(link), t_(table), p_(params) {}
+
+  Status run() {
+    for (uint64_t i = 0; i < p_.ops; i += 2) {
+      for (std::size_t s = 0; s < 2; ++s) {
+        ids_[s] = next_id();
+        done_[s] = false;
+        const Counted counted;
+        keys_[s].set(kIdColumn, ids_[s]);
+        api::Transaction& tx = sessions_[s]->start_transaction(t_.table, &keys_[s]);
+        tx.read(*t_.table, keys_[s]);
+        status_[s] = tx.execute_async(api::ExecType::kCommit,
+                                      [this, s](api::Transaction& t, const Status& st) { complete(s, t, st); });
+      }
+      // The second polls first, each time once the link has something (an
+      // uncounted wait): it receives the first's answer (sent first) and
+      // hands it over, then its own. The first's one poll finds its answer
+      // in its mailbox (and the link empty: one miss).
+      while (status_[1] && !done_[1]) {
+        (void)link_.wait_for_receive(kAnswerWaitNs, 0);
+        const Counted counted;
+        (void)sessions_[1]->poll(0, 0);
+      }
+      if (status_[0] && !done_[0]) {
+        const Counted counted;
+        (void)sessions_[0]->poll(0, 0);
+      }
+      for (const Status& s : status_)
+        if (!s) return s;
+      if (!done_[0]) return Status(StatusCode::kInternal, "the first session's answer was not handed over");
+    }
+    return Status::ok();
+  }
+
+ private:
+  void complete(std::size_t s, api::Transaction& tx, const Status& status) {
+    const api::Operation& op = tx.operation(0);
+    status_[s] = !status ? status
+                 : op.has_row() && op.value(kIdColumn).as_uint64() == ids_[s]
+                     ? Status::ok()
+                     : Status(StatusCode::kInternal, "a shared read returned the wrong row");
+    done_[s] = true;
+    tx.close();
+  }
+
+  uint64_t next_id() {
+    rng_ ^= rng_ << 13;
+    rng_ ^= rng_ >> 7;
+    rng_ ^= rng_ << 17;
+    return rng_ % p_.rows;
+  }
+
+  static constexpr uint64_t kAnswerWaitNs = 1'000'000'000;
+  std::array<api::Session*, 2> sessions_;
+  transport::Transporter& link_;
+  const AccessTable& t_;
+  const Params& p_;
+  std::array<api::Row, 2> keys_;
+  std::array<uint64_t, 2> ids_{};
+  std::array<Status, 2> status_;
+  std::array<bool, 2> done_{};
+  uint64_t rng_ = 0x9E3779B97F4A7C15ULL;
+};
+
+Status run_shared(const api::ConnectOptions& options, const AnswerFirstFactory& factory, const Params& p) {
+  api::ConnectOptions o = options;
+  o.node_id = embedded_api_node(0, 1);
+  auto cluster = api::ClusterConnection::connect(o);
+  if (!cluster) return cluster.status();
+  transport::Transporter* link = factory.last();
+  auto first = (*cluster)->new_session();
+  if (!first) return first.status();
+  auto second = (*cluster)->new_session();
+  if (!second) return second.status();
+  std::array<AccessTable, 2> tables;
+  for (std::size_t s = 0; s < 2; ++s) {
+    auto table = describe_access_table(s == 0 ? **first : **second, AccessTableSpec{kAccessTableName, p.rows, 100});
+    if (!table) return table.status();
+    tables[s] = *table;
+  }
+  // What a shared session's empty poll costs (the poll right taken and
+  // given back), to take the shared path's misses out with.
+  for (uint64_t i = 0; i < p.ops; ++i) {
+    const Counted counted;
+    if ((*first)->poll(0, 0) != 0) return Status(StatusCode::kInternal, "a poll completed something");
+  }
+  const std::string empty = "shared-empty reads=" + std::to_string(p.ops) + " empty=0";
+  FJORD_COUNT_DUMP(empty.c_str());
+  SharedPath path({first->get(), second->get()}, *link, tables[0], p);
+  g_answer_wait_us = 0;
+  g_misses = 0;
+  const uint64_t start = monotonic_ns();
+  if (Status s = path.run(); !s) return s;
+  const uint64_t elapsed = monotonic_ns() - start;
+  const std::string dump = "shared reads=" + std::to_string(p.ops) + " empty=" + std::to_string(g_misses);
+  FJORD_COUNT_DUMP(dump.c_str());
+  std::printf("%-8s %llu reads  %.0f ns per read (wall clock, sleeps included)  %llu misses\n", "shared",
+              static_cast<unsigned long long>(p.ops), static_cast<double>(elapsed) / static_cast<double>(p.ops),
+              static_cast<unsigned long long>(g_misses));
+  return Status::ok();
+}
+
 // Runs one path, dumps its counters (named "<path> reads=N empty=E", E its
 // misses) and prints its wall-clock figure.
 Status run_path(const char* name, Status (Paths::*path)(), Paths& paths, const Params& p) {
@@ -305,7 +429,7 @@ Result<std::unique_ptr<NodeProcess>> start_node(const Params& p, const std::stri
   c.data_dir = dir;
   c.control_socket = "@fjord-api-cpu-" + std::to_string(::getpid());
   c.data_memory_bytes = embedded_data_memory_bytes(p.rows, 100);
-  c.api_nodes_per_transporter = 1;
+  c.api_nodes_per_transporter = 2;  // the second: the shared path's ClusterConnection
   c.endpoint_base = static_cast<uint64_t>(::getpid()) << 8;
   if (p.transporter == kTcpTls) {
     // A cluster CA and both ends' certificates, in the run's directory.
@@ -339,8 +463,13 @@ Status run(const Params& p) {
   o.config_path = *dir + "/config.ini";
   o.node_id = embedded_api_node(0, 0);
   transport::TransporterRegistry registry;
-  for (transport::TransporterFactory* f : tools::builtin_registry().all())
-    if (Status s = registry.add(std::make_unique<AnswerFirstFactory>(*f)); !s) return s;
+  const AnswerFirstFactory* wrapped_transporter = nullptr;
+  for (transport::TransporterFactory* f : tools::builtin_registry().all()) {
+    auto factory = std::make_unique<AnswerFirstFactory>(*f);
+    if (f->name() == p.transporter) wrapped_transporter = factory.get();
+    if (Status s = registry.add(std::move(factory)); !s) return s;
+  }
+  if (wrapped_transporter == nullptr) return Status(StatusCode::kNotFound, "no transporter " + p.transporter);
   o.registry = &registry;
   o.poll_mode = api::PollMode::kSleep;
   o.spin_us = 0;
@@ -355,6 +484,7 @@ Status run(const Params& p) {
   if (Status s = run_path("serial", &Paths::serial, paths, p); !s) return s;
   if (Status s = run_path("batched", &Paths::batched, paths, p); !s) return s;
   if (Status s = run_path("async", &Paths::async, paths, p); !s) return s;
+  if (Status s = run_shared(o, *wrapped_transporter, p); !s) return s;
   conn->reset();
   return (*node)->stop();
 }

@@ -31,7 +31,7 @@ Status check_options(const ConnectOptions& options) {
 
 ClusterConnection::ClusterConnection(ConnectOptions options, bool shared)
     : options_(std::move(options)), shared_(shared) {
-  if (shared_) shared_link_ = std::make_unique<detail::SharedLink>();
+  if (shared_) shared_link_ = std::make_unique<detail::SharedLink>(kMaxSessions + 1);
 }
 
 ClusterConnection::~ClusterConnection() {
@@ -66,10 +66,6 @@ Result<std::unique_ptr<Session>> ClusterConnection::new_session() {
   if (!link_->is_up()) return not_connected();
   detail::SharedLink& shared = *shared_link_;
   const std::lock_guard lock(shared.sessions_mutex);
-  if (shared.sessions.empty()) {
-    shared.sessions.assign(kMaxSessions + 1, nullptr);
-    shared.mailboxes.assign(kMaxSessions + 1, nullptr);
-  }
   uint32_t index = 1;  // 0 is never handed out: a Connection's own session
   while (index <= kMaxSessions && shared.sessions[index] != nullptr) ++index;
   if (index > kMaxSessions)
@@ -80,7 +76,7 @@ Result<std::unique_ptr<Session>> ClusterConnection::new_session() {
   // seen half-made.
   std::unique_ptr<Session> session(new Session(*this, index, nullptr));
   shared.sessions[index] = session.get();
-  shared.mailboxes[index] = session->mailbox_.get();
+  shared.mailboxes[index]->set_open(true);
   return session;
 }
 

@@ -169,7 +169,8 @@ template <bool kShared>
     const auto records = std::span(tx.requests_).subspan(tx.ops_[i]->request_offset_, bytes);
     const SignalOut out =
         count == 1 ? encode(tx.request_of(i, batch)) : encode(TcKeyTrain{tx.handle_, tx.tx_, count, records});
-    if (Status s = kShared ? pack_frame_shared(out, kTc, tx.tc_) : pack_frame(out, kTc, tx.tc_); !s) return s;
+    // Shared: every frame here is flushed at once, so in the same hold of the send lock.
+    if (Status s = kShared ? pack_frame_shared(out, kTc, tx.tc_, true) : pack_frame(out, kTc, tx.tc_); !s) return s;
     i += count;
     if (i < tx.ops_used_)
       if (Status s = flush(); !s) return s;

@@ -18,14 +18,9 @@ uint64_t ms(uint32_t v) { return uint64_t{v} * 1'000'000; }
 // The longest a sleeping session or a waiting poll owner goes without
 // looking at its deadline. Wakes do not depend on it: it bounds a wait.
 constexpr uint64_t kWaitSliceNs = 50'000'000;
-
-// The poll owner hands a frame for another session to that session's
-// mailbox; one for a session gone (a late answer) is dropped.
-void deliver(detail::SharedLink& shared, uint32_t index, std::span<const std::byte> frame) {
-  const std::lock_guard lock(shared.sessions_mutex);
-  if (index >= shared.mailboxes.size() || shared.mailboxes[index] == nullptr) return;
-  shared.mailboxes[index]->deliver(frame);
-}
+// Every index an answer can name has a mailbox (0, a Connection's own, is
+// never open).
+static_assert(detail::kSessionMask == ClusterConnection::kMaxSessions);
 }  // namespace
 
 Session::Session(ClusterConnection& cluster, uint32_t index, std::unique_ptr<ClusterConnection> owned)
@@ -42,7 +37,7 @@ Session::Session(ClusterConnection& cluster, uint32_t index, std::unique_ptr<Clu
   FJORD_ASSERT(index <= ClusterConnection::kMaxSessions);
   FJORD_ASSERT(link_ != nullptr);
   tx_id_base_ = uint64_t{self_} << 48 | uint64_t{index_} << 40;
-  if (shared_) mailbox_ = std::make_unique<detail::Mailbox>();
+  if (shared_) mailbox_ = cluster.shared_link_->mailboxes[index].get();
 }
 
 // A Connection's session leaves everything to its cluster connection, which
@@ -55,7 +50,7 @@ Session::~Session() {
   const std::lock_guard lock(shared.sessions_mutex);
   FJORD_ASSERT(shared.sessions[index_] == this);
   shared.sessions[index_] = nullptr;
-  shared.mailboxes[index_] = nullptr;
+  mailbox_->set_open(false);
 }
 
 void Session::close_everything_open() {
@@ -111,7 +106,8 @@ void Session::poll_as_owner(uint64_t deadline_ns) {
 
 // Each answer names its session in bits 24..30 of its first word (api_conn,
 // or a schema request's id): this session's are dispatched here, the
-// others' handed over. The table lock is taken per frame handed over, never
+// others' handed over a run at a time (consecutive frames for one session:
+// one lock of its mailbox, one look at whether it sleeps). No lock is held
 // across a dispatch (a callback may make or destroy a session).
 bool Session::receive_routed() {
   const transport::ReceiveBatch batch = link_->receive();
@@ -124,15 +120,21 @@ bool Session::receive_routed() {
   engine::Signal signal;
   signal.sender_node = data_node_;
   std::size_t at = 0;
+  // The run not yet handed over: bytes [run_at, at) for session run_owner.
+  uint32_t run_owner = index_;
+  std::size_t run_at = 0;
   while (cursor.next(signal.view)) {
     const std::size_t end = batch.bytes.size() - cursor.remaining_bytes();
     const uint32_t owner = signal.word_count() > 0 ? detail::session_of(signal.word(0)) : index_;
-    if (owner == index_)
-      dispatch(signal);
-    else
-      deliver(shared, owner, batch.bytes.subspan(at, end - at));
+    if (owner != run_owner) {
+      if (run_owner != index_) shared.mailboxes[run_owner]->deliver(batch.bytes.subspan(run_at, at - run_at));
+      run_owner = owner;
+      run_at = at;
+    }
+    if (owner == index_) dispatch(signal);
     at = end;
   }
+  if (run_owner != index_) shared.mailboxes[run_owner]->deliver(batch.bytes.subspan(run_at, at - run_at));
   link_->release(batch.bytes.size());
   return true;
 }
@@ -195,7 +197,7 @@ void Session::sleep_until_woken(uint64_t deadline_ns) {
 
 // ---- sending -------------------------------------------------------------------------
 
-Status Session::pack_frame_shared(const SignalOut& out, uint16_t block, uint16_t instance) {
+Status Session::pack_frame_shared(const SignalOut& out, uint16_t block, uint16_t instance, bool then_flush) {
   const bool checksum = link_->config().checksum;
   const std::size_t bytes = frame::frame_bytes_for(out.word_count, out.section_list(), checksum);
   if (bytes == 0) return Status(StatusCode::kInvalidArgument, "request too large for one 32 KB frame");
@@ -210,7 +212,10 @@ Status Session::pack_frame_shared(const SignalOut& out, uint16_t block, uint16_t
   frame::pack_frame_sized(space.data(), bytes, {out.number, {block, instance}, {kApi, 0}, 0}, out.data(),
                           out.section_list(), checksum);
   link_->commit(bytes, 1);
-  shared.unflushed.store(true, std::memory_order_relaxed);
+  // Only a flush that took everything out clears the flag: a partial one
+  // or a link down is left to flush_shared(), which reports the latter.
+  const bool flushed = then_flush && link_->flush() == transport::FlushStatus::kFlushed;
+  shared.unflushed.store(!flushed, std::memory_order_relaxed);
   return Status::ok();
 }
 
@@ -237,8 +242,12 @@ Status Session::wait_for_room_shared(std::size_t bytes, std::span<std::byte>& sp
   }
 }
 
+// Nothing committed is left unflushed (the flag is this thread's own store
+// or one made under the send lock after a flush that took out everything
+// committed before it): no lock to take.
 Status Session::flush_shared() {
   detail::SharedLink& shared = *cluster_.shared_link_;
+  if (!shared.unflushed.load(std::memory_order_relaxed) && link_->is_up()) return Status::ok();
   transport::FlushStatus flushed;
   {
     const std::lock_guard lock(shared.send_mutex);

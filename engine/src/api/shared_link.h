@@ -1,7 +1,8 @@
 // The state sessions of one shared ClusterConnection share (SharedLink), and
 // each session's mailbox of answers handed to it (Mailbox). Any thread of
-// the program; the locks are taken per frame sent and per batch received,
-// never per session of a Connection (which has none of this).
+// the program; the send lock is taken per frame sent (a key request is
+// flushed in the same hold), a mailbox's lock per run of answers handed to
+// it; a Connection's session has none of this.
 //
 // Waking (docs/api.md, "Threads"): a session that must wait announces it
 // (Mailbox::begin_sleep: state kSleeping, then a seq_cst fence, S1), then
@@ -21,6 +22,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <ctime>
+#include <memory>
 #include <mutex>
 #include <span>
 #include <vector>
@@ -45,20 +47,34 @@ constexpr uint32_t kRequestCountMask = (1u << kSessionShift) - 1;
 inline uint32_t session_of(uint32_t api_conn_or_request) { return api_conn_or_request >> kSessionShift & kSessionMask; }
 
 // Frames routed to one session by the poll owner, and the futex it sleeps on.
+// One per session index, made with the SharedLink and kept until it goes:
+// the poll owner reaches it without the session table's lock, and `open`
+// (under `mutex`) says whether a session has it now.
 struct Mailbox {
   static constexpr uint32_t kAwake = 0;
   static constexpr uint32_t kSleeping = 1;
 
-  // Poll owner: appends one frame, then wakes the session if it sleeps.
-  void deliver(std::span<const std::byte> frame) {
+  // Poll owner: appends a run of whole frames, then wakes the session if it
+  // sleeps. A run for an index no session has (a late answer) is dropped.
+  void deliver(std::span<const std::byte> run) {
     {
       const std::lock_guard lock(mutex);
-      frames.insert(frames.end(), frame.begin(), frame.end());
+      if (!open) return;
+      frames.insert(frames.end(), run.begin(), run.end());
       // Release: pairs with the acquire in has_frames(); the bytes are
       // under the mutex anyway, the flag only spares an empty lock.
       filled.store(true, std::memory_order_release);
     }
     wake();
+  }
+  // A session takes this index (open) or leaves it (closed): what a session
+  // before it left behind is dropped.
+  void set_open(bool now_open) {
+    const std::lock_guard lock(mutex);
+    FJORD_ASSERT(open != now_open);
+    open = now_open;
+    frames.clear();
+    filled.store(false, std::memory_order_relaxed);  // under the mutex that deliver() holds
   }
   bool has_frames() const { return filled.load(std::memory_order_acquire); }
   // The session: takes every frame delivered so far into `into` (emptied first).
@@ -89,6 +105,7 @@ struct Mailbox {
   }
 
   std::mutex mutex;
+  bool open = false;              // under mutex
   std::vector<std::byte> frames;  // under mutex
   std::vector<std::byte> taken;   // the session's own: what it dispatches
   std::atomic<bool> filled{false};
@@ -98,6 +115,11 @@ struct Mailbox {
 
 // One per shared ClusterConnection.
 struct SharedLink {
+  explicit SharedLink(uint32_t session_slots) : sessions(session_slots, nullptr) {
+    mailboxes.reserve(session_slots);
+    for (uint32_t i = 0; i < session_slots; ++i) mailboxes.push_back(std::make_unique<Mailbox>());
+  }
+
   // The link's send side: held while one frame is packed, or a flush runs.
   std::mutex send_mutex;
   // Bytes committed that a flush left pending; the poll owner flushes them
@@ -107,12 +129,12 @@ struct SharedLink {
   // The receive side: whoever takes it (compare-exchange, acquire) is the
   // poll owner until it stores false (release) and wakes one sleeper.
   std::atomic<bool> poll_owned{false};
-  // Sessions by index (nullptr: free), under sessions_mutex. The poll owner
-  // holds the mutex while it delivers, so a session leaves the table only
-  // between deliveries.
+  // Sessions by index (nullptr: free), under sessions_mutex.
   std::mutex sessions_mutex;
   std::vector<Session*> sessions;
-  std::vector<Mailbox*> mailboxes;
+  // Mailboxes by session index: made here, never moved or freed while the
+  // link lives, so the poll owner hands over without sessions_mutex.
+  std::vector<std::unique_ptr<Mailbox>> mailboxes;
   uint32_t next_woken = 0;  // where the hand-off of the poll right starts looking (sessions_mutex)
   // Sessions between begin_sleep and end_sleep. Incremented before S1 and
   // read after W1 (the same pairing as a mailbox's state), so a hand-off
@@ -143,10 +165,10 @@ struct SharedLink {
     const std::lock_guard lock(sessions_mutex);
     const auto n = static_cast<uint32_t>(mailboxes.size());
     for (uint32_t k = 0; k < n; ++k) {
-      Mailbox* m = mailboxes[(next_woken + k) % n];
+      Mailbox* m = mailboxes[(next_woken + k) % n].get();
       // W1 inside wake() orders the store above before reading the state.
       std::atomic_thread_fence(std::memory_order_seq_cst);
-      if (m == nullptr || !m->sleeping()) continue;
+      if (!m->sleeping()) continue;
       next_woken = (next_woken + k + 1) % n;
       m->wake();
       return;
@@ -155,8 +177,7 @@ struct SharedLink {
   // close(): every session looks at the link again.
   void wake_all() {
     const std::lock_guard lock(sessions_mutex);
-    for (Mailbox* m : mailboxes)
-      if (m) m->wake();
+    for (const auto& m : mailboxes) m->wake();
   }
 };
 

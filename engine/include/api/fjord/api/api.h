@@ -524,8 +524,12 @@ class Session {
   // Spins up to ConnectOptions.spin_us, then sleeps on this session's own
   // futex until woken or the deadline (bounded by a slice).
   void sleep_until_woken(uint64_t deadline_ns);
-  // Holding the link's send lock: pack_frame and flush.
-  Status pack_frame_shared(const engine::protocol::SignalOut& out, uint16_t block, uint16_t instance);
+  // Holding the link's send lock: pack_frame and flush. With `then_flush`
+  // the frame is flushed in the same hold, and the flush() that follows
+  // finds nothing left to do unless that flush did not end the link's
+  // pending bytes (then it flushes again, and reports a link down).
+  Status pack_frame_shared(const engine::protocol::SignalOut& out, uint16_t block, uint16_t instance,
+                           bool then_flush = false);
   Status flush_shared();
   // The slow path of pack_frame_shared: waits for room (the send lock
   // released between tries, receiving when the poll right is free).
@@ -575,10 +579,10 @@ class Session {
   // connection (nullptr for a session made by new_session()).
   std::unique_ptr<ClusterConnection> owned_cluster_;
   ClusterConnection& cluster_;
-  uint32_t index_ = 0;                        // in the cluster's session table; bits 24..30 of api_conn
-  bool shared_ = false;                       // of a ClusterConnection made by connect(): lock, route, sleep
-  bool polling_ = false;                      // shared_: this session holds the poll right
-  std::unique_ptr<detail::Mailbox> mailbox_;  // shared_ only
+  uint32_t index_ = 0;                  // in the cluster's session table; bits 24..30 of api_conn
+  bool shared_ = false;                 // of a ClusterConnection made by connect(): lock, route, sleep
+  bool polling_ = false;                // shared_: this session holds the poll right
+  detail::Mailbox* mailbox_ = nullptr;  // shared_ only: the SharedLink's, for this index
   ConnectOptions options_;
   NodeId self_ = kNoNode;
   NodeId data_node_ = kNoNode;
