@@ -133,6 +133,7 @@ rte_mbuf* PortIo::build(const wire::Addressing& addressing, const wire::Header& 
   if (m == nullptr) return nullptr;
   const std::size_t bytes = wire::kAllHeaderBytes + payload.size();
   const std::size_t frame = std::max(bytes, wire::kMinEthernetFrameBytes);
+  FJORD_ASSERT(frame <= kBufferDataRoom - RTE_PKTMBUF_HEADROOM);
   auto* out = reinterpret_cast<std::byte*>(rte_pktmbuf_append(m, static_cast<uint16_t>(frame)));
   if (out == nullptr) {
     rte_pktmbuf_free(m);
@@ -263,6 +264,7 @@ wire::MacAddress Engine::mac_of(std::size_t port) {
 }
 
 Status Engine::bind(std::size_t port, uint16_t udp_port, std::shared_ptr<Endpoint> endpoint) {
+  FJORD_ASSERT(endpoint != nullptr);
   std::lock_guard lock(mutex_);
   FJORD_ASSERT(port < ports_.size());
   auto [it, added] = ports_[port]->endpoints.emplace(udp_port, std::move(endpoint));

@@ -106,6 +106,7 @@ void LinkChannel::take_ack(const wire::Header& h, bool pure_ack, uint64_t now_ns
   const bool window_grew = h.ack + h.window > peer_limit_;
   if (window_grew) peer_limit_ = h.ack + h.window;
   if (h.ack > send_unacked_) {
+    FJORD_ASSERT(h.ack <= send_max_);  // checked above: a peer's ack beyond it is an error, not a bug
     send_unacked_ = h.ack;
     acked.store(h.ack, std::memory_order_release);  // the sender may reuse the bytes
     send_next_ = std::max(send_next_, send_unacked_);
@@ -126,6 +127,7 @@ void LinkChannel::take_ack(const wire::Header& h, bool pure_ack, uint64_t now_ns
 }
 
 void LinkChannel::take_data(const wire::Packet& packet, PortIo& io, uint64_t now_ns) {
+  FJORD_ASSERT(receive_next_ == written.load(std::memory_order_relaxed));  // the engine is its only writer
   const uint64_t begin = packet.header.sequence;
   const uint64_t end = begin + packet.payload.size();
   const std::size_t capacity = receive_ring.size();
@@ -140,6 +142,7 @@ void LinkChannel::take_data(const wire::Packet& packet, PortIo& io, uint64_t now
   const std::byte* from = packet.payload.data() + (receive_next_ - begin);
   std::memcpy(receive_ring.data() + receive_next_ % capacity, from, take_end - receive_next_);
   receive_next_ = take_end;
+  FJORD_ASSERT(receive_next_ <= limit);                     // never past the space the receiver gave back
   written.store(receive_next_, std::memory_order_release);  // W1: pairs with the receiver's acquire
   ack_due_ = true;
   wake_receiver();
@@ -218,6 +221,8 @@ bool LinkChannel::check_timeouts(uint64_t now_ns) {
 bool LinkChannel::send_data(PortIo& io, uint64_t now_ns) {
   const uint64_t ready = published.load(std::memory_order_acquire);  // pairs with the sender's release
   const std::size_t capacity = send_ring.size();
+  FJORD_ASSERT(send_unacked_ <= send_next_);
+  FJORD_ASSERT(send_max_ <= ready);  // only published bytes are ever sent
   bool sent = false;
   for (uint32_t packets = 0; send_next_ < ready && send_next_ < peer_limit_ && packets < 2 * kBurstPackets; ++packets) {
     const std::size_t n = std::min<uint64_t>({max_payload_, ready - send_next_, peer_limit_ - send_next_});
@@ -234,6 +239,7 @@ bool LinkChannel::send_data(PortIo& io, uint64_t now_ns) {
     send_max_ = std::max(send_max_, send_next_);
     sent = true;
   }
+  FJORD_ASSERT(send_next_ <= ready);
   if (sent) {
     sent_max.store(send_max_, std::memory_order_release);
     last_sent_ns_ = now_ns;
@@ -309,6 +315,8 @@ std::span<std::byte> DpdkTransporter::reserve(std::size_t min_bytes) {
   FJORD_ASSERT(min_bytes <= frame::kMaxFrameBytes);
   if (!is_up()) return {};
   const uint64_t acked = channel_->acked.load(std::memory_order_acquire);  // the engine is done with bytes below
+  FJORD_ASSERT(acked <= published_);
+  FJORD_ASSERT(committed_ - acked <= send_capacity_);
   const std::size_t free = send_capacity_ - (committed_ - acked);
   if (free < min_bytes) {
     if (published_ != committed_) (void)flush();  // let the engine send what fills the ring
@@ -332,6 +340,7 @@ FlushStatus DpdkTransporter::flush() {
     channel_->published.store(published_, std::memory_order_release);  // the frames are in the ring
     engine_.notify();
   }
+  FJORD_ASSERT(published_ == committed_);
   note_send_buffer_level();
   return channel_->sent_max.load(std::memory_order_acquire) >= published_ ? FlushStatus::kFlushed
                                                                           : FlushStatus::kPending;
@@ -379,6 +388,7 @@ void DpdkTransporter::release(std::size_t bytes) {
     while (cursor.next(view)) --scanned_frames_;
   }
   consumed_ += bytes;
+  FJORD_ASSERT(consumed_ <= scanned_end_);
   channel_->released.store(consumed_, std::memory_order_release);  // the engine may write there again
   engine_.notify();
 }
