@@ -199,17 +199,18 @@ void LinkChannel::send_close_now(PortIo& io) {
 
 bool LinkChannel::check_timeouts(uint64_t now_ns) {
   const uint64_t timeout = settings_.link_timeout_ns;
-  const std::string peer = "node " + std::to_string(setup_.peer_node);
+  // Every poll passes here: the reasons' text is made only when one holds.
+  const auto peer = [this] { return "node " + std::to_string(setup_.peer_node); };
   // `now_ns` was read at the start of the engine's iteration: it may be
   // older than a time this iteration recorded.
   if (now_ns > last_heard_ns_ && now_ns - last_heard_ns_ > timeout) {
     fail(Status(StatusCode::kLinkDown,
-                "no packet from " + peer + " for " + std::to_string(timeout / 1'000'000) + " ms (LinkTimeout)"),
+                "no packet from " + peer() + " for " + std::to_string(timeout / 1'000'000) + " ms (LinkTimeout)"),
          true);
     return true;
   }
   if (send_unacked_ < send_max_ && now_ns > last_ack_progress_ns_ && now_ns - last_ack_progress_ns_ > timeout) {
-    fail(Status(StatusCode::kLinkDown, peer + " acknowledged none of " + std::to_string(send_max_ - send_unacked_) +
+    fail(Status(StatusCode::kLinkDown, peer() + " acknowledged none of " + std::to_string(send_max_ - send_unacked_) +
                                            " bytes sent for " + std::to_string(timeout / 1'000'000) +
                                            " ms (LinkTimeout)"),
          true);
