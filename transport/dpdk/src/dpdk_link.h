@@ -15,7 +15,7 @@
 // Each index has one writer (store-release) and one reader (load-acquire):
 // the reader then sees the ring bytes the writer wrote before the store.
 //
-// Reliability is go-back-N over byte offsets (docs/transport.md, "DPDK"):
+// Reliability is go-back-N over byte offsets (docs/transport.md, "DPDK Ethernet"):
 // every packet carries the cumulative ack and window of its sender; a
 // receiver keeps only in-order bytes and answers a gap at once with a
 // duplicate ack; three duplicates or the retransmission timer send again
