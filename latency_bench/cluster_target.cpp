@@ -28,7 +28,8 @@ constexpr std::string_view kKnownElsewhere[] = {"rdma", "dpdk"};
 
 // Why a transporter of the design is absent from this program.
 std::string absent_reason(std::string_view name) {
-  if (name == "dpdk") return "no DPDK transporter is implemented yet (its design: docs/transport.md)";
+  if (name == "dpdk" && tools::builtin_registry().find(name))
+    return "latency_bench does not set up DPDK links (each end names a DPDK device of its own: docs/transport.md)";
   return "not built into this program (this build has no " + std::string(name) + " transporter)";
 }
 
@@ -61,7 +62,7 @@ Status choose_transporters(const Options& o, std::vector<std::string>& run, std:
   }
   if (o.transporter.empty())
     for (std::string_view name : kKnownElsewhere)
-      if (!registry.find(name))
+      if (!registry.find(name) || !bench_sets_up(name))
         skipped.push_back({std::string(name), Outcome::kUnavailable, absent_reason(name), kNoNode, ""});
   if (run.empty()) return Status(StatusCode::kUnavailable, "no transporter can reach a data node here");
   return Status::ok();

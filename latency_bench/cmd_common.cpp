@@ -18,9 +18,12 @@ std::vector<std::string> database_transporters() {
 
 std::vector<std::string> built_in_transporters() {
   std::vector<std::string> names;
-  for (const transport::TransporterFactory* f : tools::builtin_registry().all()) names.emplace_back(f->name());
+  for (const transport::TransporterFactory* f : tools::builtin_registry().all())
+    if (bench_sets_up(f->name())) names.emplace_back(f->name());
   return names;
 }
+
+bool bench_sets_up(std::string_view transporter) { return transporter != "dpdk"; }
 
 Result<RunContext> prepare_run(const Options& o) {
   RunContext ctx;

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "machine.h"
@@ -38,6 +39,9 @@ int run_error(const std::string& message);
 // Finishes the machine facts and prints the report as a table or JSON.
 void emit_report(Report& report, const Options& options);
 // The registered transporters.
+// Whether latency_bench generates links of this transporter: not DPDK,
+// each of whose ends names a device of its own (docs/transport.md).
+bool bench_sets_up(std::string_view transporter);
 std::vector<std::string> built_in_transporters();
 // What access and throughput measure: the registered transporters with
 // kTcpTls after tcp.

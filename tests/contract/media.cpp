@@ -50,10 +50,34 @@ std::string rdma_section(NodeId a, NodeId b, const std::string& extra) {
   return common("rdma", a, b) + "HostName1=" + host + "\nHostName2=" + host + "\nPortNumber=0\n" + extra;
 }
 
+// One process's DPDK links over its net_ring0 device, a loopback port (what
+// is sent comes back): both ends of a link live in this process and the
+// UDP ports, fresh for each section, tell the links apart. The injected
+// faults hit every packet each end sends (handshake, data, acks, closes).
+std::string dpdk_section_with(NodeId a, NodeId b, const std::string& extra, const std::string& faults) {
+  static std::atomic<unsigned> next_port{20000};
+  const unsigned port = next_port.fetch_add(2);
+  return common("dpdk", a, b) + "Device1=net_ring0\nDevice2=net_ring0\nIpAddress1=10.0.0." + std::to_string(a) +
+         "\nIpAddress2=10.0.0." + std::to_string(b) + "\nUdpPort1=" + std::to_string(port) +
+         "\nUdpPort2=" + std::to_string(port + 1) + "\nLinkTimeout=2000\n" + faults + extra;
+}
+std::string dpdk_section(NodeId a, NodeId b, const std::string& extra) { return dpdk_section_with(a, b, extra, ""); }
+std::string dpdk_loss1_section(NodeId a, NodeId b, const std::string& extra) {
+  return dpdk_section_with(a, b, extra, "InjectLoss=1\nInjectDuplicate=1\nInjectReorder=1\nInjectSeed=11\n");
+}
+std::string dpdk_loss10_section(NodeId a, NodeId b, const std::string& extra) {
+  return dpdk_section_with(a, b, extra, "InjectLoss=10\nInjectDuplicate=2\nInjectReorder=2\nInjectSeed=12\n");
+}
+
 const Medium kAll[] = {
-    {"tcp", tcp_section},   {"tcp", tcp_tls_section, false, "tcp_tls"},
-    {"shm", shm_section},   {"sim", sim_section, /*in_process_only=*/true},
+    {"tcp", tcp_section},
+    {"tcp", tcp_tls_section, false, "tcp_tls"},
+    {"shm", shm_section},
+    {"sim", sim_section, /*in_process_only=*/true},
     {"rdma", rdma_section},
+    {"dpdk", dpdk_section, /*in_process_only=*/true},
+    {"dpdk", dpdk_loss1_section, /*in_process_only=*/true, "dpdk_loss1"},
+    {"dpdk", dpdk_loss10_section, /*in_process_only=*/true, "dpdk_loss10"},
 };
 
 }  // namespace

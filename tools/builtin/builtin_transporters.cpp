@@ -10,6 +10,9 @@
 #ifdef FJORD_HAVE_RDMA
 #include "fjord/rdma/rdma.h"
 #endif
+#ifdef FJORD_HAVE_DPDK
+#include "fjord/dpdk/dpdk.h"
+#endif
 
 namespace fjord::tools {
 
@@ -23,6 +26,9 @@ Status register_builtin_transporters(transport::TransporterRegistry& registry) {
 #endif
 #ifdef FJORD_HAVE_RDMA
   if (Status s = rdma::register_rdma_transporter(registry); !s) return s;
+#endif
+#ifdef FJORD_HAVE_DPDK
+  if (Status s = dpdk::register_dpdk_transporter(registry); !s) return s;
 #endif
   return Status::ok();
 }

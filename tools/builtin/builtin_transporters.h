@@ -1,5 +1,5 @@
 // Registers every transporter compiled into this build (tcp, shm, sim, and
-// rdma when built) in a registry. Programs and tests call this once at
+// rdma and dpdk when built) in a registry. Programs and tests call this once at
 // start-up; the engine itself never names a concrete transporter.
 #pragma once
 

@@ -121,6 +121,7 @@ TEST(ClusterConfigTest, EveryErrorOfAFileIsReportedInOneRun) {
             "cluster.ini:16: unknown section [bogus]; known: ndbd, api, mysqld, ndb_mgmd, mgm, and the transporters "
             "tcp, shm, sim" +
                 std::string(tools::builtin_registry().find("rdma") ? ", rdma" : "") +
+                std::string(tools::builtin_registry().find("dpdk") ? ", dpdk" : "") +
                 " (each also as '<name> default')\n"
                 "cluster.ini:10: [mysqld] NodeId=7 is already used at cluster.ini:8\n"
                 "cluster.ini:15: [tcp] Checksum: 'maybe' is not a boolean (1/0, true/false, yes/no)");

@@ -1,8 +1,8 @@
 // The transporter contract: one link between two nodes, over any medium.
 //
-// This is the only interface the engine sees. TCP, shared memory, RDMA and
-// the simulated transporter implement it; docs/transport.md maps each onto
-// it, and a DPDK transporter (designed there, not implemented) would too.
+// This is the only interface the engine sees. TCP, shared memory, RDMA,
+// DPDK Ethernet and the simulated transporter implement it;
+// docs/transport.md maps each onto it.
 // Set-up lives in registry.h (TransporterFactory, Listener).
 //
 // Data path, batched: one virtual call moves many signals, never one call per
