@@ -465,6 +465,17 @@ const OptionSpec kOptions[] = {
                "sets --executors N and runs twice: N API nodes with one executor each, then one API node (one "
                "cluster connection) with N executor threads, a session each; prints both and their ratio",
                "off"}}},
+    {.name = "--rounds",
+     .value_name = "N",
+     .commands = command_bit(C::kThroughput),
+     .what = "a number",
+     .min = 1,
+     .max = 21,
+     .apply = set_number<&Options::rounds>,
+     .help = {{H::kThroughput,
+               "with --threads-per-api-node: N pairs of runs, the later ones in alternating order (one API node "
+               "first in odd rounds), each pair's ratio printed; the target is judged on their median",
+               "1"}}},
     {.name = "--in-flight",
      .value_name = "N",
      .commands = command_bit(C::kThroughput),

@@ -118,6 +118,9 @@ struct Options {
   // --threads-per-api-node N: N executors on N API nodes, then N on one
   // API node (one ClusterConnection, a Session each); 0: the first only.
   uint32_t threads_per_api_node = 0;
+  // --rounds N: with --threads-per-api-node, N pairs of runs in alternating
+  // order; the target is judged on the median of their ratios.
+  uint32_t rounds = 1;
   uint32_t in_flight = kDefaultInFlight;  // transactions in flight per executor
   uint32_t read_percent = 100;            // --mix READ/UPDATE
   uint64_t rate_per_s = 0;                // --rate: 0 = closed loop

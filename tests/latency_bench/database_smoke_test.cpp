@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -210,6 +211,37 @@ TEST_F(DatabaseProgram, ThroughputClosedAndOpenLoop) {
   EXPECT_LE(j["operations"].number, 660);
   EXPECT_LE(j["transactions"].number, j["operations"].number);
   EXPECT_EQ(j["latency_basis"].text.find("from its scheduled send time"), 0u);
+}
+
+// --threads-per-api-node with --rounds: both reports, and the second's target
+// judged on the median of one ratio per round.
+TEST_F(DatabaseProgram, OneApiNodeAgainstSeveralOverRounds) {
+  const std::string type = runnable("shm") ? "shm" : "tcp";
+  ProgramRun r = run("throughput --transporter " + type +
+                     " --rows 500 --duration 0.2 --threads-per-api-node 2 --rounds 3 --no-compare --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  const std::size_t newline = r.out.find('\n');
+  ASSERT_NE(newline, std::string::npos) << r.out;
+  auto separate = test::JsonReader::parse(r.out.substr(0, newline));
+  auto shared = test::JsonReader::parse(r.out.substr(newline + 1));
+  ASSERT_TRUE(separate) << r.out;
+  ASSERT_TRUE(shared) << r.out;
+  EXPECT_FALSE((*separate)["conditions"]["one_api_node"].boolean);
+  EXPECT_TRUE((*shared)["conditions"]["one_api_node"].boolean);
+  EXPECT_GT((*shared)["operations"].number, 0);
+  const test::JsonValue& targets = (*shared)["targets"];
+  ASSERT_EQ(targets.items.size(), 1u) << r.out;
+  const std::string basis = targets[0]["basis"].text;
+  EXPECT_EQ(basis.find("median of 3 rounds' ratios"), 0u) << basis;
+  // Three ratios, each a positive number with three decimals.
+  std::size_t ratios = 0;
+  for (std::size_t at = basis.find(':'); (at = basis.find(' ', at)) != std::string::npos; ++at)
+    if (std::atof(basis.c_str() + at + 1) > 0) ++ratios;
+  EXPECT_EQ(ratios, 3u) << basis;
+
+  r = run("throughput --rounds 3");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--rounds 3 needs --threads-per-api-node"), std::string::npos) << r.err;
 }
 
 // Your config: one section decides the medium; --start-node runs the node.
