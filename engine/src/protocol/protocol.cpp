@@ -24,7 +24,8 @@ std::string_view error_message(ErrorCode code) noexcept {
     case ErrorCode::kOverload: return "Send buffers overloaded in the data node";
     case ErrorCode::kOutOfDataMemory: return "Out of memory in data node, table data (increase DataMemory)";
     case ErrorCode::kTooManyOperations: return "Out of operation records in transaction coordinator";
-    case ErrorCode::kTooManyTransactions: return "Out of transaction records in transaction coordinator (increase MaxNoOfConcurrentTransactions)";
+    case ErrorCode::kTooManyTransactions:
+      return "Out of transaction records in transaction coordinator (increase MaxNoOfConcurrentTransactions)";
     case ErrorCode::kNoSuchTable: return "No such table existed";
     case ErrorCode::kSchemaVersion: return "Invalid schema object version";
     case ErrorCode::kTableExists: return "Schema object with given name already exists";
